@@ -1,0 +1,1 @@
+//! Golden metric snapshots per recipe. Filled in by the golden issue.

@@ -1,0 +1,1 @@
+//! GPU comparisons (feature `cuda`). Filled in by the GPU issue.

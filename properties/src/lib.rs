@@ -1,0 +1,1 @@
+//! Invariant checks (the gate). Filled in by the properties issue.

@@ -1,0 +1,167 @@
+//! The one error type of the `thd` crate.
+//!
+//! Every variant names the rule that was broken and carries the index and value at fault, so a
+//! message can be acted on without a debugger: `cu_seqlens must be non-decreasing: cu[3]=17 <
+//! cu[2]=20`.
+
+/// Result alias for `thd`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong when building or processing a packed batch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ---- LAYOUT: cu_seqlens -------------------------------------------------------------
+    /// `cu_seqlens` needs at least one entry (`B + 1` entries for `B` segments).
+    #[error("{name} must have at least one entry (B + 1 for B segments), got an empty list")]
+    CuSeqlensEmpty {
+        /// Which offsets: `cu_seqlens` or `cu_seqlens_padded`.
+        name: &'static str,
+    },
+    /// `cu[0]` must be 0.
+    #[error("{name} must start at 0, got {name}[0]={first}")]
+    CuSeqlensStart {
+        /// Which offsets.
+        name: &'static str,
+        /// The first entry.
+        first: i64,
+    },
+    /// Offsets must never decrease.
+    #[error("{name} must be non-decreasing: {name}[{index}]={value} < {name}[{prev_index}]={prev}", prev_index = index - 1)]
+    CuSeqlensDecreasing {
+        /// Which offsets.
+        name: &'static str,
+        /// Index of the entry that is smaller than its predecessor.
+        index: usize,
+        /// Its value.
+        value: i64,
+        /// The predecessor's value.
+        prev: i64,
+    },
+    /// Offsets are int32 in every kernel that consumes them.
+    #[error("{name} must fit int32: {name}[{index}]={value} > {max}", max = i32::MAX)]
+    CuSeqlensOverflow {
+        /// Which offsets.
+        name: &'static str,
+        /// Index of the entry.
+        index: usize,
+        /// The value that does not fit.
+        value: i64,
+    },
+    /// The last offset addresses tokens that do not exist.
+    #[error("{name} must end at or before the token count: {name}[{index}]={value} > {tokens} tokens")]
+    CuSeqlensBeyondTokens {
+        /// Which offsets.
+        name: &'static str,
+        /// Index of the last entry.
+        index: usize,
+        /// Its value.
+        value: i64,
+        /// Number of tokens in the batch.
+        tokens: usize,
+    },
+    /// Real and padded offsets must describe the same segments.
+    #[error("cu_seqlens_padded has {padded} segments but cu_seqlens has {real}")]
+    SegmentCountMismatch {
+        /// Segments in `cu_seqlens`.
+        real: usize,
+        /// Segments in `cu_seqlens_padded`.
+        padded: usize,
+    },
+    /// A padded length is storage for the real one, so it can never be shorter.
+    #[error("padded length must be >= real length: segment {segment} has real length {real} but padded length {padded}")]
+    PaddedShorterThanReal {
+        /// Segment index.
+        segment: usize,
+        /// Real length `s_i`.
+        real: i64,
+        /// Padded length `p_i`.
+        padded: i64,
+    },
+    /// A per-token tensor disagrees with `input_ids` in length.
+    #[error("{key} has {len} entries but input_ids has {expected}")]
+    TokenCountMismatch {
+        /// The key at fault.
+        key: &'static str,
+        /// Its length.
+        len: usize,
+        /// The length of `input_ids`.
+        expected: usize,
+    },
+    /// Position ids must restart at 0 at each segment start and count up inside it.
+    #[error("position_ids must restart at each segment start: segment {segment}, token {token} (offset {offset} in the segment) has position id {got}, expected {offset}")]
+    PositionIdsNotReset {
+        /// Segment index.
+        segment: usize,
+        /// Flat token index in the pack.
+        token: usize,
+        /// Offset of that token within its segment (the expected position id).
+        offset: usize,
+        /// The position id found.
+        got: i64,
+    },
+    /// The last token of a segment would be trained to predict a token of another document.
+    #[error("no label may cross a document boundary: the target of segment {segment}'s last token is labels[{token}]={label}, expected -100")]
+    CrossDocumentLabel {
+        /// Segment whose last token would leak.
+        segment: usize,
+        /// Flat index of the label that is read as that token's target.
+        token: usize,
+        /// The label found there.
+        label: i64,
+    },
+    /// `num_real_seqs` counts leading real segments, so it cannot exceed the segment count.
+    #[error("num_real_seqs={num_real_seqs} exceeds the number of segments ({segments})")]
+    NumRealSeqsTooLarge {
+        /// The value given.
+        num_real_seqs: usize,
+        /// Segments in the batch.
+        segments: usize,
+    },
+    /// Total length of a [`crate::SeqLens`] does not fit the int32 offsets.
+    #[error("sequence lengths sum to {total}, which does not fit int32 cu_seqlens")]
+    TotalLengthOverflow {
+        /// The sum of the lengths.
+        total: u64,
+    },
+
+    // ---- attention ----------------------------------------------------------------------
+    /// Query heads must be a multiple of key/value heads (MHA, GQA, MQA).
+    #[error("heads ({heads}) must be a positive multiple of kv_heads ({kv_heads})")]
+    HeadsNotMultiple {
+        /// Query heads.
+        heads: usize,
+        /// Key/value heads.
+        kv_heads: usize,
+    },
+    /// Head dimension must be positive.
+    #[error("head_dim must be positive, got 0")]
+    ZeroHeadDim,
+    /// A tensor does not have the element count its shape implies.
+    #[error("{key} has {len} elements, expected {expected} ({shape})")]
+    ShapeMismatch {
+        /// Which tensor.
+        key: &'static str,
+        /// Elements given.
+        len: usize,
+        /// Elements expected.
+        expected: usize,
+        /// The shape that implies `expected`, in words.
+        shape: String,
+    },
+
+    // ---- loss ---------------------------------------------------------------------------
+    /// A label is neither -100 nor a vocabulary index.
+    #[error("labels[{index}]={label} is outside the vocabulary [0, {vocab}) and is not -100")]
+    LabelOutOfRange {
+        /// Flat token index.
+        index: usize,
+        /// The label.
+        label: i64,
+        /// Vocabulary size.
+        vocab: usize,
+    },
+    /// The vocabulary must have at least one entry.
+    #[error("vocab must be positive, got 0")]
+    ZeroVocab,
+}
