@@ -164,4 +164,12 @@ pub enum Error {
     /// The vocabulary must have at least one entry.
     #[error("vocab must be positive, got 0")]
     ZeroVocab,
+
+    // ---- collate (thd::collate) ---------------------------------------------------------
+
+    // ---- context parallelism (thd::cp) --------------------------------------------------
+
+    // ---- packers (thd::pack) ------------------------------------------------------------
+
+    // ---- accounting (thd::metrics) ------------------------------------------------------
 }
