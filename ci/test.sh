@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The CPU gate. Every command here is one the README tells a user to run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+t0=$SECONDS
+
+step "format"
+cargo fmt --all -- --check
+
+step "README quick start 1/2: the main job on its built-in default"
+cargo run --release -p thdcheck -- selfcheck
+
+step "README quick start 2/2: the tests"
+cargo test --workspace
+
+step "lint"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "docs"
+RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps
+
+printf '\n== ci/test.sh done in %ss\n' "$((SECONDS - t0))"
