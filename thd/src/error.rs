@@ -149,6 +149,34 @@ pub enum Error {
         /// The shape that implies `expected`, in words.
         shape: String,
     },
+    /// A packed tensor must hold a whole number of token rows.
+    #[error("{key} has {len} elements, which is not a whole number of token rows of {row} elements (heads × head_dim)")]
+    RaggedTensor {
+        /// Which tensor.
+        key: &'static str,
+        /// Elements given.
+        len: usize,
+        /// Elements per token row.
+        row: usize,
+    },
+    /// Query and key offsets must describe the same segments.
+    #[error("cu_seqlens_q has {q} segments but cu_seqlens_k has {k}")]
+    AttnSegmentCountMismatch {
+        /// Segments in the query offsets.
+        q: usize,
+        /// Segments in the key offsets.
+        k: usize,
+    },
+    /// Offsets address token rows past the end of a tensor.
+    #[error("cu_seqlens for {key} addresses {needed} tokens but {key} holds {tokens} token rows")]
+    TokensBeyondTensor {
+        /// Which tensor.
+        key: &'static str,
+        /// The last offset (tokens addressed).
+        needed: usize,
+        /// Token rows the tensor holds.
+        tokens: usize,
+    },
 
     // ---- loss ---------------------------------------------------------------------------
     /// A label is neither -100 nor a vocabulary index.

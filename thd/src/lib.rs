@@ -16,17 +16,17 @@
 //! # Ok::<(), thd::Error>(())
 //! ```
 
-// pub mod attention;
+pub mod attention;
 pub mod error;
-// pub mod float;
+pub mod float;
 pub mod layout;
-// pub mod loss;
+pub mod loss;
 
-// pub use attention::{AttnOptions, AttnShape, varlen_attention};
+pub use attention::{AttnOptions, AttnShape, varlen_attention};
 pub use error::{Error, Result};
-// pub use float::Float;
+pub use float::Float;
 pub use layout::{CuSeqlens, LabelConvention, PackedBatch, PackedBatchParts, SeqLens};
-// pub use loss::{LossSum, packed_cross_entropy};
+pub use loss::{LossSum, packed_cross_entropy};
 
 /// Label value that loss functions ignore (PyTorch's `ignore_index` default).
 pub const IGNORE_INDEX: i64 = -100;
