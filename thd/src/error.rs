@@ -194,8 +194,174 @@ pub enum Error {
     ZeroVocab,
 
     // ---- collate (thd::collate) ---------------------------------------------------------
+    /// A collator was given no examples (or a BSHD batch with no sequences).
+    #[error("{collator}: the batch has no examples; pass at least one")]
+    NoExamples {
+        /// The collator or conversion that needed one.
+        collator: &'static str,
+    },
+    /// An example has no tokens: it would become a zero-length segment with a dangling label.
+    #[error("example {index} has no tokens; drop it before collating")]
+    EmptyExample {
+        /// Position of the example in the batch.
+        index: usize,
+    },
+    /// An example's labels do not line up with its tokens.
+    #[error("example {index} has {labels} labels but {input_ids} input_ids")]
+    ExampleLabelsLength {
+        /// Position of the example in the batch.
+        index: usize,
+        /// Number of labels.
+        labels: usize,
+        /// Number of tokens.
+        input_ids: usize,
+    },
+    /// Static padding to `max_seq_length` would have to truncate.
+    #[error(
+        "the pack holds {tokens} tokens but max_seq_length is {max_seq_length}; padding never truncates: raise max_seq_length, pack fewer examples, or use Overflow::LeaveUnpadded"
+    )]
+    PackOverMaxLength {
+        /// Tokens in the pack.
+        tokens: usize,
+        /// The static length asked for.
+        max_seq_length: usize,
+    },
+    /// A padding multiple, divisibility factor or chunk size of 0.
+    #[error("{name} must be positive, got 0")]
+    ZeroFactor {
+        /// The option at fault, e.g. `pad_to_multiple_of`.
+        name: &'static str,
+    },
+    /// Tokens past the last offset belong to no segment, so a step that appends or moves
+    /// segments would misplace them.
+    #[error(
+        "{op}: offsets cover {covered} of {tokens} tokens; every token must belong to a segment (drop the static padding first)"
+    )]
+    UncoveredTokens {
+        /// The operation that needs full coverage.
+        op: &'static str,
+        /// Tokens the (storage) offsets cover.
+        covered: usize,
+        /// Tokens in the batch.
+        tokens: usize,
+    },
+    /// Per-sequence CP padding applies to a batch whose segments are not padded yet.
+    #[error("{op}: the batch already has cu_seqlens_padded; pad each sequence once")]
+    AlreadyPadded {
+        /// The operation that was asked for.
+        op: &'static str,
+    },
+    /// A per-sequence length in `seq_lens`/`seq_lens_padded` is negative and not the sentinel.
+    #[error("{key}[{row}][{col}]={value} is negative and not the sentinel {sentinel}")]
+    NegativeSeqLen {
+        /// `seq_lens` or `seq_lens_padded`.
+        key: &'static str,
+        /// Row (pack) index.
+        row: usize,
+        /// Column (sequence-in-pack) index.
+        col: usize,
+        /// The value found.
+        value: i64,
+        /// The sentinel that marks an empty slot.
+        sentinel: i64,
+    },
+    /// `seq_lens` and `seq_lens_padded` must mark the same slots as empty.
+    #[error(
+        "seq_lens[{row}][{col}]={real} but seq_lens_padded[{row}][{col}]={padded}: the sentinel must sit in the same slots of both"
+    )]
+    SentinelMismatch {
+        /// Row (pack) index.
+        row: usize,
+        /// Column index.
+        col: usize,
+        /// `seq_lens` value.
+        real: i64,
+        /// `seq_lens_padded` value.
+        padded: i64,
+    },
+    /// The slots of a BSHD row must tile it: every row but the last exactly, the last at most.
+    #[error(
+        "row {row}'s sequence slots sum to {slots} tokens but rows hold {seq_len}; a row's slots must fill it (the last row's may stop short), or offsets address the wrong tokens"
+    )]
+    RowSlotsMismatch {
+        /// Row (pack) index.
+        row: usize,
+        /// Σ of the row's padded (or real) lengths.
+        slots: i64,
+        /// Row length `S`.
+        seq_len: usize,
+    },
+    /// Splitting rows into chunks would drop the remainder rows.
+    #[error(
+        "{rows} rows do not split into {num_chunks} equal chunks; the remainder rows would be dropped"
+    )]
+    RowsNotDivisible {
+        /// Rows in the batch.
+        rows: usize,
+        /// Chunks asked for.
+        num_chunks: usize,
+    },
+    /// An input the operation cannot do without is absent.
+    #[error("{op} needs {key}, which is absent")]
+    MissingKey {
+        /// The key, e.g. `seq_lens`.
+        key: &'static str,
+        /// The operation that needs it.
+        op: &'static str,
+    },
+    /// Without pack metadata, pad ids must form one trailing run, or content would be masked.
+    #[error(
+        "input_ids[{index}]={pad_token_id} is the pad id but a non-pad token follows it; the pad id also occurs as content, so pass seq_lens instead"
+    )]
+    PadIdInContent {
+        /// First pad position that is followed by a non-pad token.
+        index: usize,
+        /// The pad id.
+        pad_token_id: i64,
+    },
 
     // ---- context parallelism (thd::cp) --------------------------------------------------
+    /// The context-parallel size must be at least 1.
+    #[error("cp size must be positive, got 0")]
+    ZeroCpSize,
+    /// A rank outside `0..cp`.
+    #[error("cp rank {rank} is out of range for cp size {cp}")]
+    CpRankOutOfRange {
+        /// The rank asked for.
+        rank: usize,
+        /// The CP size.
+        cp: usize,
+    },
+    /// Zigzag sharding cuts each sequence into `2·cp` equal chunks; a remainder would be dropped.
+    #[error(
+        "segment {segment} has (padded) length {length}, not divisible by 2*cp = {divisor}; pad each sequence to a multiple of {divisor} (collate::pad_for_cp) instead of truncating"
+    )]
+    CpLengthNotDivisible {
+        /// Segment index.
+        segment: usize,
+        /// Its storage length.
+        length: usize,
+        /// `2·cp`.
+        divisor: usize,
+    },
+    /// Reassembly needs exactly one shard per rank.
+    #[error("reassembly needs one shard per rank: got {got} shards for cp size {cp}")]
+    CpShardCount {
+        /// Shards given.
+        got: usize,
+        /// The CP size.
+        cp: usize,
+    },
+    /// A shard does not have the length its rank holds.
+    #[error("shard of rank {rank} has {len} elements, expected {expected}")]
+    CpShardLength {
+        /// The rank.
+        rank: usize,
+        /// Elements given.
+        len: usize,
+        /// Elements the rank holds (tokens / cp × row width).
+        expected: usize,
+    },
 
     // ---- packers (thd::pack) ------------------------------------------------------------
 

@@ -17,6 +17,8 @@
 //! ```
 
 pub mod attention;
+pub mod collate;
+pub mod cp;
 pub mod error;
 pub mod float;
 pub mod layout;

@@ -1,0 +1,85 @@
+use crate::{Error, Result};
+
+/// One training example as a collator receives it: token ids and, optionally, labels.
+///
+/// Without labels a collator uses the tokens themselves (causal LM). With labels (MLM targets,
+/// a prompt masked with -100, ...) they must have one entry per token.
+///
+/// # Example
+/// ```
+/// # use thd::collate::Example;
+/// let clm = Example::new(vec![0, 5, 6, 2]);
+/// assert_eq!(clm.label_source(), &[0, 5, 6, 2]);
+/// let sft = Example::with_labels(vec![0, 5, 6, 2], vec![-100, -100, 6, 2]);
+/// assert_eq!(sft.label_source(), &[-100, -100, 6, 2]);
+/// assert_eq!(sft.len(), 4);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Example {
+    /// Token ids.
+    pub input_ids: Vec<i64>,
+    /// Labels, one per token; `None` means "the tokens themselves".
+    pub labels: Option<Vec<i64>>,
+}
+
+impl Example {
+    /// An example whose labels are its tokens.
+    pub fn new(input_ids: Vec<i64>) -> Self {
+        Self { input_ids, labels: None }
+    }
+
+    /// An example with explicit labels.
+    pub fn with_labels(input_ids: Vec<i64>, labels: Vec<i64>) -> Self {
+        Self { input_ids, labels: Some(labels) }
+    }
+
+    /// Number of tokens.
+    pub fn len(&self) -> usize {
+        self.input_ids.len()
+    }
+
+    /// True when the example has no tokens.
+    pub fn is_empty(&self) -> bool {
+        self.input_ids.is_empty()
+    }
+
+    /// The labels a collator starts from: `labels` if given, else `input_ids`.
+    pub fn label_source(&self) -> &[i64] {
+        self.labels.as_deref().unwrap_or(&self.input_ids)
+    }
+}
+
+/// Checks that a batch is non-empty and every example is non-empty with matching labels.
+pub(crate) fn check_examples(collator: &'static str, examples: &[Example]) -> Result<()> {
+    if examples.is_empty() {
+        return Err(Error::NoExamples { collator });
+    }
+    for (index, e) in examples.iter().enumerate() {
+        if e.is_empty() {
+            return Err(Error::EmptyExample { index });
+        }
+        if let Some(l) = &e.labels
+            && l.len() != e.len()
+        {
+            return Err(Error::ExampleLabelsLength { index, labels: l.len(), input_ids: e.len() });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_examples_names_the_bad_example() {
+        assert_eq!(check_examples("x", &[]), Err(Error::NoExamples { collator: "x" }));
+        let bad = [Example::new(vec![1]), Example::new(vec![])];
+        assert_eq!(check_examples("x", &bad), Err(Error::EmptyExample { index: 1 }));
+        let bad = [Example::with_labels(vec![1, 2], vec![1])];
+        assert_eq!(
+            check_examples("x", &bad),
+            Err(Error::ExampleLabelsLength { index: 0, labels: 1, input_ids: 2 })
+        );
+    }
+}
