@@ -188,15 +188,8 @@ pub fn bshd_to_thd(batch: &BshdBatch, opts: &BshdOptions) -> Result<ThdInputs> {
         let mut mask = Vec::with_capacity(tokens);
         if batch.seq_len > 0 {
             for (row, ids) in batch.input_ids.chunks(batch.seq_len).enumerate() {
-                let m = padding_mask_from_token_ids(ids, opts.padding_token_id).map_err(
-                    |e| match e {
-                        Error::PadIdInContent { index, pad_token_id } => Error::PadIdInContent {
-                            index: row * batch.seq_len + index,
-                            pad_token_id,
-                        },
-                        other => other,
-                    },
-                )?;
+                let m = padding_mask_from_token_ids(ids, opts.padding_token_id)
+                    .map_err(|e| at_row_offset(e, row, row * batch.seq_len))?;
                 mask.extend(m);
             }
         }
@@ -369,10 +362,29 @@ pub fn split_into_thd_chunks(
                     .as_ref()
                     .map(|l| l[c * per..(c + 1) * per].to_vec()),
             };
-            bshd_to_thd(&part, opts)
+            bshd_to_thd(&part, opts).map_err(|e| at_row_offset(e, c * per, c * per * s))
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(ThdChunks { chunks, sentinel: opts.sentinel })
+}
+
+/// Re-indexes an error of a chunk's conversion to the rows and tokens of the whole batch.
+fn at_row_offset(e: Error, rows: usize, tokens: usize) -> Error {
+    match e {
+        Error::RowSlotsMismatch { row, slots, seq_len } => {
+            Error::RowSlotsMismatch { row: row + rows, slots, seq_len }
+        }
+        Error::NegativeSeqLen { key, row, col, value, sentinel } => {
+            Error::NegativeSeqLen { key, row: row + rows, col, value, sentinel }
+        }
+        Error::SentinelMismatch { row, col, real, padded } => {
+            Error::SentinelMismatch { row: row + rows, col, real, padded }
+        }
+        Error::PadIdInContent { index, pad_token_id } => {
+            Error::PadIdInContent { index: index + tokens, pad_token_id }
+        }
+        other => other,
+    }
 }
 
 /// The `[B, S]` tensors and the `[B][K]` length tables have `B` rows.

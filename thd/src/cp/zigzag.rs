@@ -346,6 +346,26 @@ impl CpLayout {
             .collect())
     }
 
+    /// The widest storage slot rounded up to a multiple of `multiple` (bionemo's
+    /// `DataCollatorForContextParallel` reports `max_length_q = ⌈max pᵢ / 64⌉ · 64`).
+    ///
+    /// # Errors
+    /// [`Error::ZeroFactor`] if `multiple == 0`.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 72])?, None, 2)?;
+    /// assert_eq!(layout.max_seqlen_rounded(64)?, 64);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
+    pub fn max_seqlen_rounded(&self, multiple: usize) -> Result<usize> {
+        if multiple == 0 {
+            return Err(Error::ZeroFactor { name: "multiple" });
+        }
+        Ok(self.storage.max_seqlen().div_ceil(multiple) * multiple)
+    }
+
     fn check_rank(&self, rank: usize) -> Result<()> {
         if rank >= self.cp {
             return Err(Error::CpRankOutOfRange { rank, cp: self.cp });
