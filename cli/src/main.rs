@@ -1,1 +1,30 @@
-fn main() {}
+//! `thdcheck`: the command.
+//!
+//! Exit codes (documented here and in `--help`):
+//! - **0** every check passed;
+//! - **1** a check or invariant failed;
+//! - **2** usage, config or I/O error (clap's own usage errors also exit 2).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod cli;
+mod selfcheck;
+
+use cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Selfcheck { seed } => selfcheck::run(seed),
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(err) => {
+            eprintln!("thdcheck: error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
