@@ -48,7 +48,7 @@ pub fn run(seed: u64) -> Result<bool> {
 
     println!();
     println!(
-        "{:<18} {:>4} {:>6} {:>10}  {:>14}  {:>14}  {:>9}  verdict",
+        "{:<20} {:>4} {:>6} {:>8}  {:>14} {:>15}  {:>9}  verdict",
         "loss case", "segs", "tokens", "vocab", "thd mean", "oracle mean", "|Δ|"
     );
     for (name, lens, vocab) in [
