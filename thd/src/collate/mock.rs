@@ -151,4 +151,44 @@ mod tests {
         assert_eq!(mock_chunks(12, Some(5)), vec![5, 5, 2]);
         assert_eq!(mock_chunks(3, Some(5)), vec![3]);
     }
+
+    #[test]
+    fn a_cp_padded_batch_gets_the_mock_in_both_offsets() {
+        // AReaL-style dummy tail: lengths [5, 3] padded to [8, 4], then to a multiple of 16.
+        let batch = PackedBatch::new(PackedBatchParts {
+            input_ids: vec![1; 12],
+            labels: vec![-100; 12],
+            cu_seqlens: vec![0, 5, 8],
+            cu_seqlens_padded: Some(vec![0, 8, 12]),
+            ..Default::default()
+        })
+        .unwrap();
+        let opts = MockPadding { multiple_of: 16, pad_token_id: 0, max_mock_len: None };
+        let p = pad_to_multiple_of(&batch, &opts).unwrap();
+        assert_eq!(p.cu_seqlens().as_slice(), &[0, 5, 8, 12]);
+        assert_eq!(p.cu_seqlens_padded().unwrap().as_slice(), &[0, 8, 12, 16]);
+        assert_eq!(p.num_real_segments(), 2);
+        assert_eq!(p.real_tokens(2), 12..16);
+    }
+
+    #[test]
+    fn static_padding_must_be_covered_first() {
+        let batch = PackedBatch::new(PackedBatchParts {
+            input_ids: vec![1, 2, 0],
+            labels: vec![-100, 2, -100],
+            cu_seqlens: vec![0, 2],
+            ..Default::default()
+        })
+        .unwrap();
+        let opts = MockPadding { multiple_of: 4, pad_token_id: 0, max_mock_len: None };
+        assert_eq!(
+            pad_to_multiple_of(&batch, &opts),
+            Err(Error::UncoveredTokens { op: "pad_to_multiple_of", covered: 2, tokens: 3 })
+        );
+        let zero = MockPadding { multiple_of: 0, ..opts };
+        assert_eq!(
+            pad_to_multiple_of(&batch, &zero),
+            Err(Error::ZeroFactor { name: "pad_to_multiple_of" })
+        );
+    }
 }

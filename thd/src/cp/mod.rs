@@ -78,3 +78,82 @@ pub fn shard_batch(batch: &PackedBatch, cp: usize) -> Result<(CpLayout, Vec<CpSh
         .collect::<Result<Vec<_>>>()?;
     Ok((layout, shards))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collate::{CpPadding, Example, FlattenOptions, flatten, pad_for_cp};
+    use crate::{LabelConvention, packed_cross_entropy};
+
+    fn lcg(seed: u64, n: usize) -> Vec<f64> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 11) as f64 / (1u64 << 53) as f64) * 6.0 - 3.0
+            })
+            .collect()
+    }
+
+    /// Collate, pad for CP, shard, compute CP-local sums: the loss and the logger statistics are
+    /// those of the unsharded batch for every cp, and the mean of rank means is not.
+    #[test]
+    fn cp_local_loss_equals_the_global_loss_for_every_cp() {
+        let vocab = 7;
+        let examples: Vec<Example> = [9usize, 1, 4, 13, 2]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let ids: Vec<i64> = (0..n as i64).map(|t| (t * 3 + i as i64) % vocab).collect();
+                let mut labels = ids.clone();
+                labels[..n / 3].fill(-100); // a prompt
+                Example::with_labels(ids, labels)
+            })
+            .collect();
+        let batch = flatten(&examples, &FlattenOptions::default()).unwrap();
+        let logits = lcg(11, batch.num_tokens() * vocab as usize);
+        let global = packed_cross_entropy(
+            &logits,
+            vocab as usize,
+            batch.labels(),
+            LabelConvention::Unshifted,
+        )
+        .unwrap();
+        let mut mean_of_means_differs = false;
+        let mut first_stats = None;
+        for cp in [1usize, 2, 4, 8] {
+            let padded = pad_for_cp(&batch, &CpPadding::for_cp(cp, 0)).unwrap();
+            // The model sees the padded stream: each real token keeps its logits row.
+            let mut plogits = vec![0.0; padded.num_tokens() * vocab as usize];
+            for i in 0..batch.num_segments() {
+                let (src, dst) = (batch.real_tokens(i), padded.real_tokens(i));
+                let v = vocab as usize;
+                plogits[dst.start * v..dst.end * v]
+                    .copy_from_slice(&logits[src.start * v..src.end * v]);
+            }
+            let (layout, shards) = shard_batch(&padded, cp).unwrap();
+            let local_logits = layout.split_all(&plogits, vocab as usize).unwrap();
+            let labels: Vec<Vec<i64>> = shards.iter().map(|s| s.labels.clone()).collect();
+            let loss = cp_local_loss(&local_logits, vocab as usize, &labels).unwrap();
+            assert_eq!(loss.global().count, global.count, "cp={cp}");
+            let rel = (loss.global().nll - global.nll).abs() / global.nll;
+            assert!(rel <= 1e-12, "cp={cp}: relative error {rel}");
+            mean_of_means_differs |= (loss.mean_of_rank_means() - global.mean()).abs() > 1e-9;
+
+            let nll: Vec<Vec<f64>> = local_logits
+                .iter()
+                .zip(&labels)
+                .map(|(x, y)| token_nll(x, vocab as usize, y).unwrap())
+                .collect();
+            let stats = logger_stats(&layout, &nll, &labels).unwrap();
+            assert_eq!(stats.n_tokens, 29);
+            assert_eq!(stats.n_valid_tokens, global.count);
+            assert!((stats.loss - global.mean()).abs() <= 1e-12 * global.mean());
+            let first = *first_stats.get_or_insert(stats);
+            assert_eq!((stats.n_seqs, stats.prompt_tokens), (first.n_seqs, first.prompt_tokens));
+            let ppl = |s: &LoggerStats| s.ppl_avg.unwrap();
+            assert!((ppl(&stats) - ppl(&first)).abs() <= 1e-12 * ppl(&first), "cp={cp}");
+        }
+        assert!(mean_of_means_differs, "the planted bug must be visible on this batch");
+    }
+}
