@@ -1,0 +1,294 @@
+//! BSHD-equivalent attention: the truth that THD (varlen) attention is checked against.
+//!
+//! The computation is the one flash-attention's tests use as their reference (`attention_ref`):
+//! scatter every sequence into a zero-padded `[B, S_max, H, D]` batch, build a key-padding mask
+//! (plus the causal mask), take `softmax(QKᵀ·scale + mask)·V`, and gather the real rows back.
+//! Nothing here knows about `cu_seqlens` kernels: offsets are a running sum of the lengths.
+//!
+//! ```text
+//! off[0] = 0, off[b+1] = off[b] + len[b]                      (per side, q and k)
+//! visible(b, i, j) = j < sk_b  and  (not causal  or  j <= i + sk_b - sq_b)
+//! out[off_q[b] + i, h] = Σ_j softmax_j(scale · q[b,i,h]·k[b,j,h/G] + (0 if visible else -inf)) · v[b,j,h/G]
+//! out[...] = 0 for rows with no visible key, and for rows past Σ len_q          (G = H / KV)
+//! ```
+//!
+//! Memory stays bounded: the batch is processed one row (and, for long rows, a few heads) at a
+//! time, so the largest temporary is about [`SCORE_BUDGET`] scores, never `[B, H, S, S]`.
+
+use candle_core::{D, DType, Device, Result, Tensor};
+
+use crate::error::Error;
+
+/// Options of [`varlen_attention`].
+///
+/// # Example
+/// ```
+/// let spec = oracle::AttnSpec { causal: true, ..Default::default() };
+/// assert_eq!(spec.scale, None); // 1/sqrt(head_dim)
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct AttnSpec {
+    /// Causal mask, aligned bottom-right when a sequence's q and k lengths differ.
+    pub causal: bool,
+    /// Softmax scale; `None` = `1/sqrt(head_dim)`.
+    pub scale: Option<f64>,
+}
+
+/// Upper bound on the scores (`heads × S_max_q × S_max_k`) materialised at once: 2²⁵ scores,
+/// 256 MiB in f64. A batch row with more is processed a few heads at a time.
+pub const SCORE_BUDGET: usize = 1 << 25;
+
+/// BSHD-equivalent attention over THD (packed) inputs.
+///
+/// **Input:** `q: [Tq, H, D]`, `k, v: [Tk, KV, D]`, one float dtype (bf16, f16, f32, f64);
+/// `seqlens_q`, `seqlens_k`: per-sequence lengths (the same count `B`; `Σ ≤ Tq`, `Σ ≤ Tk`;
+/// zeros allowed). **Output:** `[Tq, H, D]` in the input dtype.
+///
+/// Computes in the input dtype: an f32 call is the "naive same-dtype reference" of the
+/// FlashAttention tolerance rule, an f64 call is the truth. Each sequence is scattered into a
+/// zero-padded `[B, S_max, H, D]` batch with a key-padding mask; scores are
+/// `QKᵀ·scale + mask` (`-inf` where masked), softmax over keys, times `V`, gathered back.
+///
+/// - Causal is aligned bottom-right: query `i` sees key `j` iff `j <= i + sk - sq`.
+/// - A query row that sees no key (causal with `sq > sk`, or `sk == 0`) outputs 0, never NaN.
+/// - Rows past `Σ seqlens_q` output 0.
+/// - GQA/MQA: `H % KV == 0`; query head `h` uses kv head `h / (H / KV)`.
+///
+/// # Errors
+/// An [`Error`](crate::Error) (wrapped in [`candle_core::Error`]) for wrong ranks, dtypes,
+/// `H % KV != 0`, a head dimension of 0 or mismatched between q and k/v, length lists of
+/// different counts, or lengths that sum past the tensor.
+///
+/// # Example
+/// ```
+/// use candle_core::{Device, Tensor};
+/// use oracle::{AttnSpec, varlen_attention};
+/// let dev = Device::Cpu;
+/// // Two sequences of lengths 1 and 2, one head, head_dim 1.
+/// let q = Tensor::new(&[[[1.0f64]], [[0.0]], [[0.0]]], &dev)?;
+/// let k = Tensor::new(&[[[1.0f64]], [[5.0]], [[5.0]]], &dev)?;
+/// let v = Tensor::new(&[[[7.0f64]], [[2.0]], [[4.0]]], &dev)?;
+/// let out = varlen_attention(&q, &k, &v, &[1, 2], &[1, 2], &AttnSpec::default())?;
+/// // Sequence 0 has a single key: its output is that key's value row.
+/// // Sequence 1's queries are 0, so its scores are uniform: the mean of its values.
+/// assert_eq!(out.flatten_all()?.to_vec1::<f64>()?, vec![7.0, 3.0, 3.0]);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn varlen_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    seqlens_q: &[u32],
+    seqlens_k: &[u32],
+    spec: &AttnSpec,
+) -> Result<Tensor> {
+    let shape = check_inputs(q, k, v, seqlens_q, seqlens_k)?;
+    let Shape { tokens_q, heads, head_dim } = shape;
+    let dtype = q.dtype();
+    let dev = q.device();
+    let scale = spec.scale.unwrap_or(1.0 / (head_dim as f64).sqrt());
+
+    let max_q = seqlens_q.iter().copied().max().unwrap_or(0) as usize;
+    let max_k = seqlens_k.iter().copied().max().unwrap_or(0) as usize;
+    if max_q == 0 || max_k == 0 {
+        // No query, or no key anywhere: every row is empty or fully masked.
+        return Tensor::zeros((tokens_q, heads, head_dim), dtype, dev);
+    }
+
+    // 1. Scatter into the padded BSHD batch.
+    let q_pad = pad_batch(q, seqlens_q, max_q)?; // [B, Sq, H, D]
+    let k_pad = pad_batch(k, seqlens_k, max_k)?; // [B, Sk, KV, D]
+    let v_pad = pad_batch(v, seqlens_k, max_k)?;
+
+    // 2. Attention, one batch row at a time.
+    let mut rows = Vec::with_capacity(seqlens_q.len() + 1);
+    for (b, (&sq, &sk)) in seqlens_q.iter().zip(seqlens_k).enumerate() {
+        if sq == 0 {
+            continue;
+        }
+        let mask = RowMask::new(sq as usize, sk as usize, max_q, max_k, spec.causal);
+        let out = attend_row(&q_pad.get(b)?, &k_pad.get(b)?, &v_pad.get(b)?, &mask, scale)?;
+        // 3. Gather: keep the real query rows of this sequence.
+        rows.push(out.narrow(0, 0, sq as usize)?);
+    }
+    let real: usize = seqlens_q.iter().map(|&s| s as usize).sum();
+    if real < tokens_q {
+        rows.push(Tensor::zeros((tokens_q - real, heads, head_dim), dtype, dev)?);
+    }
+    Tensor::cat(&rows, 0)
+}
+
+/// Sizes read from the checked inputs.
+struct Shape {
+    tokens_q: usize,
+    heads: usize,
+    head_dim: usize,
+}
+
+fn check_inputs(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    seqlens_q: &[u32],
+    seqlens_k: &[u32],
+) -> Result<Shape> {
+    for (name, t) in [("q", q), ("k", k), ("v", v)] {
+        if t.rank() != 3 {
+            let layout = if name == "q" { "[Tq, H, D]" } else { "[Tk, KV, D]" };
+            let shape = t.dims().to_vec();
+            return Err(Error::Rank { tensor: name, expected: 3, layout, shape }.into());
+        }
+        if !t.dtype().is_float() {
+            return Err(Error::NotFloat { tensor: name, dtype: format!("{:?}", t.dtype()) }.into());
+        }
+    }
+    if q.dtype() != k.dtype() || q.dtype() != v.dtype() {
+        let [q, k, v] = [q, k, v].map(|t| format!("{:?}", t.dtype()));
+        return Err(Error::DTypeMismatch { q, k, v }.into());
+    }
+    if k.dims() != v.dims() {
+        return Err(Error::KvShapeMismatch { k: k.dims().to_vec(), v: v.dims().to_vec() }.into());
+    }
+    let (tokens_q, heads, head_dim) = q.dims3()?;
+    let (tokens_k, kv_heads, head_dim_k) = k.dims3()?;
+    if head_dim != head_dim_k {
+        return Err(Error::HeadDimMismatch { q: head_dim, k: head_dim_k }.into());
+    }
+    if head_dim == 0 {
+        return Err(Error::ZeroHeadDim.into());
+    }
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(Error::HeadsNotMultiple { heads, kv_heads }.into());
+    }
+    if seqlens_q.len() != seqlens_k.len() {
+        return Err(Error::SeqCountMismatch { q: seqlens_q.len(), k: seqlens_k.len() }.into());
+    }
+    for (lengths, lens, tensor, tokens) in
+        [("seqlens_q", seqlens_q, "q", tokens_q), ("seqlens_k", seqlens_k, "k", tokens_k)]
+    {
+        let sum: u64 = lens.iter().map(|&s| u64::from(s)).sum();
+        if sum > tokens as u64 {
+            return Err(Error::TooManyTokens { lengths, sum, tensor, tokens }.into());
+        }
+    }
+    Ok(Shape { tokens_q, heads, head_dim })
+}
+
+/// `[T, H, D]` → zero-padded `[B, s_max, H, D]`: sequence `b` occupies rows `0..len[b]` of
+/// batch row `b`. Offsets are the running sum of the lengths.
+fn pad_batch(x: &Tensor, lens: &[u32], s_max: usize) -> Result<Tensor> {
+    let (_, heads, dim) = x.dims3()?;
+    let mut start = 0usize;
+    let mut rows = Vec::with_capacity(lens.len());
+    for &len in lens {
+        let len = len as usize;
+        let row = if len == 0 {
+            Tensor::zeros((s_max, heads, dim), x.dtype(), x.device())?
+        } else {
+            x.narrow(0, start, len)?.pad_with_zeros(0, 0, s_max - len)?
+        };
+        rows.push(row);
+        start += len;
+    }
+    Tensor::stack(&rows, 0)
+}
+
+/// The mask of one padded batch row: which of the `s_q × s_k` (query, key) pairs are visible.
+struct RowMask {
+    /// Real query and key lengths of this sequence.
+    sq: usize,
+    sk: usize,
+    /// Padded sizes of the batch.
+    s_q: usize,
+    s_k: usize,
+    causal: bool,
+}
+
+impl RowMask {
+    fn new(sq: usize, sk: usize, s_q: usize, s_k: usize, causal: bool) -> Self {
+        Self { sq, sk, s_q, s_k, causal }
+    }
+
+    /// Key `j` is visible from query `i`: a real key, and (causal) not after the query,
+    /// aligned bottom-right: `j <= i + sk - sq`, i.e. `j + sq <= i + sk`.
+    fn visible(&self, i: usize, j: usize) -> bool {
+        j < self.sk && (!self.causal || j + self.sq <= i + self.sk)
+    }
+
+    /// Additive mask `[s_q, s_k]`: 0 where visible, `-inf` elsewhere.
+    fn additive(&self, dtype: DType, dev: &Device) -> Result<Tensor> {
+        let mut bias = Vec::with_capacity(self.s_q * self.s_k);
+        for i in 0..self.s_q {
+            bias.extend(
+                (0..self.s_k).map(|j| if self.visible(i, j) { 0.0 } else { f64::NEG_INFINITY }),
+            );
+        }
+        Tensor::from_vec(bias, (self.s_q, self.s_k), dev)?.to_dtype(dtype)
+    }
+
+    /// `[s_q, 1, 1]` as u8: 1 where the query row sees at least one key.
+    fn any_visible(&self, dev: &Device) -> Result<Tensor> {
+        let rows: Vec<u8> =
+            (0..self.s_q).map(|i| u8::from((0..self.s_k).any(|j| self.visible(i, j)))).collect();
+        Tensor::from_vec(rows, (self.s_q, 1, 1), dev)
+    }
+}
+
+/// One padded batch row: `q: [Sq, H, D]`, `k, v: [Sk, KV, D]` → `[Sq, H, D]`.
+fn attend_row(q: &Tensor, k: &Tensor, v: &Tensor, mask: &RowMask, scale: f64) -> Result<Tensor> {
+    let (s_q, heads, dim) = q.dims3()?;
+    let (s_k, kv_heads, _) = k.dims3()?;
+    let dev = q.device();
+    // GQA/MQA: repeat each kv head for its group of query heads (h = kv·G + g).
+    let group = heads / kv_heads;
+    let expand = |x: &Tensor| -> Result<Tensor> {
+        let x = if group == 1 {
+            x.clone()
+        } else {
+            x.unsqueeze(2)?.broadcast_as((s_k, kv_heads, group, dim))?.reshape((s_k, heads, dim))?
+        };
+        x.transpose(0, 1)?.contiguous() // [H, Sk, D]
+    };
+    let (k, v) = (expand(k)?, expand(v)?);
+    let q = q.affine(scale, 0.0)?.transpose(0, 1)?.contiguous()?; // [H, Sq, D], q·scale
+    let bias = mask.additive(q.dtype(), dev)?.unsqueeze(0)?; // [1, Sq, Sk]
+
+    let chunk = (SCORE_BUDGET / (s_q * s_k).max(1)).clamp(1, heads);
+    let mut outs = Vec::with_capacity(heads.div_ceil(chunk));
+    for h0 in (0..heads).step_by(chunk) {
+        let n = chunk.min(heads - h0);
+        let scores = q.narrow(0, h0, n)?.matmul(&k.narrow(0, h0, n)?.t()?)?; // [n, Sq, Sk]
+        let probs = softmax_last_dim(&scores.broadcast_add(&bias)?)?;
+        outs.push(probs.matmul(&v.narrow(0, h0, n)?)?); // [n, Sq, D]
+    }
+    let out = Tensor::cat(&outs, 0)?.transpose(0, 1)?; // [Sq, H, D]
+    // A row that sees no key has softmax 0/0 = NaN: its output is defined as 0.
+    let seen = mask.any_visible(dev)?.broadcast_as(out.shape())?;
+    seen.where_cond(&out, &Tensor::zeros(out.shape(), out.dtype(), dev)?)
+}
+
+/// `softmax(x)` over the last dimension: `exp(x - max) / Σ exp(x - max)`.
+fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
+    let max = x.max_keepdim(D::Minus1)?;
+    let e = x.broadcast_sub(&max)?.exp()?;
+    let sum = e.sum_keepdim(D::Minus1)?;
+    e.broadcast_div(&sum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_mask_is_bottom_right_aligned() {
+        // sq = 2, sk = 4: query 0 sees keys 0..=2, query 1 sees keys 0..=3.
+        let m = RowMask::new(2, 4, 3, 5, true);
+        let seen: Vec<Vec<bool>> =
+            (0..2).map(|i| (0..5).map(|j| m.visible(i, j)).collect()).collect();
+        assert_eq!(seen[0], [true, true, true, false, false]);
+        assert_eq!(seen[1], [true, true, true, true, false]);
+        // sq = 3, sk = 1: query 0 and 1 see nothing, query 2 sees key 0.
+        let m = RowMask::new(3, 1, 3, 1, true);
+        assert_eq!((0..3).map(|i| m.visible(i, 0)).collect::<Vec<_>>(), [false, false, true]);
+    }
+}
