@@ -364,6 +364,124 @@ pub enum Error {
     },
 
     // ---- packers (thd::pack) ------------------------------------------------------------
+    /// A pack must be able to hold at least one token.
+    #[error("{packer}: pack capacity must be positive, got 0")]
+    ZeroCapacity {
+        /// The packer that was configured.
+        packer: &'static str,
+    },
+    /// An example does not fit an empty pack and the over-length policy is `Error`.
+    #[error("example {id} needs {len} tokens on the {branch} branch but a pack holds {capacity}; raise the capacity, or use OverLength::Drop to drop it with a reported count")]
+    ExampleTooLong {
+        /// The example's id.
+        id: u64,
+        /// Tokens it needs on that branch (padded to the packer's divisibility, if any).
+        len: u64,
+        /// `single`, `chosen` or `rejected`.
+        branch: &'static str,
+        /// The pack capacity.
+        capacity: u32,
+    },
+    /// The strategy packs single sequences only.
+    #[error("{packer} packs single sequences, but example {id} is a chosen/rejected pair; use sequential_budget or a bin packer for DPO pairs")]
+    PairNotSupported {
+        /// The packer.
+        packer: &'static str,
+        /// The pair's id.
+        id: u64,
+    },
+    /// A pack holds more than the capacity on some branch.
+    #[error("pack {pack} holds {load} tokens on the {branch} branch, more than the capacity {capacity}")]
+    PackOverCapacity {
+        /// Index of the pack.
+        pack: usize,
+        /// `single`, `chosen` or `rejected`.
+        branch: &'static str,
+        /// Its storage on that branch.
+        load: u64,
+        /// The capacity.
+        capacity: u32,
+    },
 
     // ---- accounting (thd::metrics) ------------------------------------------------------
+    /// A model dimension that every FLOPs formula multiplies by is zero.
+    #[error("model dims: {field} must be positive, got 0")]
+    ModelDimZero {
+        /// The field at fault.
+        field: &'static str,
+    },
+    /// The MLP has 2 projections (up, down) or 3 (gate, up, down: SwiGLU).
+    #[error("model dims: mlp_projections must be 2 or 3, got {got}")]
+    MlpProjections {
+        /// The value given.
+        got: u32,
+    },
+    /// The padded vocabulary is storage for the real one, so it can never be smaller.
+    #[error("model dims: padded_vocab ({padded_vocab}) must be >= vocab ({vocab})")]
+    PaddedVocabTooSmall {
+        /// Vocabulary size.
+        vocab: u64,
+        /// Padded vocabulary size.
+        padded_vocab: u64,
+    },
+    /// An argmin index points past the offsets it truncates.
+    #[error("{name}_argmin={argmin} is past the end of {name} ({len} entries)")]
+    ArgminOutOfRange {
+        /// Which offsets: `cu_seqlens` or `cu_seqlens_unpadded`.
+        name: &'static str,
+        /// The argmin given.
+        argmin: usize,
+        /// Number of offsets.
+        len: usize,
+    },
+    /// Cross-attention pairs query sequence `i` with key/value sequence `i`.
+    #[error("cross-attention needs matching query and key/value sequences: {query} query vs {key} key/value sequences")]
+    CrossAttentionSeqCount {
+        /// Query sub-sequences.
+        query: usize,
+        /// Key/value sub-sequences.
+        key: usize,
+    },
+    /// A rate or time must be a positive, finite number.
+    #[error("{quantity} must be positive and finite, got {value}")]
+    NotPositive {
+        /// What was given, e.g. `step_time_s` or `peak_flops_per_gpu`.
+        quantity: &'static str,
+        /// The value, as printed.
+        value: String,
+    },
+    /// A count that divides or repeats must be positive.
+    #[error("{quantity} must be positive, got 0")]
+    ZeroCount {
+        /// What was given, e.g. `num_gpus`, `cp_size`, `data_parallel_size`, `batch_size`.
+        quantity: &'static str,
+    },
+    /// A batch has nothing the formula can measure.
+    #[error("{context}: the batch is empty ({what})")]
+    EmptyBatch {
+        /// The function that needed a non-empty batch.
+        context: &'static str,
+        /// What was missing, e.g. `no cu_seq_lens_q, attention_mask or input_ids shape`.
+        what: &'static str,
+    },
+    /// A mask row holds a value other than 0 or 1.
+    #[error("attention_mask[{row}][{col}]={value} must be 0 or 1")]
+    MaskValue {
+        /// Row (sample) index.
+        row: usize,
+        /// Column (token) index.
+        col: usize,
+        /// The value found.
+        value: i64,
+    },
+    /// All rows of a BSHD tensor must have the same length.
+    #[error("attention_mask row {row} has {len} entries but row 0 has {expected}")]
+    RaggedMask {
+        /// The row at fault.
+        row: usize,
+        /// Its length.
+        len: usize,
+        /// Row 0's length.
+        expected: usize,
+    },
 }

@@ -23,12 +23,16 @@ pub mod error;
 pub mod float;
 pub mod layout;
 pub mod loss;
+pub mod metrics;
+pub mod pack;
 
 pub use attention::{AttnOptions, AttnShape, varlen_attention};
 pub use error::{Error, Result};
 pub use float::Float;
 pub use layout::{CuSeqlens, LabelConvention, PackedBatch, PackedBatchParts, SeqLens};
 pub use loss::{LossSum, packed_cross_entropy};
+pub use metrics::{BatchWork, ModelDims};
+pub use pack::Packer;
 
 /// Label value that loss functions ignore (PyTorch's `ignore_index` default).
 pub const IGNORE_INDEX: i64 = -100;

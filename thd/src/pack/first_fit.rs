@@ -1,0 +1,67 @@
+use super::bins::{Offline, Rule};
+use super::{BinPackingOptions, Dropped, Example, Pack, Packer};
+use crate::Result;
+
+/// First fit: each example goes into the first open pack with room, else into a new pack.
+///
+/// Megatron-Bridge packs offline with first fit over the dataset (`first_fit_shuffle` shuffles first;
+/// shuffle with [`epoch_order`](super::epoch_order) before pushing to reproduce it).
+///
+/// Every window (default: the epoch) is packed as one instance when it is complete, so packs
+/// come out of [`Packer::push`] only with [`BinPackingOptions::window`] set, and otherwise all
+/// at [`Packer::end_epoch`]. Any two packs of one window together exceed the capacity.
+///
+/// # Example
+/// ```
+/// use thd::pack::{BinPackingOptions, Example, Packer, FirstFit, pack_all};
+/// let mut p = FirstFit::new(10, BinPackingOptions::default())?;
+/// let xs: Vec<Example> = [5, 7, 3, 2].iter().enumerate().map(|(i, &l)| Example::single(i as u64, l)).collect();
+/// let packs = pack_all(&mut p, &xs)?;
+/// let lens: Vec<Vec<u32>> = packs.iter().map(|p| p.seq_lens(0).as_slice().to_vec()).collect();
+/// assert_eq!(lens, [vec![5, 3, 2], vec![7]]);
+/// # Ok::<(), thd::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct FirstFit(Offline);
+
+impl FirstFit {
+    /// A packer with `capacity` tokens per pack (per branch for DPO pairs).
+    ///
+    /// # Errors
+    /// [`Error::ZeroCapacity`](crate::Error::ZeroCapacity) if `capacity == 0`.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::pack::{BinPackingOptions, FirstFit};
+    /// assert!(FirstFit::new(0, BinPackingOptions::default()).is_err());
+    /// ```
+    pub fn new(capacity: u32, options: BinPackingOptions) -> Result<Self> {
+        Ok(Self(Offline::new("first_fit", Rule::FirstFit, capacity, options)?))
+    }
+}
+
+impl Packer for FirstFit {
+    fn name(&self) -> &str {
+        "first_fit"
+    }
+
+    fn capacity(&self) -> u32 {
+        self.0.capacity
+    }
+
+    fn push(&mut self, batch: &[Example]) -> Result<Vec<Pack>> {
+        self.0.push(batch)
+    }
+
+    fn end_epoch(&mut self) -> Result<Vec<Pack>> {
+        Ok(self.0.end_epoch())
+    }
+
+    fn pending(&self) -> usize {
+        self.0.pending()
+    }
+
+    fn dropped(&self) -> &[Dropped] {
+        &self.0.dropped
+    }
+}
