@@ -258,7 +258,21 @@ impl ThdChunks {
     /// if the chunks have no offsets.
     ///
     /// # Example
-    /// See [`split_into_thd_chunks`].
+    /// ```
+    /// use thd::collate::{BshdBatch, BshdOptions, split_into_thd_chunks};
+    /// let batch = BshdBatch {
+    ///     rows: 2,
+    ///     seq_len: 4,
+    ///     input_ids: vec![0; 8],
+    ///     labels: vec![0; 8],
+    ///     position_ids: None,
+    ///     seq_lens: Some(vec![vec![1, 2], vec![4, -1000]]),
+    ///     seq_lens_padded: Some(vec![vec![2, 2], vec![4, -1000]]),
+    /// };
+    /// let chunks = split_into_thd_chunks(&batch, 2, &BshdOptions::default())?;
+    /// assert_eq!(chunks.stacked_cu_seqlens(), Some(vec![vec![0, 1, 3], vec![0, 4, -1000]]));
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn stacked_cu_seqlens(&self) -> Option<Vec<Vec<i64>>> {
         let cus: Option<Vec<&CuSeqlens>> =
             self.chunks.iter().map(|c| c.cu_seqlens.as_ref()).collect();
@@ -269,7 +283,21 @@ impl ThdChunks {
     /// that do not contribute their `cu_seqlens`).
     ///
     /// # Example
-    /// See [`split_into_thd_chunks`].
+    /// ```
+    /// use thd::collate::{BshdBatch, BshdOptions, split_into_thd_chunks};
+    /// let batch = BshdBatch {
+    ///     rows: 2,
+    ///     seq_len: 4,
+    ///     input_ids: vec![0; 8],
+    ///     labels: vec![0; 8],
+    ///     position_ids: None,
+    ///     seq_lens: Some(vec![vec![1, 2], vec![4, -1000]]),
+    ///     seq_lens_padded: Some(vec![vec![2, 2], vec![4, -1000]]),
+    /// };
+    /// let chunks = split_into_thd_chunks(&batch, 2, &BshdOptions::default())?;
+    /// assert_eq!(chunks.stacked_cu_seqlens_padded(), Some(vec![vec![0, 2, 4], vec![0, 4, -1000]]));
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn stacked_cu_seqlens_padded(&self) -> Option<Vec<Vec<i64>>> {
         if self.chunks.iter().all(|c| c.cu_seqlens_padded.is_none()) {
             return None;
@@ -285,7 +313,21 @@ impl ThdChunks {
     /// `max_seqlen` of every chunk, if all have one.
     ///
     /// # Example
-    /// See [`split_into_thd_chunks`].
+    /// ```
+    /// use thd::collate::{BshdBatch, BshdOptions, split_into_thd_chunks};
+    /// let batch = BshdBatch {
+    ///     rows: 2,
+    ///     seq_len: 4,
+    ///     input_ids: vec![0; 8],
+    ///     labels: vec![0; 8],
+    ///     position_ids: None,
+    ///     seq_lens: Some(vec![vec![1, 2], vec![4, -1000]]),
+    ///     seq_lens_padded: Some(vec![vec![2, 2], vec![4, -1000]]),
+    /// };
+    /// let chunks = split_into_thd_chunks(&batch, 2, &BshdOptions::default())?;
+    /// assert_eq!(chunks.max_seqlen(), Some(vec![2, 4]));
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn max_seqlen(&self) -> Option<Vec<usize>> {
         self.chunks.iter().map(|c| c.max_seqlen).collect()
     }

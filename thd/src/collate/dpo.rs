@@ -22,6 +22,13 @@ pub struct DpoExample {
 
 impl DpoExample {
     /// `(chosen length, rejected length)`.
+    ///
+    /// # Example
+    /// ```
+    /// use thd::collate::{DpoExample, Example};
+    /// let pair = DpoExample { chosen: Example::new(vec![1; 3]), rejected: Example::new(vec![1; 2]), index: 0 };
+    /// assert_eq!(pair.lens(), (3, 2));
+    /// ```
     pub fn lens(&self) -> (usize, usize) {
         (self.chosen.len(), self.rejected.len())
     }
@@ -160,7 +167,13 @@ impl DpoBatch {
     /// `Σ cu_seq_lens_k[-1]`).
     ///
     /// # Example
-    /// See [`DpoBatch::concatenated`].
+    /// ```
+    /// use thd::collate::{DpoExample, DpoOptions, Example, collate_dpo};
+    /// let pair = DpoExample { chosen: Example::new(vec![1; 3]), rejected: Example::new(vec![1; 2]), index: 0 };
+    /// let opts = DpoOptions { max_seq_length: Some(8), ..Default::default() };
+    /// assert_eq!(collate_dpo(&[pair], &opts)?.num_tokens(), 5); // padding excluded
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn num_tokens(&self) -> usize {
         self.chosen.cu_seqlens().total() + self.rejected.cu_seqlens().total()
     }

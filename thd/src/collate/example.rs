@@ -24,26 +24,56 @@ pub struct Example {
 
 impl Example {
     /// An example whose labels are its tokens.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::collate::Example;
+    /// assert_eq!(Example::new(vec![4, 5]).labels, None);
+    /// ```
     pub fn new(input_ids: Vec<i64>) -> Self {
         Self { input_ids, labels: None }
     }
 
     /// An example with explicit labels.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::collate::Example;
+    /// assert_eq!(Example::with_labels(vec![4, 5], vec![-100, 5]).labels, Some(vec![-100, 5]));
+    /// ```
     pub fn with_labels(input_ids: Vec<i64>, labels: Vec<i64>) -> Self {
         Self { input_ids, labels: Some(labels) }
     }
 
     /// Number of tokens.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::collate::Example;
+    /// assert_eq!(Example::new(vec![4, 5]).len(), 2);
+    /// ```
     pub fn len(&self) -> usize {
         self.input_ids.len()
     }
 
     /// True when the example has no tokens.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::collate::Example;
+    /// assert!(Example::default().is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.input_ids.is_empty()
     }
 
     /// The labels a collator starts from: `labels` if given, else `input_ids`.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::collate::Example;
+    /// assert_eq!(Example::new(vec![4, 5]).label_source(), &[4, 5]);
+    /// ```
     pub fn label_source(&self) -> &[i64] {
         self.labels.as_deref().unwrap_or(&self.input_ids)
     }

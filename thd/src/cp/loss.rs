@@ -29,12 +29,27 @@ impl CpLoss {
     }
 
     /// The global mean loss, `Σ nll / Σ count` (0 when nothing is valid).
+    ///
+    /// # Example
+    /// ```
+    /// use thd::{LossSum, cp::CpLoss};
+    /// let l = CpLoss { per_rank: vec![LossSum { nll: 3.0, count: 1 }, LossSum { nll: 1.0, count: 3 }] };
+    /// assert_eq!(l.loss(), 1.0);
+    /// assert_eq!(CpLoss::default().loss(), 0.0);
+    /// ```
     pub fn loss(&self) -> f64 {
         self.global().mean()
     }
 
     /// **The bug, kept so the gate can be seen to fail:** the mean of per-rank means (an empty
     /// rank counts as 0).
+    ///
+    /// # Example
+    /// ```
+    /// use thd::{LossSum, cp::CpLoss};
+    /// let l = CpLoss { per_rank: vec![LossSum { nll: 3.0, count: 1 }, LossSum { nll: 1.0, count: 3 }] };
+    /// assert_eq!(l.mean_of_rank_means(), (3.0 + 1.0 / 3.0) / 2.0); // not l.loss() == 1.0
+    /// ```
     pub fn mean_of_rank_means(&self) -> f64 {
         if self.per_rank.is_empty() {
             return 0.0;

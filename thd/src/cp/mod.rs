@@ -61,7 +61,21 @@ pub struct CpShard {
 /// storage length not divisible by `2·cp` (named, never truncated).
 ///
 /// # Example
-/// See the [module documentation](self).
+/// ```
+/// use thd::cp::shard_batch;
+/// use thd::{PackedBatch, PackedBatchParts};
+/// let batch = PackedBatch::new(PackedBatchParts {
+///     input_ids: vec![1, 2, 3, 4],
+///     labels: vec![-100, 2, 3, 4],
+///     cu_seqlens: vec![0, 4],
+///     ..Default::default()
+/// })?;
+/// let (_, shards) = shard_batch(&batch, 2)?;
+/// assert_eq!((shards[0].input_ids.clone(), shards[0].labels.clone()), (vec![1, 4], vec![2, -100]));
+/// assert_eq!(shards[1].position_ids, vec![1, 2]);
+/// assert!(shard_batch(&batch, 4).is_err()); // 4 tokens do not split into 8 chunks
+/// # Ok::<(), thd::Error>(())
+/// ```
 pub fn shard_batch(batch: &PackedBatch, cp: usize) -> Result<(CpLayout, Vec<CpShard>)> {
     let layout = CpLayout::from_batch(batch, cp)?;
     let labels = shift_labels(batch);

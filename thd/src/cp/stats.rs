@@ -92,7 +92,15 @@ pub fn logger_stats(
 /// `T/cp` entries.
 ///
 /// # Example
-/// See [`logger_stats`].
+/// ```
+/// use thd::CuSeqlens;
+/// use thd::cp::{CpLayout, logger_stats, rank_local_stats};
+/// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 4])?, None, 2)?;
+/// let (nll, labels) = (vec![vec![1.0, 0.0], vec![3.0, 5.0]], vec![vec![1, -100], vec![1, 1]]);
+/// assert_eq!(logger_stats(&layout, &nll, &labels)?.loss, 3.0);
+/// assert_eq!(rank_local_stats(&layout, 0, &nll[0], &labels[0])?.loss, 1.0); // rank 0's view
+/// # Ok::<(), thd::Error>(())
+/// ```
 pub fn rank_local_stats(
     layout: &CpLayout,
     rank: usize,

@@ -49,6 +49,16 @@ impl CpLayout {
     /// [`Error::PaddedShorterThanReal`] for inconsistent offsets;
     /// [`Error::CpLengthNotDivisible`] naming the first storage length that is not a multiple
     /// of `2·cp` (for `cp > 1`).
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let real = CuSeqlens::try_from(vec![0, 5, 8])?;
+    /// let padded = CuSeqlens::try_from(vec![0, 8, 12])?;
+    /// assert!(CpLayout::new(&real, Some(&padded), 2).is_ok());
+    /// assert!(CpLayout::new(&real, None, 2).is_err()); // 5 is not a multiple of 4
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn new(real: &CuSeqlens, padded: Option<&CuSeqlens>, cp: usize) -> Result<Self> {
         if cp == 0 {
             return Err(Error::ZeroCpSize);
@@ -148,41 +158,105 @@ impl CpLayout {
     }
 
     /// The CP size.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 12])?, None, 2)?;
+    /// assert_eq!(layout.cp(), 2);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn cp(&self) -> usize {
         self.cp
     }
 
     /// Real offsets (what attention and loss see).
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 12])?, None, 2)?;
+    /// assert_eq!(layout.real().as_slice(), &[0, 8, 12]);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn real(&self) -> &CuSeqlens {
         &self.real
     }
 
     /// Storage offsets (padded, each slot a multiple of `2·cp`).
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 12])?, None, 2)?;
+    /// assert_eq!(layout.storage().as_slice(), &[0, 8, 12]);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn storage(&self) -> &CuSeqlens {
         &self.storage
     }
 
     /// Number of segments, mock ones included.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 12])?, None, 2)?;
+    /// assert_eq!(layout.num_segments(), 2);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn num_segments(&self) -> usize {
         self.real.num_segments()
     }
 
     /// Number of leading real (non-mock) segments.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 12])?, None, 2)?;
+    /// assert_eq!(layout.num_real_segments(), 2);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn num_real_segments(&self) -> usize {
         self.num_real_segments
     }
 
     /// Global token count `T` (storage).
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 12])?, None, 2)?;
+    /// assert_eq!(layout.num_tokens(), 12);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn num_tokens(&self) -> usize {
         self.storage.total()
     }
 
     /// Tokens each rank holds, `T / cp`.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 12])?, None, 2)?;
+    /// assert_eq!(layout.local_tokens(), 6);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn local_tokens(&self) -> usize {
         self.storage.total() / self.cp
     }
 
     /// A rank's local offsets: the storage offsets divided by `cp`.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 12])?, None, 2)?;
+    /// assert_eq!(layout.local_cu_seqlens().as_slice(), &[0, 4, 6]);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn local_cu_seqlens(&self) -> CuSeqlens {
         let cp = self.cp as i32;
         CuSeqlens::from_valid(self.storage.as_slice().iter().map(|&c| c / cp).collect())
@@ -192,6 +266,15 @@ impl CpLayout {
     ///
     /// # Panics
     /// If `i >= self.num_segments()` or `rank >= self.cp()`.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 12])?, None, 2)?;
+    /// assert_eq!(layout.chunks(0, 1), [2..4, 4..6]);
+    /// assert_eq!(layout.chunks(1, 0), [8..9, 11..12]);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn chunks(&self, i: usize, rank: usize) -> [Range<usize>; 2] {
         let slot = self.storage.segment(i);
         let h = slot.len() / (2 * self.cp);
@@ -208,6 +291,14 @@ impl CpLayout {
     ///
     /// # Errors
     /// [`Error::CpRankOutOfRange`].
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 12])?, None, 2)?;
+    /// assert_eq!(layout.indices(0)?, vec![0, 1, 6, 7, 8, 11]);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn indices(&self, rank: usize) -> Result<Vec<usize>> {
         self.check_rank(rank)?;
         let mut idx = Vec::with_capacity(self.local_tokens());
@@ -223,6 +314,15 @@ impl CpLayout {
     ///
     /// # Errors
     /// [`Error::CpRankOutOfRange`]; [`Error::ShapeMismatch`] unless `values.len() == T`.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 12])?, None, 2)?;
+    /// let ids: Vec<i64> = (100..112).collect();
+    /// assert_eq!(layout.split(&ids, 1)?, vec![102, 103, 104, 105, 109, 110]);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn split<T: Copy>(&self, values: &[T], rank: usize) -> Result<Vec<T>> {
         self.split_rows(values, 1, rank)
     }
@@ -276,6 +376,15 @@ impl CpLayout {
     /// # Errors
     /// [`Error::CpShardCount`] unless there is one shard per rank; [`Error::CpShardLength`]
     /// unless each has `T / cp · width` elements.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::{CuSeqlens, cp::CpLayout};
+    /// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 8, 12])?, None, 2)?;
+    /// let ids: Vec<i64> = (100..112).collect();
+    /// assert_eq!(layout.reassemble(&layout.split_all(&ids, 1)?, 1)?, ids);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     pub fn reassemble<T: Copy + Default>(&self, shards: &[Vec<T>], width: usize) -> Result<Vec<T>> {
         if shards.len() != self.cp {
             return Err(Error::CpShardCount { got: shards.len(), cp: self.cp });
