@@ -371,7 +371,9 @@ pub enum Error {
         packer: &'static str,
     },
     /// An example does not fit an empty pack and the over-length policy is `Error`.
-    #[error("example {id} needs {len} tokens on the {branch} branch but a pack holds {capacity}; raise the capacity, or use OverLength::Drop to drop it with a reported count")]
+    #[error(
+        "example {id} needs {len} tokens on the {branch} branch but a pack holds {capacity}; raise the capacity, or use OverLength::Drop to drop it with a reported count"
+    )]
     ExampleTooLong {
         /// The example's id.
         id: u64,
@@ -383,7 +385,9 @@ pub enum Error {
         capacity: u32,
     },
     /// The strategy packs single sequences only.
-    #[error("{packer} packs single sequences, but example {id} is a chosen/rejected pair; use sequential_budget or a bin packer for DPO pairs")]
+    #[error(
+        "{packer} packs single sequences, but example {id} is a chosen/rejected pair; use sequential_budget or a bin packer for DPO pairs"
+    )]
     PairNotSupported {
         /// The packer.
         packer: &'static str,
@@ -391,7 +395,9 @@ pub enum Error {
         id: u64,
     },
     /// A pack holds more than the capacity on some branch.
-    #[error("pack {pack} holds {load} tokens on the {branch} branch, more than the capacity {capacity}")]
+    #[error(
+        "pack {pack} holds {load} tokens on the {branch} branch, more than the capacity {capacity}"
+    )]
     PackOverCapacity {
         /// Index of the pack.
         pack: usize,
@@ -435,7 +441,9 @@ pub enum Error {
         len: usize,
     },
     /// Cross-attention pairs query sequence `i` with key/value sequence `i`.
-    #[error("cross-attention needs matching query and key/value sequences: {query} query vs {key} key/value sequences")]
+    #[error(
+        "cross-attention needs matching query and key/value sequences: {query} query vs {key} key/value sequences"
+    )]
     CrossAttentionSeqCount {
         /// Query sub-sequences.
         query: usize,

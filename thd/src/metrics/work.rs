@@ -435,6 +435,52 @@ mod tests {
     }
 
     #[test]
+    fn work_useful_is_the_same_after_any_collator_padding() {
+        use crate::collate::{CpPadding, Example, FlattenOptions, MockPadding, flatten};
+        use crate::collate::{pad_for_cp, pad_to_multiple_of};
+        use crate::metrics::{CausalConvention, FlopsFormula, ModelDims};
+        let ex = [Example::new(vec![3; 5]), Example::new(vec![4; 6]), Example::new(vec![5; 4])];
+        let bare = flatten(&ex, &FlattenOptions::default()).unwrap();
+        let mock = MockPadding { multiple_of: 32, pad_token_id: 1, max_mock_len: Some(8) };
+        let padded = [
+            pad_to_multiple_of(&bare, &mock).unwrap(),
+            pad_for_cp(&bare, &CpPadding::for_cp(4, 0)).unwrap(),
+            pad_to_multiple_of(&pad_for_cp(&bare, &CpPadding::for_cp(2, 0)).unwrap(), &mock)
+                .unwrap(),
+        ];
+        let dims = ModelDims {
+            layers: 2,
+            hidden: 64,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 16,
+            ffn: 128,
+            mlp_projections: 3,
+            vocab: 100,
+            padded_vocab: Some(128),
+            causal: CausalConvention::ExactTriangle,
+            attention_output_gate: false,
+        };
+        let w0 = BatchWork::from_batch(&bare);
+        for b in &padded {
+            let w = BatchWork::from_batch(b);
+            assert_eq!(
+                (w.real_tokens, w.valid_labels, w.useful),
+                (w0.real_tokens, w0.valid_labels, w0.useful)
+            );
+            assert!(w.padded_tokens > w0.padded_tokens);
+            for formula in [FlopsFormula::MegatronLm, FlopsFormula::BionemoPerfLogger] {
+                for view in [HardwareView::Varlen, HardwareView::WholePack] {
+                    let f0 = w0.flops(&dims, formula, view).unwrap();
+                    let f = w.flops(&dims, formula, view).unwrap();
+                    assert_eq!(f.useful, f0.useful, "{formula:?} {view:?}");
+                    assert!(f.hardware > f.useful, "{formula:?} {view:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn work_sums_over_micro_batches() {
         let a = BatchWork::from_seq_lens(&SeqLens::new(vec![2]), &SeqLens::new(vec![2]), None, 2);
         let a = a.unwrap();

@@ -156,6 +156,56 @@ mod tests {
         assert_eq!(packs[0].load(), [7, 7]);
     }
 
+    /// OPT by dynamic programming over subsets (n ≤ ~12).
+    fn opt(lens: &[u32], cap: u32) -> usize {
+        let n = lens.len();
+        let sum = |m: usize| (0..n).filter(|i| m >> i & 1 == 1).map(|i| lens[i]).sum::<u32>();
+        let mut dp = vec![usize::MAX; 1 << n];
+        dp[0] = 0;
+        for m in 1usize..1 << n {
+            let low = m & m.wrapping_neg();
+            let mut s = m;
+            while s > 0 {
+                if s & low != 0 && sum(s) <= cap && dp[m ^ s] != usize::MAX {
+                    dp[m] = dp[m].min(dp[m ^ s] + 1);
+                }
+                s = (s - 1) & m;
+            }
+        }
+        dp[(1 << n) - 1]
+    }
+
+    #[test]
+    fn rules_meet_the_textbook_bounds_on_every_small_instance() {
+        // Every sequence of 1..=5 lengths in 1..=7 at C = 7 (orders matter for FF and BF).
+        const C: u32 = 7;
+        for n in 1..=5u32 {
+            for code in 0..C.pow(n) {
+                let lens: Vec<u32> = (0..n).map(|k| code / C.pow(k) % C + 1).collect();
+                let xs = singles(&lens);
+                let best = opt(&lens, C);
+                for rule in [Rule::FirstFit, Rule::BestFit, Rule::FirstFitDecreasing] {
+                    let packs = place(&xs, C, rule);
+                    let mut ids: Vec<u64> = packs.iter().flat_map(Pack::ids).collect();
+                    ids.sort();
+                    assert_eq!(ids, (0..u64::from(n)).collect::<Vec<_>>(), "{rule:?} {lens:?}");
+                    let loads: Vec<u64> = packs.iter().map(|p| p.load()[0]).collect();
+                    assert!(loads.iter().all(|&l| l <= u64::from(C)), "{rule:?} {lens:?}");
+                    for i in 0..loads.len() {
+                        for j in i + 1..loads.len() {
+                            assert!(loads[i] + loads[j] > u64::from(C), "{rule:?} {lens:?}");
+                        }
+                    }
+                    let k = packs.len();
+                    match rule {
+                        Rule::FirstFitDecreasing => assert!(9 * k <= 11 * best + 6, "{lens:?}"),
+                        _ => assert!(10 * k <= 17 * best, "{rule:?} {lens:?}"),
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn window_packs_each_chunk_on_its_own() {
         let opts = BinPackingOptions { window: Some(2), ..Default::default() };

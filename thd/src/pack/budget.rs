@@ -5,7 +5,9 @@ use super::Example;
 /// This is open-instruct's `count_features_within_token_budget` (#1466, `ee0c460`): the longest
 /// prefix whose chosen total and rejected total both stay within `budget`. An exact fit is kept
 /// (the comparison is strict `>`). With `budget = None` everything fits. Single sequences use
-/// their one branch.
+/// their one branch. The rule has one implementation,
+/// [`collate::count_features_within_token_budget`](crate::collate::count_features_within_token_budget);
+/// this is its packer-side view.
 ///
 /// ```text
 /// count = max { k ≥ 1 : Σ_{i<k} chosenᵢ ≤ budget  and  Σ_{i<k} rejectedᵢ ≤ budget }   (k ≤ n)
@@ -26,17 +28,15 @@ use super::Example;
 /// assert_eq!(count_within_token_budget(&[Example::pair(0, 400, 10)], Some(300)), 1); // upstream's k ≥ 1
 /// ```
 pub fn count_within_token_budget(examples: &[Example], budget: Option<u32>) -> usize {
-    let Some(budget) = budget else { return examples.len() };
-    let budget = u64::from(budget);
-    let mut totals = [0u64; 2];
-    for (i, e) in examples.iter().enumerate() {
-        let [a, b] = e.lens.branches();
-        totals = [totals[0] + a, totals[1] + b];
-        if i > 0 && (totals[0] > budget || totals[1] > budget) {
-            return i;
-        }
-    }
-    examples.len()
+    // One implementation of the rule: the DPO collator's.
+    let lens: Vec<(usize, usize)> = examples
+        .iter()
+        .map(|e| {
+            let [a, b] = e.lens.branches();
+            (a as usize, b as usize)
+        })
+        .collect();
+    crate::collate::count_features_within_token_budget(&lens, budget.map(|b| b as usize))
 }
 
 #[cfg(test)]

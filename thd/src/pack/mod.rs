@@ -66,8 +66,10 @@ use crate::{Error, Result};
 ///
 /// Contract (checked by the fuzz harness for every implementation):
 /// - `push` and `end_epoch` return packs in emission order; a pack is never empty;
+/// - every pack's storage ([`Pack::load`]) is at most [`Packer::capacity`] on each branch;
 /// - after `finish`, `pending() == 0` and every pushed example was emitted or reported in
-///   `dropped()`;
+///   `dropped()`: once per push, whole, or as pieces (same id) whose `offset..offset + len`
+///   ranges tile `0..len` exactly once;
 /// - on `Err`, nothing from the failing call was consumed (the state is as before the call);
 /// - the output depends only on the inputs and the options (seeded where there is randomness).
 ///
@@ -86,15 +88,39 @@ use crate::{Error, Result};
 /// ```
 pub trait Packer {
     /// A short, stable name for reports (`sequential_budget`, `first_fit`, ...).
+    ///
+    /// # Example
+    /// ```
+    /// use thd::pack::{BestFit, BinPackingOptions, Packer};
+    /// assert_eq!(BestFit::new(8, BinPackingOptions::default())?.name(), "best_fit");
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     fn name(&self) -> &str;
 
     /// Tokens a pack holds on each branch.
+    ///
+    /// # Example
+    /// ```
+    /// use thd::pack::{Packer, TokenPacking, TokenPackingOptions};
+    /// assert_eq!(TokenPacking::new(4096, TokenPackingOptions::default())?.capacity(), 4096);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     fn capacity(&self) -> u32;
 
     /// Feeds one loader batch; returns the packs it completes (possibly none).
     ///
     /// # Errors
     /// [`Error::ExampleTooLong`] under [`OverLength::Error`]; strategy-specific errors.
+    ///
+    /// # Example
+    /// ```
+    /// use thd::pack::{Example, Packer, TokenPacking, TokenPackingOptions};
+    /// let mut p = TokenPacking::new(10, TokenPackingOptions::default())?;
+    /// let packs = p.push(&[Example::single(0, 4), Example::single(1, 6), Example::single(2, 3)])?;
+    /// assert_eq!(packs.len(), 1); // 4 + 6 fill a pack; 3 is carried
+    /// assert_eq!(p.pending(), 1);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     fn push(&mut self, batch: &[Example]) -> Result<Vec<Pack>>;
 
     /// Ends an epoch; returns the packs that the epoch boundary releases (all carried state for
@@ -102,20 +128,60 @@ pub trait Packer {
     ///
     /// # Errors
     /// Strategy-specific.
+    ///
+    /// # Example
+    /// ```
+    /// use thd::pack::{BinPackingOptions, Example, FirstFit, Packer};
+    /// let mut p = FirstFit::new(10, BinPackingOptions::default())?;
+    /// assert!(p.push(&[Example::single(0, 4), Example::single(1, 7)])?.is_empty()); // offline
+    /// assert_eq!(p.end_epoch()?.len(), 2);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     fn end_epoch(&mut self) -> Result<Vec<Pack>>;
 
     /// Ends training: returns every pack still held, so that nothing stays pending.
     ///
     /// # Errors
     /// Strategy-specific.
+    ///
+    /// # Example
+    /// ```
+    /// use thd::pack::{EpochEnd, Example, Packer, SequentialBudget, SequentialOptions};
+    /// let opts = SequentialOptions { epoch_end: EpochEnd::Carry, ..Default::default() };
+    /// let mut p = SequentialBudget::new(10, opts)?;
+    /// p.push(&[Example::single(0, 6), Example::single(1, 6)])?;
+    /// assert!(p.end_epoch()?.is_empty()); // carried across the epoch boundary
+    /// assert_eq!(p.finish()?.len(), 1);
+    /// assert_eq!(p.pending(), 0);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     fn finish(&mut self) -> Result<Vec<Pack>> {
         self.end_epoch()
     }
 
     /// Examples (or pieces) currently carried, not yet emitted.
+    ///
+    /// # Example
+    /// ```
+    /// use thd::pack::{BinPackingOptions, Example, FirstFitDecreasing, Packer};
+    /// let mut p = FirstFitDecreasing::new(10, BinPackingOptions::default())?;
+    /// p.push(&[Example::single(0, 4)])?;
+    /// assert_eq!(p.pending(), 1);
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     fn pending(&self) -> usize;
 
     /// Everything dropped so far, with the reason.
+    ///
+    /// # Example
+    /// ```
+    /// use thd::pack::{BinPackingOptions, DropReason, Example, FirstFit, OverLength, Packer};
+    /// let opts = BinPackingOptions { over_length: OverLength::Drop, ..Default::default() };
+    /// let mut p = FirstFit::new(10, opts)?;
+    /// p.push(&[Example::single(7, 11)])?;
+    /// assert_eq!((p.dropped()[0].item.id, p.dropped()[0].reason), (7, DropReason::OverLength));
+    /// # Ok::<(), thd::Error>(())
+    /// ```
     fn dropped(&self) -> &[Dropped];
 }
 
