@@ -309,30 +309,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn example_json_shapes_are_flat() {
-        let single = serde_json_like(&Example::single(3, 5));
-        assert_eq!(single, Example::single(3, 5));
-        let pair = serde_json_like(&Example::pair(3, 5, 2));
-        assert_eq!(pair, Example::pair(3, 5, 2));
-    }
-
-    // Round trip through serde's data model without a JSON dependency: the derive must accept
-    // what it produces (flatten + untagged is the fragile combination).
-    fn serde_json_like(e: &Example) -> Example {
-        use serde::de::value::{Error as DeError, MapDeserializer};
-        let mut fields: Vec<(&str, u64)> = vec![("id", e.id)];
-        match e.lens {
-            Lens::Single { len } => fields.push(("len", u64::from(len))),
-            Lens::Pair { chosen, rejected } => {
-                fields.push(("chosen", u64::from(chosen)));
-                fields.push(("rejected", u64::from(rejected)));
-            }
-        }
-        let de = MapDeserializer::<_, DeError>::new(fields.into_iter());
-        Example::deserialize(de).unwrap()
-    }
-
-    #[test]
     fn pack_sums_branches_separately() {
         let pack = Pack::new(vec![Example::pair(0, 3, 9).item(), Example::single(1, 4).item()]);
         assert_eq!(pack.real(), [7, 9]);

@@ -113,3 +113,33 @@ impl PackerSpec {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pack::{Example, OverLength};
+
+    #[test]
+    fn spec_json_is_flat_with_a_strategy_tag() {
+        let json = r#"{"strategy":"first_fit_decreasing","capacity":4096,"window":1000}"#;
+        let spec: PackerSpec = serde_json::from_str(json).unwrap();
+        let options = BinPackingOptions { window: Some(1000), ..Default::default() };
+        assert_eq!(spec, PackerSpec::FirstFitDecreasing { capacity: 4096, options });
+        let json = r#"{"strategy":"sequential_budget","capacity":300,"over_length":"drop"}"#;
+        let spec: PackerSpec = serde_json::from_str(json).unwrap();
+        let PackerSpec::SequentialBudget { options, .. } = spec else { panic!("{spec:?}") };
+        assert_eq!(options.over_length, OverLength::Drop);
+        let back: PackerSpec =
+            serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
+        assert_eq!(back, spec);
+    }
+
+    #[test]
+    fn example_json_is_flat() {
+        let e: Example = serde_json::from_str(r#"{"id":3,"len":5}"#).unwrap();
+        assert_eq!(e, Example::single(3, 5));
+        let p: Example = serde_json::from_str(r#"{"id":4,"chosen":5,"rejected":2}"#).unwrap();
+        assert_eq!(p, Example::pair(4, 5, 2));
+        assert_eq!(serde_json::to_string(&p).unwrap(), r#"{"id":4,"chosen":5,"rejected":2}"#);
+    }
+}
