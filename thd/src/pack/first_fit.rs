@@ -13,7 +13,7 @@ use crate::Result;
 ///
 /// # Example
 /// ```
-/// use thd::pack::{BinPackingOptions, Example, Packer, FirstFit, pack_all};
+/// use thd::pack::{BinPackingOptions, Example, FirstFit, pack_all};
 /// let mut p = FirstFit::new(10, BinPackingOptions::default())?;
 /// let xs: Vec<Example> = [5, 7, 3, 2].iter().enumerate().map(|(i, &l)| Example::single(i as u64, l)).collect();
 /// let packs = pack_all(&mut p, &xs)?;

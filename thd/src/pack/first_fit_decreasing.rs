@@ -4,8 +4,8 @@ use crate::Result;
 
 /// First fit decreasing: sort the window by length, longest first (stable), then first fit.
 ///
-/// Megatron-Bridge's default offline strategy (`first_fit_decreasing`). FFD uses at most
-/// `11/9·OPT + 6/9` packs (Dósa 2007), which the properties crate checks on small instances.
+/// Megatron-Bridge's `first_fit_decreasing` packing util. FFD uses at most `11/9·OPT + 6/9`
+/// packs (Dósa 2007); a unit test checks this exhaustively on small instances.
 /// For DPO pairs the sort key is the longer branch, then the total.
 ///
 /// Every window (default: the epoch) is packed as one instance when it is complete, so packs
@@ -14,7 +14,7 @@ use crate::Result;
 ///
 /// # Example
 /// ```
-/// use thd::pack::{BinPackingOptions, Example, Packer, FirstFitDecreasing, pack_all};
+/// use thd::pack::{BinPackingOptions, Example, FirstFitDecreasing, pack_all};
 /// let mut p = FirstFitDecreasing::new(10, BinPackingOptions::default())?;
 /// let xs: Vec<Example> = [5, 7, 3, 2].iter().enumerate().map(|(i, &l)| Example::single(i as u64, l)).collect();
 /// let packs = pack_all(&mut p, &xs)?;
