@@ -12,8 +12,10 @@
 //! out[...] = 0 for rows with no visible key, and for rows past Σ len_q          (G = H / KV)
 //! ```
 //!
-//! Memory stays bounded: the batch is processed one row (and, for long rows, a few heads) at a
-//! time, so the largest temporary is about [`SCORE_BUDGET`] scores, never `[B, H, S, S]`.
+//! Memory stays bounded: the batch is processed one batch row, one head and a block of query rows
+//! at a time, so the largest temporary holds [`SCORE_BUDGET`] scores, never `[B, H, S, S]`. Every
+//! block still spans all `S_max` (padded) keys under the key-padding mask. Query-padding rows
+//! (`i >= sq`) are not computed: `attention_ref` zeroes them and the gather drops them.
 
 use candle_core::{D, DType, Device, Result, Tensor};
 
@@ -34,9 +36,10 @@ pub struct AttnSpec {
     pub scale: Option<f64>,
 }
 
-/// Upper bound on the scores (`heads × S_max_q × S_max_k`) materialised at once: 2²⁵ scores,
-/// 256 MiB in f64. A batch row with more is processed a few heads at a time.
-pub const SCORE_BUDGET: usize = 1 << 25;
+/// Upper bound on the scores (`query rows × S_max_k`) materialised at once: 2²¹ scores, 16 MiB in
+/// f64. Small enough that the allocator reuses freed blocks instead of mapping fresh pages for
+/// every temporary (page faults otherwise dominate), large enough for efficient matmuls.
+pub const SCORE_BUDGET: usize = 1 << 21;
 
 /// BSHD-equivalent attention over THD (packed) inputs.
 ///
@@ -106,10 +109,10 @@ pub fn varlen_attention(
         if sq == 0 {
             continue;
         }
-        let mask = RowMask::new(sq as usize, sk as usize, max_q, max_k, spec.causal);
+        let mask = RowMask::new(sq as usize, sk as usize, max_k, spec.causal);
         let out = attend_row(&q_pad.get(b)?, &k_pad.get(b)?, &v_pad.get(b)?, &mask, scale)?;
-        // 3. Gather: keep the real query rows of this sequence.
-        rows.push(out.narrow(0, 0, sq as usize)?);
+        // 3. Gather: the real query rows of this sequence, in order.
+        rows.push(out);
     }
     let real: usize = seqlens_q.iter().map(|&s| s as usize).sum();
     if real < tokens_q {
@@ -193,20 +196,19 @@ fn pad_batch(x: &Tensor, lens: &[u32], s_max: usize) -> Result<Tensor> {
     Tensor::stack(&rows, 0)
 }
 
-/// The mask of one padded batch row: which of the `s_q × s_k` (query, key) pairs are visible.
+/// The mask of one padded batch row: which (real query, padded key) pairs are visible.
 struct RowMask {
     /// Real query and key lengths of this sequence.
     sq: usize,
     sk: usize,
-    /// Padded sizes of the batch.
-    s_q: usize,
-    s_k: usize,
+    /// Padded key length of the batch, `S_max_k`.
+    max_k: usize,
     causal: bool,
 }
 
 impl RowMask {
-    fn new(sq: usize, sk: usize, s_q: usize, s_k: usize, causal: bool) -> Self {
-        Self { sq, sk, s_q, s_k, causal }
+    fn new(sq: usize, sk: usize, max_k: usize, causal: bool) -> Self {
+        Self { sq, sk, max_k, causal }
     }
 
     /// Key `j` is visible from query `i`: a real key, and (causal) not after the query,
@@ -215,53 +217,52 @@ impl RowMask {
         j < self.sk && (!self.causal || j + self.sq <= i + self.sk)
     }
 
-    /// Additive mask `[s_q, s_k]`: 0 where visible, `-inf` elsewhere.
+    /// Additive mask `[sq, max_k]` of the real query rows: 0 where visible, `-inf` elsewhere.
     fn additive(&self, dtype: DType, dev: &Device) -> Result<Tensor> {
-        let mut bias = Vec::with_capacity(self.s_q * self.s_k);
-        for i in 0..self.s_q {
+        let mut bias = Vec::with_capacity(self.sq * self.max_k);
+        for i in 0..self.sq {
             bias.extend(
-                (0..self.s_k).map(|j| if self.visible(i, j) { 0.0 } else { f64::NEG_INFINITY }),
+                (0..self.max_k).map(|j| if self.visible(i, j) { 0.0 } else { f64::NEG_INFINITY }),
             );
         }
-        Tensor::from_vec(bias, (self.s_q, self.s_k), dev)?.to_dtype(dtype)
+        Tensor::from_vec(bias, (self.sq, self.max_k), dev)?.to_dtype(dtype)
     }
 
-    /// `[s_q, 1, 1]` as u8: 1 where the query row sees at least one key.
+    /// `[sq, 1, 1]` as u8: 1 where a real query row sees at least one key.
     fn any_visible(&self, dev: &Device) -> Result<Tensor> {
         let rows: Vec<u8> =
-            (0..self.s_q).map(|i| u8::from((0..self.s_k).any(|j| self.visible(i, j)))).collect();
-        Tensor::from_vec(rows, (self.s_q, 1, 1), dev)
+            (0..self.sq).map(|i| u8::from((0..self.max_k).any(|j| self.visible(i, j)))).collect();
+        Tensor::from_vec(rows, (self.sq, 1, 1), dev)
     }
 }
 
-/// One padded batch row: `q: [Sq, H, D]`, `k, v: [Sk, KV, D]` → `[Sq, H, D]`.
+/// One padded batch row: `q: [S_max_q, H, D]`, `k, v: [S_max_k, KV, D]` → `[sq, H, D]`, the
+/// output of the real query rows.
 fn attend_row(q: &Tensor, k: &Tensor, v: &Tensor, mask: &RowMask, scale: f64) -> Result<Tensor> {
-    let (s_q, heads, dim) = q.dims3()?;
-    let (s_k, kv_heads, _) = k.dims3()?;
+    let (_, heads, _) = q.dims3()?;
+    let (_, kv_heads, _) = k.dims3()?;
     let dev = q.device();
-    // GQA/MQA: repeat each kv head for its group of query heads (h = kv·G + g).
-    let group = heads / kv_heads;
-    let expand = |x: &Tensor| -> Result<Tensor> {
-        let x = if group == 1 {
-            x.clone()
-        } else {
-            x.unsqueeze(2)?.broadcast_as((s_k, kv_heads, group, dim))?.reshape((s_k, heads, dim))?
-        };
-        x.transpose(0, 1)?.contiguous() // [H, Sk, D]
-    };
-    let (k, v) = (expand(k)?, expand(v)?);
-    let q = q.affine(scale, 0.0)?.transpose(0, 1)?.contiguous()?; // [H, Sq, D], q·scale
-    let bias = mask.additive(q.dtype(), dev)?.unsqueeze(0)?; // [1, Sq, Sk]
+    let group = heads / kv_heads; // query head h uses kv head h / group
+    let q = q.narrow(0, 0, mask.sq)?.affine(scale, 0.0)?.transpose(0, 1)?.contiguous()?; // [H, sq, D]
+    let k = k.transpose(0, 1)?.contiguous()?; // [KV, S_max_k, D]
+    let v = v.transpose(0, 1)?.contiguous()?;
+    let bias = mask.additive(q.dtype(), dev)?; // [sq, S_max_k]
 
-    let chunk = (SCORE_BUDGET / (s_q * s_k).max(1)).clamp(1, heads);
-    let mut outs = Vec::with_capacity(heads.div_ceil(chunk));
-    for h0 in (0..heads).step_by(chunk) {
-        let n = chunk.min(heads - h0);
-        let scores = q.narrow(0, h0, n)?.matmul(&k.narrow(0, h0, n)?.t()?)?; // [n, Sq, Sk]
-        let probs = softmax_last_dim(&scores.broadcast_add(&bias)?)?;
-        outs.push(probs.matmul(&v.narrow(0, h0, n)?)?); // [n, Sq, D]
+    let block = (SCORE_BUDGET / mask.max_k).clamp(1, mask.sq);
+    let mut heads_out = Vec::with_capacity(heads);
+    for h in 0..heads {
+        let (q_h, k_h, v_h) = (q.get(h)?, k.get(h / group)?, v.get(h / group)?);
+        let k_t = k_h.t()?; // [D, S_max_k]
+        let mut blocks = Vec::with_capacity(mask.sq.div_ceil(block));
+        for r0 in (0..mask.sq).step_by(block) {
+            let n = block.min(mask.sq - r0);
+            let scores = q_h.narrow(0, r0, n)?.matmul(&k_t)?; // [n, S_max_k], q·scale·kᵀ
+            let probs = softmax_last_dim(&(scores + bias.narrow(0, r0, n)?)?)?;
+            blocks.push(probs.matmul(&v_h)?); // [n, D]
+        }
+        heads_out.push(Tensor::cat(&blocks, 0)?);
     }
-    let out = Tensor::cat(&outs, 0)?.transpose(0, 1)?; // [Sq, H, D]
+    let out = Tensor::stack(&heads_out, 1)?; // [sq, H, D]
     // A row that sees no key has softmax 0/0 = NaN: its output is defined as 0.
     let seen = mask.any_visible(dev)?.broadcast_as(out.shape())?;
     seen.where_cond(&out, &Tensor::zeros(out.shape(), out.dtype(), dev)?)
@@ -282,13 +283,13 @@ mod tests {
     #[test]
     fn row_mask_is_bottom_right_aligned() {
         // sq = 2, sk = 4: query 0 sees keys 0..=2, query 1 sees keys 0..=3.
-        let m = RowMask::new(2, 4, 3, 5, true);
+        let m = RowMask::new(2, 4, 5, true);
         let seen: Vec<Vec<bool>> =
             (0..2).map(|i| (0..5).map(|j| m.visible(i, j)).collect()).collect();
         assert_eq!(seen[0], [true, true, true, false, false]);
         assert_eq!(seen[1], [true, true, true, true, false]);
         // sq = 3, sk = 1: query 0 and 1 see nothing, query 2 sees key 0.
-        let m = RowMask::new(3, 1, 3, 1, true);
+        let m = RowMask::new(3, 1, 1, true);
         assert_eq!((0..3).map(|i| m.visible(i, 0)).collect::<Vec<_>>(), [false, false, true]);
     }
 }
