@@ -49,7 +49,9 @@ pub enum Error {
         value: i64,
     },
     /// The last offset addresses tokens that do not exist.
-    #[error("{name} must end at or before the token count: {name}[{index}]={value} > {tokens} tokens")]
+    #[error(
+        "{name} must end at or before the token count: {name}[{index}]={value} > {tokens} tokens"
+    )]
     CuSeqlensBeyondTokens {
         /// Which offsets.
         name: &'static str,
@@ -69,7 +71,9 @@ pub enum Error {
         padded: usize,
     },
     /// A padded length is storage for the real one, so it can never be shorter.
-    #[error("padded length must be >= real length: segment {segment} has real length {real} but padded length {padded}")]
+    #[error(
+        "padded length must be >= real length: segment {segment} has real length {real} but padded length {padded}"
+    )]
     PaddedShorterThanReal {
         /// Segment index.
         segment: usize,
@@ -89,7 +93,9 @@ pub enum Error {
         expected: usize,
     },
     /// Position ids must restart at 0 at each segment start and count up inside it.
-    #[error("position_ids must restart at each segment start: segment {segment}, token {token} (offset {offset} in the segment) has position id {got}, expected {offset}")]
+    #[error(
+        "position_ids must restart at each segment start: segment {segment}, token {token} (offset {offset} in the segment) has position id {got}, expected {offset}"
+    )]
     PositionIdsNotReset {
         /// Segment index.
         segment: usize,
@@ -101,7 +107,9 @@ pub enum Error {
         got: i64,
     },
     /// The last token of a segment would be trained to predict a token of another document.
-    #[error("no label may cross a document boundary: the target of segment {segment}'s last token is labels[{token}]={label}, expected -100")]
+    #[error(
+        "no label may cross a document boundary: the target of segment {segment}'s last token is labels[{token}]={label}, expected -100"
+    )]
     CrossDocumentLabel {
         /// Segment whose last token would leak.
         segment: usize,
@@ -150,7 +158,9 @@ pub enum Error {
         shape: String,
     },
     /// A packed tensor must hold a whole number of token rows.
-    #[error("{key} has {len} elements, which is not a whole number of token rows of {row} elements (heads × head_dim)")]
+    #[error(
+        "{key} has {len} elements, which is not a whole number of token rows of {row} elements (heads × head_dim)"
+    )]
     RaggedTensor {
         /// Which tensor.
         key: &'static str,

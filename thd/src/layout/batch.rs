@@ -137,7 +137,10 @@ impl PackedBatch {
         if let Some(n) = num_real_seqs
             && n > cu.num_segments()
         {
-            return Err(Error::NumRealSeqsTooLarge { num_real_seqs: n, segments: cu.num_segments() });
+            return Err(Error::NumRealSeqsTooLarge {
+                num_real_seqs: n,
+                segments: cu.num_segments(),
+            });
         }
         let mut batch = Self {
             input_ids,

@@ -37,7 +37,12 @@ impl CuSeqlens {
         }
         for (index, w) in values.windows(2).enumerate() {
             if w[1] < w[0] {
-                return Err(Error::CuSeqlensDecreasing { name, index: index + 1, value: w[1], prev: w[0] });
+                return Err(Error::CuSeqlensDecreasing {
+                    name,
+                    index: index + 1,
+                    value: w[1],
+                    prev: w[0],
+                });
             }
         }
         // Non-decreasing from 0, so only the upper bound can fail; report the first entry past it.
