@@ -1,6 +1,9 @@
 //! Command-line arguments (clap derive).
 
-use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use thdcheck::Dialect;
 
 /// Check packed-sequence (THD, varlen, cu_seqlens) training pipelines against an exact oracle.
 #[derive(Debug, Parser)]
@@ -12,7 +15,8 @@ pub struct Cli {
 }
 
 const AFTER_HELP: &str = "Exit codes: 0 every check passed, 1 a check or invariant failed, \
-2 usage, config or I/O error.\nDocs: README.md and DESIGN.md in the repository.";
+2 usage, config or I/O error.\nDocs: README.md and DESIGN.md in the repository, docs/ for the \
+batch format and the adapter protocol.";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -27,4 +31,78 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Check batches that a Python collator dumped with safetensors.torch.save_file.
+    ///
+    /// Reads every FILE (a directory: every .safetensors under it), detects the dialect from
+    /// the keys, and checks every invariant the file can prove: offsets, max_seqlen, position
+    /// ids, cross-document labels, masks, seq_idx, mock segments, DPO offsets, CP sharding.
+    /// Prints a report per file and a verdict; a directory's expected.toml lists files that
+    /// must fail, and with which checks.
+    #[command(after_help = CHECK_AFTER_HELP)]
+    Check(CheckArgs),
+}
+
+const CHECK_AFTER_HELP: &str = "Exit codes: 0 every file got its expected verdict (pass unless \
+an expected.toml lists it), 1 some file violated an invariant (or passed when it was expected to \
+fail), 2 some file could not be read or understood.\nDump a batch: see docs/batch-files.md.";
+
+/// Label conventions, for `--labels`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Labels {
+    /// labels[t] is token t; logits[t] predicts labels[t+1] (Hugging Face, bionemo).
+    Unshifted,
+    /// labels already rolled; logits[t] predicts labels[t] (Megatron, TE, AReaL).
+    Shifted,
+}
+
+/// Options of `thdcheck check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Batch files or directories (searched recursively for *.safetensors).
+    #[arg(required = true, value_name = "FILE|DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Read the keys in this dialect instead of detecting it.
+    #[arg(long, value_enum)]
+    pub dialect: Option<Dialect>,
+    /// Rename a key before reading, e.g. --map tokens=input_ids (repeatable).
+    #[arg(long = "map", value_name = "KEY=NAME", value_parser = parse_map)]
+    pub map: Vec<(String, String)>,
+    /// Label convention, if not the dialect's (hf, dpo: unshifted; te: shifted).
+    #[arg(long, value_enum)]
+    pub labels: Option<Labels>,
+    /// Empty-slot sentinel of seq_lens and trailing cu_seqlens entries.
+    #[arg(long, default_value_t = -1000, allow_hyphen_values = true)]
+    pub sentinel: i64,
+    /// Check that each batch shards over this many context-parallel ranks (zigzag).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub cp_size: Option<u32>,
+    /// Check that the token count is a multiple of this (the collator's pad_to_multiple_of).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub pad_to_multiple_of: Option<u32>,
+    /// Causal attention: report useful work as the exact triangle Σ s(s+1)/2.
+    #[arg(long)]
+    pub causal: bool,
+    /// Expected verdicts (default: DIR/expected.toml for each directory argument).
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<PathBuf>,
+    /// Ignore expected.toml files: every file must pass.
+    #[arg(long, conflicts_with = "expect")]
+    pub no_expect: bool,
+    /// One JSON document on stdout instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+    /// Only the verdict line of each file and the summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+fn parse_map(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((from, to)) if !from.is_empty() && !to.is_empty() => {
+            Ok((from.to_owned(), to.to_owned()))
+        }
+        _ => Err(format!(
+            "expected KEY=NAME (a key in the file = the name the dialect uses), got `{s}`"
+        )),
+    }
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod check_cmd;
 mod cli;
 mod selfcheck;
 
@@ -17,11 +18,11 @@ use cli::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Selfcheck { seed } => selfcheck::run(seed),
+        Command::Selfcheck { seed } => selfcheck::run(seed).map(|ok| if ok { 0 } else { 1 }),
+        Command::Check(args) => check_cmd::run(&args),
     };
     match outcome {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(code) => ExitCode::from(code),
         Err(err) => {
             eprintln!("thdcheck: error: {err:#}");
             ExitCode::from(2)

@@ -1,0 +1,263 @@
+//! `thdcheck check`: walk the paths, check every batch file, print reports and a summary, and
+//! turn the verdicts (against expectations) into the exit code.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+use thd::LabelConvention;
+use thdcheck::expect::{Expectations, Expected, matches};
+use thdcheck::{CheckOptions, FileReport, ReadOptions, check_bytes};
+
+use crate::cli::{CheckArgs, Labels};
+
+/// What happened to one file.
+struct Outcome {
+    path: PathBuf,
+    result: Result<FileReport, thdcheck::Error>,
+    expected: Expected,
+    expect_source: Option<PathBuf>,
+}
+
+impl Outcome {
+    fn violated(&self) -> Option<Vec<&'static str>> {
+        self.result.as_ref().ok().map(FileReport::violated)
+    }
+    fn as_expected(&self) -> bool {
+        let v = self.violated();
+        matches(&self.expected, v.as_deref())
+    }
+}
+
+/// Runs the command; returns the exit code.
+pub fn run(args: &CheckArgs) -> Result<u8> {
+    let read = ReadOptions {
+        dialect: args.dialect,
+        map: args.map.clone(),
+        labels: args.labels.map(|l| match l {
+            Labels::Unshifted => LabelConvention::Unshifted,
+            Labels::Shifted => LabelConvention::Shifted,
+        }),
+        sentinel: Some(args.sentinel),
+    };
+    let opts = CheckOptions {
+        cp_size: args.cp_size.map(|c| c as usize),
+        pad_to_multiple_of: args.pad_to_multiple_of.map(|m| m as usize),
+        causal: args.causal,
+    };
+    let mut expectations: Vec<Expectations> = Vec::new();
+    if let Some(e) = &args.expect {
+        expectations.push(Expectations::load(e)?);
+    }
+    let mut files = Vec::new();
+    for path in &args.paths {
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+        if meta.is_dir() {
+            let e = path.join(thdcheck::expect::FILE_NAME);
+            if !args.no_expect && args.expect.is_none() && e.is_file() {
+                expectations.push(Expectations::load(&e)?);
+            }
+            walk(path, 0, &mut files)?;
+        } else {
+            files.push(path.clone());
+        }
+    }
+    for e in &expectations {
+        let missing = e.missing();
+        if !missing.is_empty() {
+            bail!("{} lists files that do not exist: {}", e.source.display(), missing.join(", "));
+        }
+    }
+    if files.is_empty() {
+        bail!(
+            "no .safetensors files under {}",
+            args.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
+    }
+
+    let outcomes: Vec<Outcome> = files
+        .into_iter()
+        .map(|path| {
+            let covering = expectations.iter().find(|e| e.covers(&path));
+            let result = std::fs::read(&path)
+                .map_err(|source| thdcheck::Error::Io { path: path.clone(), source })
+                .and_then(|bytes| check_bytes(bytes, &read, &opts));
+            Outcome {
+                expected: covering.map_or(Expected::Pass, |e| e.expected(&path)),
+                expect_source: covering.map(|e| e.source.clone()),
+                path,
+                result,
+            }
+        })
+        .collect();
+
+    let unexpected_errors =
+        outcomes.iter().filter(|o| !o.as_expected() && o.result.is_err()).count();
+    let unexpected = outcomes.iter().filter(|o| !o.as_expected()).count();
+    let code = if unexpected_errors > 0 {
+        2
+    } else if unexpected > 0 {
+        1
+    } else {
+        0
+    };
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        let doc = json!({
+            "version": 1,
+            "files": outcomes.iter().map(file_json).collect::<Vec<_>>(),
+            "summary": summary_json(&outcomes, code),
+        });
+        writeln!(stdout, "{}", serde_json::to_string_pretty(&doc)?)?;
+    } else {
+        for o in &outcomes {
+            print_text(&mut stdout, o, args)?;
+        }
+        print_summary(&mut stdout, &outcomes, &expectations)?;
+    }
+    for o in &outcomes {
+        if let (Err(e), false) = (&o.result, o.as_expected()) {
+            eprintln!("thdcheck: error: {}: {e}", o.path.display());
+        }
+    }
+    Ok(code)
+}
+
+/// Every `*.safetensors` under `dir`, sorted, recursively (depth-limited against link loops).
+fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
+    if depth > 32 {
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read directory {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, depth + 1, out)?;
+        } else if p.extension().is_some_and(|e| e == "safetensors") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+fn verdict_line(o: &Outcome) -> String {
+    let base = match &o.result {
+        Ok(r) => {
+            let v = r.violated();
+            if v.is_empty() {
+                let n = r.all_checks().filter(|c| c.status == thdcheck::checks::Status::Ok).count();
+                format!("PASS ({n} checks hold)")
+            } else {
+                format!("FAIL: {} violated", v.join(", "))
+            }
+        }
+        Err(_) => "UNREADABLE".to_owned(),
+    };
+    match (&o.expected, o.as_expected()) {
+        (Expected::Pass, true) => base,
+        (_, true) => format!("{base}, as expected"),
+        (e, false) => format!("{base}; UNEXPECTED: expected {e}"),
+    }
+}
+
+fn print_text(out: &mut impl Write, o: &Outcome, args: &CheckArgs) -> Result<()> {
+    match &o.result {
+        Ok(r) => {
+            let shard = r
+                .cp_shard
+                .map(|(rank, size)| format!(", cp rank {rank} of {size}"))
+                .unwrap_or_default();
+            if args.quiet {
+                writeln!(out, "{}: {}", o.path.display(), verdict_line(o))?;
+                return Ok(());
+            }
+            writeln!(
+                out,
+                "{}  [{}: {}{shard}]",
+                o.path.display(),
+                r.dialect.name(),
+                r.dialect.stacks()
+            )?;
+            let mut s = String::new();
+            r.render(&mut s, args.causal);
+            write!(out, "{s}")?;
+            writeln!(out, "  => {}\n", verdict_line(o))?;
+        }
+        Err(e) => {
+            if args.quiet {
+                writeln!(out, "{}: {}", o.path.display(), verdict_line(o))?;
+            } else {
+                writeln!(out, "{}\n  error    {e}\n  => {}\n", o.path.display(), verdict_line(o))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_summary(out: &mut impl Write, outcomes: &[Outcome], exp: &[Expectations]) -> Result<()> {
+    let pass = outcomes.iter().filter(|o| o.violated().is_some_and(|v| v.is_empty())).count();
+    let errors = outcomes.iter().filter(|o| o.result.is_err()).count();
+    let fail = outcomes.len() - pass - errors;
+    let unexpected: Vec<&Outcome> = outcomes.iter().filter(|o| !o.as_expected()).collect();
+    let files =
+        if outcomes.len() == 1 { "1 file".to_owned() } else { format!("{} files", outcomes.len()) };
+    let mut line = format!("thdcheck: {files}: {pass} pass, {fail} fail, {errors} unreadable");
+    if !exp.is_empty() {
+        let sources: Vec<String> = exp.iter().map(|e| e.source.display().to_string()).collect();
+        if unexpected.is_empty() {
+            line.push_str(&format!("; every verdict as expected ({})", sources.join(", ")));
+        } else {
+            line.push_str(&format!(
+                "; {} not as expected ({})",
+                unexpected.len(),
+                sources.join(", ")
+            ));
+        }
+    }
+    writeln!(out, "{line}")?;
+    for o in unexpected {
+        writeln!(out, "  unexpected: {}: {}", o.path.display(), verdict_line(o))?;
+    }
+    Ok(())
+}
+
+fn file_json(o: &Outcome) -> serde_json::Value {
+    let mut v = json!({
+        "path": o.path.display().to_string(),
+        "expected": o.expected.to_string(),
+        "as_expected": o.as_expected(),
+    });
+    if let Some(s) = &o.expect_source {
+        v["expected_from"] = json!(s.display().to_string());
+    }
+    match &o.result {
+        Ok(r) => {
+            let violated = r.violated();
+            v["verdict"] = json!(if violated.is_empty() { "pass" } else { "fail" });
+            v["violated"] = json!(violated);
+            v["report"] = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
+        }
+        Err(e) => {
+            v["verdict"] = json!("error");
+            v["error"] = json!(e.to_string());
+        }
+    }
+    v
+}
+
+fn summary_json(outcomes: &[Outcome], code: u8) -> serde_json::Value {
+    let count = |f: &dyn Fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
+    json!({
+        "files": outcomes.len(),
+        "pass": count(&|o| o.violated().is_some_and(|v| v.is_empty())),
+        "fail": count(&|o| o.violated().is_some_and(|v| !v.is_empty())),
+        "error": count(&|o| o.result.is_err()),
+        "unexpected": count(&|o| !o.as_expected()),
+        "exit_code": code,
+    })
+}

@@ -1,0 +1,734 @@
+//! Dialects: which keys a stack's collator writes, and how they become [`Pack`]s.
+//!
+//! | dialect | stacks | offsets | mask | labels |
+//! |---|---|---|---|---|
+//! | `hf` | Hugging Face, bionemo | `cu_seq_lens_q` (`_k`, `_q_padded`), `max_length_q` | `attention_mask` (1 = real) | `labels` unshifted, or `shift_labels` |
+//! | `te` | TransformerEngine, Megatron, NeMo Automodel | `cu_seqlens` / `cu_seqlens_q` (`_kv`, `_padded`), `max_seqlen`, or `seq_lens`/`seq_lens_padded` `[B, K]` with the -1000 sentinel | `padding_mask` (1 = pad) | `labels` shifted |
+//! | `dpo` | open-instruct DPO | the `hf` keys under `chosen_`, `rejected_` and `concatenated_` | — | unshifted |
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use thd::LabelConvention;
+
+use crate::pack::{KeyNames, Pack, validate_offsets};
+use crate::tensors::{BatchFile, Ints};
+use crate::{Error, Result};
+
+/// The families of key names a batch file can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// Hugging Face / bionemo `DataCollatorWithFlattening`: `cu_seq_lens_q`, `max_length_q`.
+    Hf,
+    /// TransformerEngine / Megatron / NeMo Automodel: `cu_seqlens`, `cu_seqlens_padded`,
+    /// `max_seqlen`, `padding_mask`, `seq_lens` with the -1000 sentinel.
+    Te,
+    /// open-instruct DPO: `chosen_` / `rejected_` / `concatenated_` prefixes.
+    Dpo,
+}
+
+impl Dialect {
+    /// The short name used in reports and `--dialect`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Hf => "hf",
+            Dialect::Te => "te",
+            Dialect::Dpo => "dpo",
+        }
+    }
+
+    /// The stacks that write this dialect.
+    pub fn stacks(self) -> &'static str {
+        match self {
+            Dialect::Hf => "Hugging Face / bionemo",
+            Dialect::Te => "TransformerEngine / Megatron / Automodel",
+            Dialect::Dpo => "open-instruct DPO",
+        }
+    }
+}
+
+/// How to read a file: what the keys cannot say.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// Force a dialect instead of detecting it.
+    pub dialect: Option<Dialect>,
+    /// Renames applied before anything else: `(key in the file, name the dialect uses)`.
+    pub map: Vec<(String, String)>,
+    /// Force a label convention instead of the dialect's.
+    pub labels: Option<LabelConvention>,
+    /// The empty-slot sentinel of `seq_lens` / trailing `cu_seqlens` entries (default -1000).
+    pub sentinel: Option<i64>,
+}
+
+/// A file understood: its dialect, its packs, and what ties the packs together.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    /// The dialect.
+    pub dialect: Dialect,
+    /// One pack, or for DPO the chosen, rejected and (if present) concatenated ones.
+    pub packs: Vec<Pack>,
+    /// DPO only: the file's concatenated offsets and how they should have been built.
+    pub dpo: Option<DpoOffsets>,
+    /// `(cp_rank, cp_size)` when the file is one CP rank's shard.
+    pub cp_shard: Option<(usize, usize)>,
+    /// Notes about the file as a whole.
+    pub notes: Vec<String>,
+}
+
+/// The inputs of the DPO offset check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpoOffsets {
+    /// The key of the concatenated offsets (`concatenated_cu_seq_lens_k` or `_q`).
+    pub key: String,
+    /// Their values.
+    pub concatenated: Vec<i64>,
+    /// Chosen real offsets.
+    pub chosen: Vec<i64>,
+    /// Rejected real offsets.
+    pub rejected: Vec<i64>,
+    /// Stored chosen tokens (the padded length the rejected offsets must be shifted by).
+    pub chosen_tokens: usize,
+    /// The concatenated tensors as stored, if present, against `cat(chosen, rejected)`:
+    /// `(key, stored, expected)`.
+    pub tensors: Vec<(String, Vec<i64>, Vec<i64>)>,
+}
+
+/// Detects the dialect from the keys (after renaming).
+///
+/// # Errors
+/// [`Error::UnknownDialect`] listing the keys.
+///
+/// # Example
+/// ```
+/// use thdcheck::dialect::{Dialect, detect};
+/// assert_eq!(detect(["input_ids", "cu_seq_lens_q"])?, Dialect::Hf);
+/// assert_eq!(detect(["input_ids", "seq_lens", "seq_lens_padded"])?, Dialect::Te);
+/// assert_eq!(detect(["chosen_input_ids", "rejected_input_ids"])?, Dialect::Dpo);
+/// assert!(detect(["input_ids"]).is_err());
+/// # Ok::<(), thdcheck::Error>(())
+/// ```
+pub fn detect<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<Dialect> {
+    let keys: BTreeSet<&str> = keys.into_iter().collect();
+    let has = |k: &str| keys.contains(k);
+    if keys.iter().any(|k| k.starts_with("chosen_") || k.starts_with("rejected_")) {
+        Ok(Dialect::Dpo)
+    } else if has("cu_seq_lens_q") || has("concatenated_cu_seq_lens_q") {
+        Ok(Dialect::Hf)
+    } else if has("cu_seqlens") || has("cu_seqlens_q") || has("seq_lens") {
+        Ok(Dialect::Te)
+    } else {
+        Err(Error::UnknownDialect { keys: keys.iter().map(|k| (*k).to_owned()).collect() })
+    }
+}
+
+/// Applies the options to a file and builds its packs.
+///
+/// # Errors
+/// Any [`Error`]: a `--map` key that is missing, no recognisable dialect, a missing key, a
+/// dtype or shape that does not fit, offsets that are not offsets.
+pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
+    for (from, to) in &opts.map {
+        file.rename(from, to)?;
+    }
+    let dialect = match opts.dialect {
+        Some(d) => d,
+        None => detect(file.keys())?,
+    };
+    let sentinel = opts.sentinel.unwrap_or(-1000);
+    let mut notes = Vec::new();
+    let mut dpo = None;
+    let packs = match dialect {
+        Dialect::Hf => {
+            let prefix =
+                if !file.contains("cu_seq_lens_q") && file.contains("concatenated_cu_seq_lens_q") {
+                    notes.push(
+                    "only the concatenated_ keys: checked as one HF pack (dump the chosen_ and \
+                     rejected_ keys too to check the DPO offsets)"
+                        .into(),
+                );
+                    "concatenated_"
+                } else {
+                    ""
+                };
+            vec![hf_pack(&file, prefix, None, opts)?]
+        }
+        Dialect::Te => vec![te_pack(&file, sentinel, opts)?],
+        Dialect::Dpo => {
+            let chosen = hf_pack(&file, "chosen_", Some("chosen"), opts)?;
+            let rejected = hf_pack(&file, "rejected_", Some("rejected"), opts)?;
+            let (concat, offsets) = dpo_concatenated(&file, &chosen, &rejected, opts, &mut notes)?;
+            dpo = offsets;
+            let mut packs = vec![chosen, rejected];
+            packs.extend(concat);
+            packs
+        }
+    };
+    let cp_shard = cp_shard(&file)?;
+    Ok(Parsed { dialect, packs, dpo, cp_shard, notes })
+}
+
+fn missing(file: &BatchFile, key: &str, dialect: Dialect) -> Error {
+    let near: Vec<&str> = file
+        .keys()
+        .filter(|k| k.contains("cu") || k.contains("seq") || k.contains("ids"))
+        .collect();
+    Error::MissingKey {
+        key: key.to_owned(),
+        dialect: dialect.name(),
+        hint: if near.is_empty() {
+            String::new()
+        } else {
+            format!("; the file has {near:?}: rename with --map KEY={key}")
+        },
+    }
+}
+
+/// Reads a per-token tensor: shape `[T]` or `[B, S]`; returns `(rows, values)`.
+fn token_tensor(file: &BatchFile, key: &str) -> Result<(usize, Vec<i64>)> {
+    let t = file.ints(key)?;
+    let rows = token_rows(key, &t.shape)?;
+    Ok((rows, t.values))
+}
+
+fn token_rows(key: &str, shape: &[usize]) -> Result<usize> {
+    match shape {
+        [_] => Ok(1),
+        [b, _] => Ok(*b),
+        _ => Err(Error::Shape {
+            key: key.to_owned(),
+            shape: shape.to_vec(),
+            expected: "[T] or [B, S] (one value per token)".into(),
+        }),
+    }
+}
+
+fn same_tokens(key: &str, len: usize, reference: &str, tokens: usize) -> Result<()> {
+    if len == tokens {
+        Ok(())
+    } else {
+        Err(Error::CountMismatch {
+            key: key.to_owned(),
+            what: "tokens",
+            got: len,
+            reference: reference.to_owned(),
+            expected: tokens,
+        })
+    }
+}
+
+/// An optional per-token integer tensor with the same token count as `input_ids`.
+fn opt_tokens(
+    file: &BatchFile,
+    key: &str,
+    ids_key: &str,
+    tokens: usize,
+) -> Result<Option<Vec<i64>>> {
+    if !file.contains(key) {
+        return Ok(None);
+    }
+    let (_, v) = token_tensor(file, key)?;
+    same_tokens(key, v.len(), ids_key, tokens)?;
+    Ok(Some(v))
+}
+
+/// An optional 0/1 mask; `invert` for padding masks (1 = pad).
+fn opt_mask(
+    file: &BatchFile,
+    key: &str,
+    ids_key: &str,
+    tokens: usize,
+    invert: bool,
+) -> Result<Option<Vec<bool>>> {
+    if !file.contains(key) {
+        return Ok(None);
+    }
+    let (shape, v) = file.mask(key)?;
+    token_rows(key, &shape)?;
+    same_tokens(key, v.len(), ids_key, tokens)?;
+    Ok(Some(if invert { v.into_iter().map(|p| !p).collect() } else { v }))
+}
+
+/// Offsets: shape `[N]` or `[1, N]`, validated against `tokens`; trailing sentinel entries
+/// (Automodel keeps them on the CP path) are stripped with a note.
+fn offsets(
+    file: &BatchFile,
+    key: &str,
+    tokens: usize,
+    sentinel: Option<i64>,
+    notes: &mut Vec<String>,
+) -> Result<Vec<i64>> {
+    let Ints { shape, mut values } = file.ints(key)?;
+    match shape.as_slice() {
+        [_] | [1, _] => {}
+        _ => {
+            return Err(Error::Shape {
+                key: key.to_owned(),
+                shape,
+                expected: "[B + 1] (one row per chunk is not supported: dump each chunk to its \
+                           own file)"
+                    .into(),
+            });
+        }
+    }
+    if let Some(s) = sentinel {
+        let keep = values.iter().rposition(|&v| v != s).map_or(0, |i| i + 1);
+        if keep < values.len() {
+            notes.push(format!(
+                "`{key}`: {} trailing sentinel entries ({s}) ignored",
+                values.len() - keep
+            ));
+            values.truncate(keep);
+        }
+    }
+    validate_offsets(key, &values, tokens)?;
+    Ok(values)
+}
+
+/// A scalar: shape `[]` or `[1]`.
+fn scalar(file: &BatchFile, key: &str) -> Result<Option<i64>> {
+    if !file.contains(key) {
+        return Ok(None);
+    }
+    let Ints { shape, values } = file.ints(key)?;
+    match (shape.as_slice(), values.as_slice()) {
+        ([] | [1], [v]) => Ok(Some(*v)),
+        _ => Err(Error::Shape {
+            key: key.to_owned(),
+            shape,
+            expected: "a scalar ([] or [1])".into(),
+        }),
+    }
+}
+
+fn first_present<'a>(file: &BatchFile, keys: &[&'a str]) -> Option<&'a str> {
+    keys.iter().copied().find(|k| file.contains(k))
+}
+
+fn padded_count(key: &str, padded: &[i64], real_key: &str, real: &[i64]) -> Result<()> {
+    if padded.len() == real.len() {
+        Ok(())
+    } else {
+        Err(Error::CountMismatch {
+            key: key.to_owned(),
+            what: "offsets",
+            got: padded.len(),
+            reference: real_key.to_owned(),
+            expected: real.len(),
+        })
+    }
+}
+
+/// An HF / bionemo pack, keys under `prefix`.
+fn hf_pack(file: &BatchFile, prefix: &str, part: Option<&str>, opts: &ReadOptions) -> Result<Pack> {
+    let d = if part.is_some() { Dialect::Dpo } else { Dialect::Hf };
+    let k = |name: &str| format!("{prefix}{name}");
+    let ids_key = k("input_ids");
+    if !file.contains(&ids_key) {
+        return Err(missing(file, &ids_key, d));
+    }
+    let (rows, input_ids) = token_tensor(file, &ids_key)?;
+    let tokens = input_ids.len();
+    let mut notes = Vec::new();
+    let cu_key = k("cu_seq_lens_q");
+    if !file.contains(&cu_key) {
+        return Err(missing(file, &cu_key, d));
+    }
+    let cu = offsets(file, &cu_key, tokens, None, &mut notes)?;
+    let cu_k_key = k("cu_seq_lens_k");
+    let cu_k = if file.contains(&cu_k_key) {
+        let v = file.ints(&cu_k_key)?.values;
+        validate_offsets(&cu_k_key, &v, tokens)?;
+        Some(v)
+    } else {
+        None
+    };
+    let padded_key = k("cu_seq_lens_q_padded");
+    let cu_padded = if file.contains(&padded_key) {
+        let p = offsets(file, &padded_key, tokens, None, &mut notes)?;
+        padded_count(&padded_key, &p, &cu_key, &cu)?;
+        Some(p)
+    } else {
+        None
+    };
+    let (labels_key, convention) =
+        match (file.contains(&k("labels")), file.contains(&k("shift_labels"))) {
+            (true, _) => (Some(k("labels")), LabelConvention::Unshifted),
+            (false, true) => (Some(k("shift_labels")), LabelConvention::Shifted),
+            _ => (None, LabelConvention::Unshifted),
+        };
+    let labels = match &labels_key {
+        Some(key) => opt_tokens(file, key, &ids_key, tokens)?,
+        None => None,
+    };
+    let pos_key = k("position_ids");
+    let seq_idx_key = k("seq_idx");
+    let mask_key = k("attention_mask");
+    let max_key = k("max_length_q");
+    Ok(Pack {
+        part: part.map(str::to_owned),
+        keys: KeyNames {
+            cu: cu_key,
+            cu_padded: cu_padded.as_ref().map(|_| padded_key),
+            max_seqlen: file.contains(&max_key).then(|| max_key.clone()),
+            mask: file.contains(&mask_key).then(|| mask_key.clone()),
+            labels: labels_key,
+            position_ids: file.contains(&pos_key).then(|| pos_key.clone()),
+            seq_idx: file.contains(&seq_idx_key).then(|| seq_idx_key.clone()),
+            cu_k: cu_k.as_ref().map(|_| cu_k_key),
+        },
+        rows,
+        labels,
+        convention: opts.labels.unwrap_or(convention),
+        position_ids: opt_tokens(file, &pos_key, &ids_key, tokens)?,
+        padded_in_file: cu_padded.is_some(),
+        absorbed: false,
+        cu,
+        cu_padded,
+        cu_k,
+        max_seqlen: scalar(file, &max_key)?,
+        real_mask: opt_mask(file, &mask_key, &ids_key, tokens, false)?,
+        seq_idx: opt_tokens(file, &seq_idx_key, &ids_key, tokens)?,
+        num_real_seqs: scalar(file, &k("num_real_seqs"))?,
+        row_slots: None,
+        notes,
+        input_ids,
+    })
+}
+
+/// A TE / Megatron / Automodel pack.
+fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions) -> Result<Pack> {
+    let d = Dialect::Te;
+    if !file.contains("input_ids") {
+        return Err(missing(file, "input_ids", d));
+    }
+    let (rows, input_ids) = token_tensor(file, "input_ids")?;
+    let tokens = input_ids.len();
+    let mut notes = Vec::new();
+    let mut row_slots = None;
+    let cu_key = first_present(file, &["cu_seqlens", "cu_seqlens_q"]);
+    let padded_key = first_present(file, &["cu_seqlens_padded", "cu_seqlens_q_padded"]);
+    let (cu_name, cu, cu_padded, padded_name) = match cu_key {
+        Some(key) => {
+            let cu = offsets(file, key, tokens, Some(sentinel), &mut notes)?;
+            let padded = match padded_key {
+                Some(pk) => {
+                    let p = offsets(file, pk, tokens, Some(sentinel), &mut notes)?;
+                    padded_count(pk, &p, key, &cu)?;
+                    Some(p)
+                }
+                None => None,
+            };
+            (key.to_owned(), cu, padded, padded_key.map(str::to_owned))
+        }
+        None if file.contains("seq_lens") => {
+            let (cu, padded, slots) = from_seq_lens(file, rows, tokens, sentinel)?;
+            row_slots = Some(slots);
+            let has_padded = file.contains("seq_lens_padded");
+            ("seq_lens".to_owned(), cu, padded, has_padded.then(|| "seq_lens_padded".to_owned()))
+        }
+        None => return Err(missing(file, "cu_seqlens", d)),
+    };
+    let cu_k_key = first_present(file, &["cu_seqlens_kv"]);
+    let cu_k = match cu_k_key {
+        Some(key) => {
+            let v = offsets(file, key, tokens, Some(sentinel), &mut notes)?;
+            Some(v)
+        }
+        None => None,
+    };
+    let (mask_key, invert) = match first_present(file, &["padding_mask", "attention_mask"]) {
+        Some("padding_mask") => (Some("padding_mask"), true),
+        Some(k) => (Some(k), false),
+        None => (None, false),
+    };
+    let real_mask = match mask_key {
+        Some(k) => opt_mask(file, k, "input_ids", tokens, invert)?,
+        None => None,
+    };
+    let max_key = first_present(file, &["max_seqlen", "max_seqlen_q"]);
+    let labels_key = first_present(file, &["labels", "shift_labels"]);
+    let mut pack = Pack {
+        part: None,
+        keys: KeyNames {
+            cu: cu_name,
+            cu_padded: padded_name,
+            max_seqlen: max_key.map(str::to_owned),
+            mask: mask_key.map(str::to_owned),
+            labels: labels_key.map(str::to_owned),
+            position_ids: file.contains("position_ids").then(|| "position_ids".to_owned()),
+            seq_idx: file.contains("seq_idx").then(|| "seq_idx".to_owned()),
+            cu_k: cu_k_key.map(str::to_owned),
+        },
+        rows,
+        labels: match labels_key {
+            Some(k) => opt_tokens(file, k, "input_ids", tokens)?,
+            None => None,
+        },
+        convention: opts.labels.unwrap_or(LabelConvention::Shifted),
+        position_ids: opt_tokens(file, "position_ids", "input_ids", tokens)?,
+        padded_in_file: cu_padded.is_some(),
+        absorbed: false,
+        cu,
+        cu_padded,
+        cu_k,
+        max_seqlen: match max_key {
+            Some(k) => scalar(file, k)?,
+            None => None,
+        },
+        real_mask,
+        seq_idx: opt_tokens(file, "seq_idx", "input_ids", tokens)?,
+        num_real_seqs: scalar(file, "num_real_seqs")?,
+        row_slots,
+        notes,
+        input_ids,
+    };
+    unabsorb(&mut pack);
+    Ok(pack)
+}
+
+/// Automodel's trailing-pad absorption (#2316) grows the last segment over the pack padding
+/// and drops `cu_seqlens_padded`; the padding mask still tells the pad tokens. Recover the real
+/// length so that they are counted as padding, not as real tokens.
+fn unabsorb(pack: &mut Pack) {
+    let (Some(mask), None, n) = (&pack.real_mask, &pack.cu_padded, pack.segments()) else {
+        return;
+    };
+    if n == 0 {
+        return;
+    }
+    let last = pack.cu[n - 1] as usize..pack.cu[n] as usize;
+    if last.end != pack.tokens() || last.is_empty() {
+        return;
+    }
+    let real_end = last.start + mask[last.clone()].iter().rposition(|&r| r).map_or(0, |i| i + 1);
+    let tail_is_pad = mask[real_end..last.end].iter().all(|&r| !r);
+    let head_is_real = mask[last.start..real_end].iter().all(|&r| r);
+    if real_end < last.end && tail_is_pad && head_is_real {
+        let mut padded = pack.cu.clone();
+        padded[n] = last.end as i64;
+        pack.cu[n] = real_end as i64;
+        pack.cu_padded = Some(padded);
+        pack.absorbed = true;
+        pack.notes.push(format!(
+            "the last segment absorbed {} trailing pad tokens (Automodel #2316): real length {}, \
+             slot {}",
+            last.end - real_end,
+            real_end - last.start,
+            last.len()
+        ));
+    }
+}
+
+/// `(cu, cu_padded, per-row slot sums)` built from `seq_lens`.
+type SeqLensOffsets = (Vec<i64>, Option<Vec<i64>>, Vec<i64>);
+
+/// Automodel BSHD: offsets from `seq_lens` / `seq_lens_padded` (`[B, K]`, sentinel in empty
+/// slots), row by row. Returns `(cu, cu_padded, per-row slot sums)`.
+fn from_seq_lens(
+    file: &BatchFile,
+    rows: usize,
+    tokens: usize,
+    sentinel: i64,
+) -> Result<SeqLensOffsets> {
+    let lens = |key: &str| -> Result<Vec<Vec<i64>>> {
+        let Ints { shape, values } = file.ints(key)?;
+        let width = match shape.as_slice() {
+            [b, k] if *b == rows => *k,
+            [k] if rows == 1 => *k,
+            _ => {
+                return Err(Error::Shape {
+                    key: key.to_owned(),
+                    shape,
+                    expected: format!("[B, K] with B = {rows} rows of input_ids"),
+                });
+            }
+        };
+        if let Some(i) = values.iter().position(|&v| v < 0 && v != sentinel) {
+            return Err(Error::Value {
+                key: key.to_owned(),
+                index: i,
+                value: values[i].to_string(),
+                expected: "a length ≥ 0 or the sentinel",
+            });
+        }
+        Ok(if width == 0 {
+            vec![Vec::new(); rows]
+        } else {
+            values.chunks(width).map(<[i64]>::to_vec).collect()
+        })
+    };
+    let real = lens("seq_lens")?;
+    let padded =
+        if file.contains("seq_lens_padded") { Some(lens("seq_lens_padded")?) } else { None };
+    if let Some(p) = &padded {
+        for (r, (a, b)) in real.iter().zip(p).enumerate() {
+            if a.len() != b.len() {
+                return Err(Error::CountMismatch {
+                    key: "seq_lens_padded".into(),
+                    what: "slots per row",
+                    got: b.len(),
+                    reference: "seq_lens".into(),
+                    expected: a.len(),
+                });
+            }
+            if let Some(j) = (0..a.len()).find(|&j| (a[j] == sentinel) != (b[j] == sentinel)) {
+                return Err(Error::Value {
+                    key: "seq_lens_padded".into(),
+                    index: r * a.len() + j,
+                    value: b[j].to_string(),
+                    expected: "the sentinel exactly where seq_lens has it",
+                });
+            }
+        }
+    }
+    let cum = |rows: &[Vec<i64>]| -> Vec<i64> {
+        let mut cu = vec![0i64];
+        for v in rows.iter().flatten().filter(|&&v| v != sentinel) {
+            let last = *cu.last().unwrap_or(&0);
+            cu.push(last.saturating_add(*v));
+        }
+        cu
+    };
+    let cu = cum(&real);
+    let slots_src = padded.as_ref().unwrap_or(&real);
+    let cu_p = cum(slots_src);
+    let row_sums = slots_src
+        .iter()
+        .map(|r| r.iter().filter(|&&v| v != sentinel).fold(0i64, |a, &v| a.saturating_add(v)))
+        .collect();
+    if padded.is_some() {
+        validate_offsets("seq_lens_padded (cumulative)", &cu_p, tokens)?;
+    }
+    validate_offsets("seq_lens (cumulative)", &cu, tokens)?;
+    Ok((cu, padded.map(|_| cu_p), row_sums))
+}
+
+/// The DPO concatenation: the concatenated pack (with exact offsets rebuilt from the branches)
+/// and the inputs of the offset check.
+fn dpo_concatenated(
+    file: &BatchFile,
+    chosen: &Pack,
+    rejected: &Pack,
+    opts: &ReadOptions,
+    notes: &mut Vec<String>,
+) -> Result<(Option<Pack>, Option<DpoOffsets>)> {
+    let off_key =
+        first_present(file, &["concatenated_cu_seq_lens_k", "concatenated_cu_seq_lens_q"]);
+    let ids_key = "concatenated_input_ids";
+    let tc = chosen.tokens();
+    let expected_ids = [chosen.input_ids.as_slice(), &rejected.input_ids].concat();
+    let mut tensors = Vec::new();
+    let stored_ids =
+        if file.contains(ids_key) { Some(token_tensor(file, ids_key)?.1) } else { None };
+    if let Some(ids) = &stored_ids {
+        tensors.push((ids_key.to_owned(), ids.clone(), expected_ids.clone()));
+    }
+    let pairs = [
+        ("concatenated_labels", chosen.labels.as_ref(), rejected.labels.as_ref()),
+        ("concatenated_position_ids", chosen.position_ids.as_ref(), rejected.position_ids.as_ref()),
+    ];
+    for (key, c, r) in pairs {
+        if let (true, Some(c), Some(r)) = (file.contains(key), c, r) {
+            tensors.push((key.to_owned(), token_tensor(file, key)?.1, [c.as_slice(), r].concat()));
+        }
+    }
+    let offsets = match off_key {
+        Some(key) => {
+            let v = file.ints(key)?.values;
+            let total = stored_ids.as_ref().map_or(expected_ids.len(), Vec::len);
+            validate_offsets(key, &v, total)?;
+            Some(DpoOffsets {
+                key: key.to_owned(),
+                concatenated: v,
+                chosen: chosen.cu.clone(),
+                rejected: rejected.cu.clone(),
+                chosen_tokens: tc,
+                tensors,
+            })
+        }
+        None => {
+            notes.push("no concatenated_cu_seq_lens_k: the DPO offsets are not checked".into());
+            None
+        }
+    };
+    // The exact layout of the concatenation, checked with the stored tensors where they match.
+    let Some(ids) = stored_ids else {
+        return Ok((None, offsets));
+    };
+    if ids.len() != expected_ids.len() || chosen.segments() == 0 {
+        return Ok((None, offsets));
+    }
+    let last_c = *chosen.cu.last().unwrap_or(&0);
+    let mut cu = chosen.cu.clone();
+    cu.extend(rejected.cu[1..].iter().map(|&x| x + last_c));
+    let mut slots: Vec<i64> = chosen.storage().to_vec();
+    if let Some(l) = slots.last_mut() {
+        *l = tc as i64;
+    }
+    slots.extend(rejected.storage()[1..].iter().map(|&x| x + tc as i64));
+    let read =
+        |key: &str| -> Result<Option<Vec<i64>>> { opt_tokens(file, key, ids_key, ids.len()) };
+    let pack = Pack {
+        part: Some("concatenated".into()),
+        keys: KeyNames {
+            cu: format!("{} (rebuilt from the branches)", off_key.unwrap_or("offsets")),
+            cu_padded: None,
+            max_seqlen: file
+                .contains("concatenated_max_length_q")
+                .then(|| "concatenated_max_length_q".into()),
+            mask: None,
+            labels: file.contains("concatenated_labels").then(|| "concatenated_labels".into()),
+            position_ids: file
+                .contains("concatenated_position_ids")
+                .then(|| "concatenated_position_ids".into()),
+            seq_idx: file.contains("concatenated_seq_idx").then(|| "concatenated_seq_idx".into()),
+            cu_k: None,
+        },
+        rows: 1,
+        labels: read("concatenated_labels")?,
+        convention: opts.labels.unwrap_or(LabelConvention::Unshifted),
+        position_ids: read("concatenated_position_ids")?,
+        padded_in_file: false,
+        absorbed: false,
+        cu_padded: (slots != cu).then_some(slots),
+        cu,
+        cu_k: None,
+        max_seqlen: scalar(file, "concatenated_max_length_q")?,
+        real_mask: None,
+        seq_idx: read("concatenated_seq_idx")?,
+        num_real_seqs: None,
+        row_slots: None,
+        notes: Vec::new(),
+        input_ids: ids,
+    };
+    Ok((Some(pack), offsets))
+}
+
+/// `(cp_rank, cp_size)` from `cp_rank` / `cp_size` tensors or `__metadata__` entries.
+fn cp_shard(file: &BatchFile) -> Result<Option<(usize, usize)>> {
+    let get = |key: &str| -> Result<Option<i64>> {
+        if let Some(v) = scalar(file, key)? {
+            return Ok(Some(v));
+        }
+        match file.metadata().get(key) {
+            Some(s) => s.trim().parse::<i64>().map(Some).map_err(|_| Error::Value {
+                key: format!("__metadata__.{key}"),
+                index: 0,
+                value: s.clone(),
+                expected: "an integer",
+            }),
+            None => Ok(None),
+        }
+    };
+    match (get("cp_rank")?, get("cp_size")?) {
+        (Some(r), Some(s)) if s >= 1 && (0..s).contains(&r) => Ok(Some((r as usize, s as usize))),
+        (Some(r), Some(s)) => Err(Error::Value {
+            key: "cp_rank".into(),
+            index: 0,
+            value: r.to_string(),
+            expected: if s >= 1 { "0 ≤ cp_rank < cp_size" } else { "cp_size ≥ 1" },
+        }),
+        _ => Ok(None),
+    }
+}

@@ -1,0 +1,116 @@
+//! Per-file reports: facts, checks and a verdict, as text or JSON.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::checks::{Check, CheckOptions, PackReport, Status, check_dpo, check_pack};
+use crate::dialect::{Dialect, Parsed};
+
+/// Everything checked in one file.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileReport {
+    /// The dialect the keys were read in.
+    pub dialect: Dialect,
+    /// `(cp_rank, cp_size)` when the file is one CP rank's shard.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cp_shard: Option<(usize, usize)>,
+    /// One report per pack (DPO: chosen, rejected, concatenated).
+    pub packs: Vec<PackReport>,
+    /// Checks that tie packs together (DPO offsets).
+    pub checks: Vec<Check>,
+    /// Notes about the file as a whole.
+    pub notes: Vec<String>,
+}
+
+impl FileReport {
+    /// Checks a parsed file.
+    pub fn new(parsed: &Parsed, opts: &CheckOptions) -> Self {
+        Self {
+            dialect: parsed.dialect,
+            cp_shard: parsed.cp_shard,
+            packs: parsed.packs.iter().map(|p| check_pack(p, opts)).collect(),
+            checks: parsed.dpo.as_ref().map(check_dpo).unwrap_or_default(),
+            notes: parsed.notes.clone(),
+        }
+    }
+
+    /// Every check of the file, pack checks first.
+    pub fn all_checks(&self) -> impl Iterator<Item = &Check> {
+        self.packs.iter().flat_map(|p| p.checks.iter()).chain(&self.checks)
+    }
+
+    /// The ids of the violated checks, sorted and deduplicated.
+    pub fn violated(&self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> =
+            self.all_checks().filter(|c| c.status == Status::Violated).map(|c| c.id).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Renders the report as indented text lines (without the file name and the verdict).
+    pub fn render(&self, out: &mut String, causal: bool) {
+        let multi = self.packs.len() > 1;
+        for p in &self.packs {
+            let indent = if multi { "    " } else { "  " };
+            if multi {
+                let _ = writeln!(out, "  [{}]", p.part.as_deref().unwrap_or("pack"));
+            }
+            let f = &p.facts;
+            let _ = writeln!(
+                out,
+                "{indent}{:<9}{} ({} real, {} mock) · {} tokens: {} real, {} mock, {} pad{}",
+                "layout",
+                plural(f.segments, "segment"),
+                f.real_segments,
+                f.mock_segments,
+                f.tokens,
+                f.real_tokens,
+                f.mock_tokens,
+                f.pad_tokens,
+                if f.rows > 1 { format!(" ({} rows)", f.rows) } else { String::new() }
+            );
+            let labels = match f.valid_labels {
+                Some(v) => format!("{v} valid labels ({})", f.labels),
+                None => "no labels".into(),
+            };
+            let (sym, u, h, w) = if causal {
+                ("Σs(s+1)/2", f.useful.triangle, f.hardware.triangle, f.whole_pack.triangle)
+            } else {
+                ("Σs²", f.useful.sum_squares, f.hardware.sum_squares, f.whole_pack.sum_squares)
+            };
+            let _ = writeln!(
+                out,
+                "{indent}{:<9}useful {sym} = {u} · hardware {h} (varlen), {w} (whole pack) · {labels}",
+                "work"
+            );
+            for c in &p.checks {
+                render_check(out, indent, c);
+            }
+            for n in &p.notes {
+                let _ = writeln!(out, "{indent}{:<9}{n}", "note");
+            }
+        }
+        for c in &self.checks {
+            render_check(out, "  ", c);
+        }
+        for n in &self.notes {
+            let _ = writeln!(out, "  {:<9}{n}", "note");
+        }
+    }
+}
+
+fn render_check(out: &mut String, indent: &str, c: &Check) {
+    let status = match c.status {
+        Status::Ok => "ok",
+        Status::Violated => "VIOLATED",
+        Status::Skipped => "skipped",
+    };
+    let _ = writeln!(out, "{indent}{status:<9}{:<16} {}", c.id, c.detail);
+}
+
+/// `"1 segment"`, `"3 segments"`.
+pub fn plural(n: usize, one: &str) -> String {
+    if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") }
+}

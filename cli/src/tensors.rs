@@ -1,0 +1,367 @@
+//! The tensors of one `.safetensors` file, decoded on demand into the few element types the
+//! checks need (`i64` for ids, labels and offsets; `bool` for masks).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
+
+use safetensors::{Dtype, SafeTensors};
+
+use crate::{Error, Result};
+
+/// One tensor's header entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Element type.
+    pub dtype: Dtype,
+    /// Shape (`[]` for a scalar).
+    pub shape: Vec<usize>,
+    bytes: Range<usize>,
+}
+
+impl Entry {
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// An integer tensor, widened to `i64`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ints {
+    /// Shape as stored.
+    pub shape: Vec<usize>,
+    /// Values, row-major.
+    pub values: Vec<i64>,
+}
+
+/// A parsed `.safetensors` file: its bytes, the tensor index and the `__metadata__` strings.
+///
+/// # Example
+/// ```
+/// use thdcheck::tensors::{BatchFile, write_ints};
+/// let bytes = write_ints(&[("cu_seq_lens_q", vec![3], vec![0, 2, 5])], &[])?;
+/// let file = BatchFile::from_bytes(bytes)?;
+/// assert_eq!(file.ints("cu_seq_lens_q")?.values, vec![0, 2, 5]);
+/// assert!(file.ints("labels").is_err());
+/// # Ok::<(), thdcheck::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct BatchFile {
+    bytes: Vec<u8>,
+    entries: BTreeMap<String, Entry>,
+    metadata: BTreeMap<String, String>,
+}
+
+impl BatchFile {
+    /// Reads and parses a file.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if it cannot be read; the errors of [`BatchFile::from_bytes`].
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes =
+            std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+        Self::from_bytes(bytes)
+    }
+
+    /// Parses the bytes of a safetensors file.
+    ///
+    /// # Errors
+    /// [`Error::Format`] for a truncated file, a bad header or offsets that do not match the
+    /// data.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self> {
+        let (entries, metadata) = {
+            let st = SafeTensors::deserialize(&bytes)
+                .map_err(|e| Error::Format { detail: format!("{e}{}", format_hint(&bytes)) })?;
+            let base = bytes.as_ptr() as usize;
+            let mut entries = BTreeMap::new();
+            for (name, view) in st.iter() {
+                let start = view.data().as_ptr() as usize - base;
+                entries.insert(
+                    name.to_owned(),
+                    Entry {
+                        dtype: view.dtype(),
+                        shape: view.shape().to_vec(),
+                        bytes: start..start + view.data().len(),
+                    },
+                );
+            }
+            let (_, meta) = SafeTensors::read_metadata(&bytes)
+                .map_err(|e| Error::Format { detail: e.to_string() })?;
+            let metadata: BTreeMap<String, String> =
+                meta.metadata().clone().unwrap_or_default().into_iter().collect();
+            (entries, metadata)
+        };
+        Ok(Self { bytes, entries, metadata })
+    }
+
+    /// Tensor names, sorted.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
+    /// Whether the file has a tensor `key`.
+    pub fn contains(&self, key: &str) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    /// The header entry of `key`.
+    pub fn entry(&self, key: &str) -> Option<&Entry> {
+        self.entries.get(key)
+    }
+
+    /// The `__metadata__` strings.
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
+    }
+
+    /// Renames `from` to `to` (the `--map` option); an existing `to` is replaced.
+    ///
+    /// # Errors
+    /// [`Error::MapSource`] if there is no tensor `from`.
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        let entry = self
+            .entries
+            .remove(from)
+            .ok_or_else(|| Error::MapSource { from: from.to_owned(), to: to.to_owned() })?;
+        self.entries.insert(to.to_owned(), entry);
+        Ok(())
+    }
+
+    fn get(&self, key: &str) -> Result<(&Entry, &[u8])> {
+        let e = self.entries.get(key).ok_or_else(|| Error::MissingKey {
+            key: key.to_owned(),
+            dialect: "any",
+            hint: String::new(),
+        })?;
+        Ok((e, &self.bytes[e.bytes.clone()]))
+    }
+
+    /// An integer tensor (any signed or unsigned integer dtype), widened to `i64`.
+    ///
+    /// # Errors
+    /// [`Error::Dtype`] for a float or bool tensor; [`Error::Value`] for a `u64` above
+    /// `i64::MAX`.
+    pub fn ints(&self, key: &str) -> Result<Ints> {
+        let (e, b) = self.get(key)?;
+        let values = match e.dtype {
+            Dtype::I64 => le::<8, _>(b, i64::from_le_bytes),
+            Dtype::I32 => le::<4, _>(b, |x| i64::from(i32::from_le_bytes(x))),
+            Dtype::I16 => le::<2, _>(b, |x| i64::from(i16::from_le_bytes(x))),
+            Dtype::I8 => b.iter().map(|&x| i64::from(x as i8)).collect(),
+            Dtype::U8 => b.iter().map(|&x| i64::from(x)).collect(),
+            Dtype::U16 => le::<2, _>(b, |x| i64::from(u16::from_le_bytes(x))),
+            Dtype::U32 => le::<4, _>(b, |x| i64::from(u32::from_le_bytes(x))),
+            Dtype::U64 => {
+                let wide = le::<8, _>(b, u64::from_le_bytes);
+                if let Some(index) = wide.iter().position(|&v| v > i64::MAX as u64) {
+                    return Err(Error::Value {
+                        key: key.to_owned(),
+                        index,
+                        value: wide[index].to_string(),
+                        expected: "a value that fits int64",
+                    });
+                }
+                wide.into_iter().map(|v| v as i64).collect()
+            }
+            other => {
+                return Err(Error::Dtype {
+                    key: key.to_owned(),
+                    dtype: format!("{other:?}"),
+                    expected: "an integer dtype (int64 or int32)",
+                });
+            }
+        };
+        Ok(Ints { shape: e.shape.clone(), values })
+    }
+
+    /// A 0/1 mask: bool, integer or float dtype, every value 0 or 1.
+    ///
+    /// # Errors
+    /// [`Error::NotFinite`] for a NaN or infinite float; [`Error::Value`] for any other value
+    /// than 0 or 1; [`Error::Dtype`] for a dtype that is none of these.
+    pub fn mask(&self, key: &str) -> Result<(Vec<usize>, Vec<bool>)> {
+        let (e, b) = self.get(key)?;
+        let floats: Option<Vec<f64>> = match e.dtype {
+            Dtype::F64 => Some(le::<8, _>(b, f64::from_le_bytes)),
+            Dtype::F32 => Some(le::<4, _>(b, |x| f64::from(f32::from_le_bytes(x)))),
+            Dtype::F16 => Some(le::<2, _>(b, |x| f16_to_f64(u16::from_le_bytes(x)))),
+            Dtype::BF16 => Some(le::<2, _>(b, |x| {
+                f64::from(f32::from_bits(u32::from(u16::from_le_bytes(x)) << 16))
+            })),
+            _ => None,
+        };
+        let values = match (e.dtype, floats) {
+            (_, Some(f)) => {
+                let mut out = Vec::with_capacity(f.len());
+                for (index, &v) in f.iter().enumerate() {
+                    if !v.is_finite() {
+                        return Err(Error::NotFinite { key: key.to_owned(), index, value: v });
+                    }
+                    out.push(mask_value(key, index, v == 1.0, v == 0.0, || v.to_string())?);
+                }
+                out
+            }
+            (Dtype::BOOL, None) => {
+                let mut out = Vec::with_capacity(b.len());
+                for (index, &v) in b.iter().enumerate() {
+                    out.push(mask_value(key, index, v == 1, v == 0, || v.to_string())?);
+                }
+                out
+            }
+            _ => {
+                let ints = self.ints(key).map_err(|err| match err {
+                    Error::Dtype { key, dtype, .. } => Error::Dtype {
+                        key,
+                        dtype,
+                        expected: "bool, an integer or a float dtype (a 0/1 mask)",
+                    },
+                    other => other,
+                })?;
+                let mut out = Vec::with_capacity(ints.values.len());
+                for (index, &v) in ints.values.iter().enumerate() {
+                    out.push(mask_value(key, index, v == 1, v == 0, || v.to_string())?);
+                }
+                out
+            }
+        };
+        Ok((e.shape.clone(), values))
+    }
+}
+
+fn mask_value(
+    key: &str,
+    index: usize,
+    one: bool,
+    zero: bool,
+    show: impl FnOnce() -> String,
+) -> Result<bool> {
+    if one || zero {
+        Ok(one)
+    } else {
+        Err(Error::Value { key: key.to_owned(), index, value: show(), expected: "0 or 1 (a mask)" })
+    }
+}
+
+fn le<const N: usize, T>(bytes: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
+    bytes
+        .chunks_exact(N)
+        .map(|c| {
+            let mut a = [0u8; N];
+            a.copy_from_slice(c);
+            f(a)
+        })
+        .collect()
+}
+
+fn f16_to_f64(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((h >> 10) & 0x1f);
+    let frac = f64::from(h & 0x3ff);
+    match exp {
+        0 => sign * frac * 2f64.powi(-24),
+        31 if frac == 0.0 => sign * f64::INFINITY,
+        31 => f64::NAN,
+        _ => sign * (1.0 + frac / 1024.0) * 2f64.powi(exp - 15),
+    }
+}
+
+/// A hint for the commonest ways a file is not safetensors at all.
+fn format_hint(bytes: &[u8]) -> &'static str {
+    if bytes.starts_with(b"PK\x03\x04") {
+        " (this looks like a torch.save zip archive; dump with safetensors.torch.save_file)"
+    } else if bytes.len() < 8 {
+        " (the file is shorter than the 8-byte header length: truncated?)"
+    } else {
+        ""
+    }
+}
+
+/// Serialises integer tensors as a safetensors file (int64, or int32 for keys whose name
+/// contains `cu_seq`, like the Python collators), with `__metadata__` strings. Used by the
+/// example corpus, the tests and the fuzz seeds.
+///
+/// # Errors
+/// [`Error::Format`] if the shape does not match the number of values.
+pub fn write_ints(
+    tensors: &[(&str, Vec<usize>, Vec<i64>)],
+    metadata: &[(&str, &str)],
+) -> Result<Vec<u8>> {
+    let owned: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = tensors
+        .iter()
+        .map(|(name, shape, values)| {
+            let n: usize = shape.iter().product();
+            if n != values.len() {
+                return Err(Error::Format {
+                    detail: format!("{name}: shape {shape:?} for {} values", values.len()),
+                });
+            }
+            let int32 = name.contains("cu_seq");
+            let bytes: Vec<u8> = if int32 {
+                values.iter().flat_map(|&v| (v as i32).to_le_bytes()).collect()
+            } else {
+                values.iter().flat_map(|&v| v.to_le_bytes()).collect()
+            };
+            Ok((
+                (*name).to_owned(),
+                if int32 { Dtype::I32 } else { Dtype::I64 },
+                shape.clone(),
+                bytes,
+            ))
+        })
+        .collect::<Result<_>>()?;
+    write_raw(owned.iter().map(|(n, d, s, b)| (n.as_str(), *d, s.clone(), b.as_slice())), metadata)
+}
+
+/// Serialises raw tensors (name, dtype, shape, little-endian bytes).
+///
+/// # Errors
+/// [`Error::Format`] if a byte length does not match its dtype and shape.
+pub fn write_raw<'a>(
+    tensors: impl IntoIterator<Item = (&'a str, Dtype, Vec<usize>, &'a [u8])>,
+    metadata: &[(&str, &str)],
+) -> Result<Vec<u8>> {
+    let views = tensors
+        .into_iter()
+        .map(|(name, dtype, shape, bytes)| {
+            safetensors::tensor::TensorView::new(dtype, shape, bytes)
+                .map(|v| (name.to_owned(), v))
+                .map_err(|e| Error::Format { detail: format!("{name}: {e}") })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let meta = (!metadata.is_empty())
+        .then(|| metadata.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
+    safetensors::serialize(views, meta).map_err(|e| Error::Format { detail: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_decodes_ones_zeros_and_nan() {
+        assert_eq!(f16_to_f64(0x3c00), 1.0);
+        assert_eq!(f16_to_f64(0x0000), 0.0);
+        assert!(f16_to_f64(0x7e00).is_nan());
+        assert_eq!(f16_to_f64(0xc000), -2.0);
+    }
+
+    #[test]
+    fn mask_accepts_bool_int_and_float() {
+        let one = 1.0f32.to_le_bytes();
+        let zero = 0.0f32.to_le_bytes();
+        let floats: Vec<u8> = [one, zero].concat();
+        let bytes = write_raw(
+            [
+                ("b", Dtype::BOOL, vec![2], &[1u8, 0][..]),
+                ("f", Dtype::F32, vec![2], floats.as_slice()),
+            ],
+            &[],
+        )
+        .unwrap();
+        let file = BatchFile::from_bytes(bytes).unwrap();
+        assert_eq!(file.mask("b").unwrap().1, vec![true, false]);
+        assert_eq!(file.mask("f").unwrap().1, vec![true, false]);
+        assert!(file.ints("f").unwrap_err().to_string().contains("dtype F32"));
+    }
+}
