@@ -194,20 +194,25 @@ fn process<F: Float>(
                 alpha: None,
             };
             F::gemm_panels(isa, &scores, &mut sc.s[r0 * BK..], BK);
+            let mut row_sum = [F::ZERO; MR];
             for r in r0..r0 + MR {
                 let srow = &mut sc.s[r * BK..][..bkp];
                 let visible = row_keys(r).saturating_sub(j0).min(kn);
                 if visible == 0 {
                     srow.fill(F::ZERO);
-                    sc.alpha[r] = F::ONE;
+                    sc.alpha[r] = F::ZERO; // log alpha: the row is unchanged
                     continue;
                 }
                 srow[visible..].fill(F::NEG_INFINITY);
                 let m_new = sc.m[r].max(F::max_of(isa, srow));
-                let alpha = (sc.m[r] - m_new).exp();
-                sc.l[r] = sc.l[r] * alpha + F::exp_sub_sum(isa, srow, m_new);
+                row_sum[r - r0] = F::exp_sub_sum(isa, srow, m_new);
+                sc.alpha[r] = sc.m[r] - m_new; // -inf on the row's first tile: alpha = 0
                 sc.m[r] = m_new;
-                sc.alpha[r] = alpha;
+            }
+            // alpha = e^(m - m') for the panel's rows in one vector call.
+            F::exp_sub_sum(isa, &mut sc.alpha[r0..r0 + MR], F::ZERO);
+            for r in r0..r0 + MR {
+                sc.l[r] = sc.l[r] * sc.alpha[r] + row_sum[r - r0];
             }
             let alpha: &[F; MR] = sc.alpha[r0..r0 + MR].try_into().expect("MR rows");
             let pv = Panels {
