@@ -79,16 +79,18 @@ fi
 [ -f "$CUDARC_SRC/src/driver/sys/mod.rs" ] || die "CUDARC_SRC=$CUDARC_SRC has no src/driver/sys/mod.rs"
 
 # ---- 3. link-time stubs ---------------------------------------------------------------------
-# One empty function per name in cudarc's bindings (a superset of what candle references).
+# One function per name in cudarc's bindings (a superset of what candle references).
 # cuBLAS/cuBLASLt/cuRAND/NVRTC export every symbol under a version node named after their
 # soname, so the binary records e.g. cublasCreate_v2@libcublas.so.13 exactly as with the real
 # library; libcuda's symbols are unversioned, like the driver's.
+# Should a stub ever be loaded at run time, every call returns an error status, as NVIDIA's
+# stub libcuda does (CUDA_ERROR_STUB_LIBRARY): Device::new_cuda fails cleanly, nothing runs.
 S=$PREFIX/stubsrc
 mkdir -p "$C/lib/stubs" "$S"
-stub() { # soname link-name versioned(0|1) cudarc-module
-  local so=$1 name=$2 versioned=$3 src=$CUDARC_SRC/src/$4/sys/mod.rs
+stub() { # soname link-name versioned(0|1) cudarc-module error-status
+  local so=$1 name=$2 versioned=$3 src=$CUDARC_SRC/src/$4/sys/mod.rs status=$5
   local c=$S/$name.c lib=$C/lib/stubs/lib$name.so vs=()
-  grep -oP '^pub unsafe fn \K\w+' "$src" | sort -u | sed 's/.*/void &(void) {}/' > "$c.new"
+  grep -oP '^pub unsafe fn \K\w+' "$src" | sort -u | sed "s/.*/int &(void) { return $status; }/" > "$c.new"
   [ -s "$c.new" ] || die "no functions found in $src (cudarc's binding layout changed?)"
   # Unchanged bindings: keep the library (and its mtime) as it is.
   if [ -f "$lib" ] && cmp -s "$c.new" "$c"; then
@@ -104,11 +106,11 @@ stub() { # soname link-name versioned(0|1) cudarc-module
   gcc -shared -fPIC -o "$lib" -Wl,-soname,"$so" "${vs[@]}" "$c"
   say "stub $so: $(wc -l < "$c") symbols"
 }
-stub libcuda.so.1 cuda 0 driver
-stub libcublas.so.13 cublas 1 cublas
-stub libcublasLt.so.13 cublasLt 1 cublaslt
-stub libcurand.so.10 curand 1 curand
-stub libnvrtc.so.13 nvrtc 1 nvrtc
+stub libcuda.so.1 cuda 0 driver 34        # CUDA_ERROR_STUB_LIBRARY
+stub libcublas.so.13 cublas 1 cublas 1    # CUBLAS_STATUS_NOT_INITIALIZED
+stub libcublasLt.so.13 cublasLt 1 cublaslt 1
+stub libcurand.so.10 curand 1 curand 101  # CURAND_STATUS_NOT_INITIALIZED
+stub libnvrtc.so.13 nvrtc 1 nvrtc 11      # NVRTC_ERROR_INTERNAL_ERROR
 
 # ---- 4. smoke test --------------------------------------------------------------------------
 release=$("$C/bin/nvcc" --version | grep -o 'release [0-9.]*' | cut -d' ' -f2)
