@@ -23,7 +23,7 @@ use crate::Float;
 use crate::float::{Isa, MR, Panels};
 
 /// Keys per tile (a multiple of every kernel's `NR`).
-pub(super) const BK: usize = 64;
+pub(super) const BK: usize = 128;
 /// Stacked (query, head) rows a work item aims for.
 const TARGET_ROWS: usize = 192;
 
