@@ -1,0 +1,115 @@
+//! DPO: the concatenated chosen + rejected row keeps every segment on its own example.
+
+use crate::{Checked, Invariant, Location, Violation};
+
+/// One expected segment of a concatenated DPO row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DpoSegment {
+    /// The pair's dataset index.
+    pub example: u64,
+    /// True for the rejected branch.
+    pub rejected: bool,
+    /// The tag every token of this example carries (tokens of no example carry another value).
+    pub tag: i64,
+    /// The example's length on this branch.
+    pub len: u32,
+}
+
+/// A concatenated DPO row as plain data.
+#[derive(Debug, Clone, Copy)]
+pub struct DpoView<'a> {
+    /// Per token of the row, the tag of the example it came from (padding carries a tag no
+    /// example has). A property gets it by tagging token ids before collating.
+    pub tags: &'a [i64],
+    /// The offsets the model and the loss are given.
+    pub cu_seqlens: &'a [i64],
+    /// Storage offsets, when segments are addressed apart from their real lengths.
+    pub cu_seqlens_padded: Option<&'a [i64]>,
+    /// Example number of every token, when the collator emits it.
+    pub seq_idx: Option<&'a [i64]>,
+}
+
+/// DPO: segment `j` of the concatenated row covers exactly the tokens of its own example
+/// (chosen `0..bs`, then rejected `0..bs`), none of the padding and none of another example.
+///
+/// ```text
+/// #segments = 2·bs
+/// tokens[storageⱼ .. storageⱼ + sⱼ] all carry tagⱼ, and sⱼ = lenⱼ
+/// seq_idx = j on segment j's tokens (when given)
+/// ```
+///
+/// # Errors
+/// The first segment that points at a wrong token, naming the segment, the token and the
+/// example.
+///
+/// # Example
+/// ```
+/// use properties::checks::{DpoSegment, DpoView, check_dpo};
+/// // chosen [3, 5] padded to 10, rejected [2, 4]: tags 1, 2 (chosen), 3, 4 (rejected), 0 = pad.
+/// let tags = [1, 1, 1, 2, 2, 2, 2, 2, 0, 0, 3, 3, 4, 4, 4, 4, 0, 0, 0, 0];
+/// let seg = |example, rejected, tag, len| DpoSegment { example, rejected, tag, len };
+/// let want = [seg(0, false, 1, 3), seg(1, false, 2, 5), seg(0, true, 3, 2), seg(1, true, 4, 4)];
+/// // open-instruct before 005366f75: rejected offsets from the unpadded chosen length.
+/// let wrong = DpoView { tags: &tags, cu_seqlens: &[0, 3, 8, 10, 14], cu_seqlens_padded: None, seq_idx: None };
+/// assert_eq!(check_dpo(&wrong, &want).unwrap_err().at.segment, Some(2));
+/// // After the fix, as plain offsets: the first rejected segment spans the chosen padding (#1900).
+/// let spans_pad = DpoView { cu_seqlens: &[0, 3, 8, 12, 16], ..wrong };
+/// assert_eq!(check_dpo(&spans_pad, &want).unwrap_err().at.token, Some(8));
+/// // The exact layout: real lengths, storage offsets over the padded chosen pack.
+/// let right = DpoView { cu_seqlens: &[0, 3, 8, 10, 14], cu_seqlens_padded: Some(&[0, 3, 10, 12, 16]), ..wrong };
+/// assert!(check_dpo(&right, &want).is_ok());
+/// ```
+pub fn check_dpo(view: &DpoView<'_>, expected: &[DpoSegment]) -> Checked {
+    let v = |rule: &str| Violation::new(Invariant::Dpo, rule);
+    let cu = view.cu_seqlens;
+    let storage = view.cu_seqlens_padded.unwrap_or(cu);
+    if cu.len() != expected.len() + 1 || storage.len() != cu.len() {
+        return Err(v("one segment per chosen and per rejected example")
+            .expected(format!("{} segments", expected.len()))
+            .got(format!("cu_seqlens {cu:?}, storage {storage:?}")));
+    }
+    for (j, seg) in expected.iter().enumerate() {
+        let branch = if seg.rejected { "rejected" } else { "chosen" };
+        let at = Location::default().segment(j).example(seg.example);
+        let len = cu[j + 1] - cu[j];
+        let start = storage[j];
+        if len < 0 || start < 0 {
+            return Err(v("offsets are non-decreasing").at(at).expected(">= 0").got(len));
+        }
+        let (start, len) = (start as usize, len as usize);
+        let range = start..start + len;
+        if let Some(t) = range.clone().find(|&t| view.tags.get(t) != Some(&seg.tag)) {
+            let got = match view.tags.get(t) {
+                Some(&g) => match expected.iter().position(|s| s.tag == g) {
+                    Some(k) => format!(
+                        "a token of {} example {} (segment {k})",
+                        if expected[k].rejected { "rejected" } else { "chosen" },
+                        expected[k].example
+                    ),
+                    None => "a padding token".to_string(),
+                },
+                None => "past the end of the row".to_string(),
+            };
+            return Err(v("every segment points at exactly its own example's tokens")
+                .at(at.token(t))
+                .expected(format!("a token of {branch} example {}", seg.example))
+                .got(got)
+                .note(format!("segment {j} spans tokens {range:?}; cu_seqlens {cu:?}")));
+        }
+        if len != seg.len as usize {
+            return Err(v("every segment covers its whole example")
+                .at(at)
+                .expected(format!("{} tokens of {branch} example {}", seg.len, seg.example))
+                .got(format!("{len} tokens (tokens {range:?})")));
+        }
+        if let Some(idx) = view.seq_idx
+            && let Some(t) = range.clone().find(|&t| idx.get(t) != Some(&(j as i64)))
+        {
+            return Err(v("seq_idx numbers every segment's tokens with the segment")
+                .at(at.token(t))
+                .expected(j)
+                .got(idx.get(t).map_or("nothing".to_string(), i64::to_string)));
+        }
+    }
+    Ok(())
+}

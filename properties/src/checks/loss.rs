@@ -1,0 +1,74 @@
+//! LOSS: the packed cross-entropy against the oracle.
+
+use crate::violation::{close, rel_diff};
+use crate::{Checked, Invariant, Location, Violation};
+
+/// A loss as a pipeline reports it: Σ NLL over valid labels, their count, and the mean.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LossRecord {
+    /// Σ NLL over valid labels.
+    pub nll: f64,
+    /// Number of valid labels.
+    pub count: u64,
+    /// The reported loss (`nll / count`, 0 when `count == 0`).
+    pub mean: f64,
+}
+
+impl LossRecord {
+    /// A record from sums, with the mean taken the right way (0 when nothing is valid).
+    pub fn from_sums(nll: f64, count: u64) -> Self {
+        Self { nll, count, mean: if count == 0 { 0.0 } else { nll / count as f64 } }
+    }
+}
+
+/// LOSS: the reported loss equals the oracle's mean cross-entropy over all valid label
+/// positions, labels shifted within each sequence; all ignored gives exactly 0.
+///
+/// ```text
+/// got.count = oracle.count                            (exact)
+/// |got.nll − oracle.nll| ≤ rtol·|oracle.nll|
+/// got.mean finite; got.mean = 0 when count = 0; |got.mean − oracle.mean| ≤ rtol·|oracle.mean|
+/// ```
+///
+/// # Errors
+/// The first rule broken.
+///
+/// # Example
+/// ```
+/// use properties::checks::{LossRecord, check_loss};
+/// let oracle = LossRecord::from_sums(0.0, 0);
+/// let nan = LossRecord { nll: 0.0, count: 0, mean: f64::NAN };
+/// assert!(check_loss(&nan, &oracle, 1e-12).is_err());
+/// ```
+pub fn check_loss(got: &LossRecord, oracle: &LossRecord, rtol: f64) -> Checked {
+    let v = |rule: &str| Violation::new(Invariant::Loss, rule);
+    if !got.mean.is_finite() {
+        return Err(v("the loss is finite; an all-ignored batch gives 0, never NaN")
+            .expected(oracle.mean)
+            .got(got.mean)
+            .note(format!("{} valid labels", got.count)));
+    }
+    if got.count != oracle.count {
+        return Err(v("the loss counts exactly the valid label positions within each sequence")
+            .expected(format!("{} valid labels", oracle.count))
+            .got(format!("{} valid labels", got.count))
+            .note("a label counted across a document boundary, or a shift by the wrong amount"));
+    }
+    if !close(got.nll, oracle.nll, rtol) {
+        return Err(v("Σ NLL equals the oracle's (labels shifted within each sequence)")
+            .expected(oracle.nll)
+            .got(got.nll)
+            .note(format!("relative error {:.3e} > {rtol:e}", rel_diff(got.nll, oracle.nll))));
+    }
+    if got.count == 0 && got.mean != 0.0 {
+        return Err(v("an all-ignored batch gives loss 0").expected(0).got(got.mean));
+    }
+    if !close(got.mean, oracle.mean, rtol) {
+        return Err(v("the loss is Σ NLL / count")
+            .at(Location::default())
+            .expected(oracle.mean)
+            .got(got.mean)
+            .note(format!("Σ NLL {} over {} labels", got.nll, got.count)));
+    }
+    Ok(())
+}

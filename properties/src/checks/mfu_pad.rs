@@ -1,0 +1,97 @@
+//! MFU-PAD: useful FLOPs and MFU do not move when padding is added.
+
+use crate::{Checked, Invariant, Location, Violation};
+
+/// What a throughput logger reports for one step.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MetricRecord {
+    /// Real tokens (no padding, no mock segment).
+    pub real_tokens: u64,
+    /// FLOPs of the useful work.
+    pub useful_flops: u128,
+    /// FLOPs the hardware was made to compute.
+    pub hardware_flops: u128,
+    /// Useful MFU, percent.
+    pub mfu_pct: f64,
+    /// Hardware MFU, percent.
+    pub mfu_padded_pct: f64,
+}
+
+fn check_one(label: &str, r: &MetricRecord, physical: bool) -> Checked {
+    let v =
+        |rule: &str| Violation::new(Invariant::MfuPad, rule).at(Location::default().context(label));
+    if r.hardware_flops < r.useful_flops {
+        return Err(v("hardware FLOPs >= useful FLOPs")
+            .expected(format!(">= {}", r.useful_flops))
+            .got(r.hardware_flops));
+    }
+    if r.mfu_padded_pct.partial_cmp(&r.mfu_pct).is_none_or(|o| o.is_lt()) {
+        return Err(v("hardware MFU >= useful MFU")
+            .expected(format!(">= {}", r.mfu_pct))
+            .got(r.mfu_padded_pct));
+    }
+    if physical && r.mfu_pct.partial_cmp(&100.0).is_none_or(|o| o.is_gt()) {
+        return Err(v("useful MFU <= 100 % for a physically possible step time")
+            .expected("<= 100")
+            .got(r.mfu_pct)
+            .note(format!("useful {} vs hardware {} FLOPs", r.useful_flops, r.hardware_flops)));
+    }
+    Ok(())
+}
+
+/// MFU-PAD: over the same examples collated with and without padding, the useful numbers are
+/// bit-identical, and each record is consistent.
+///
+/// ```text
+/// every record:   hardware ≥ useful;  mfu_padded ≥ mfu;  mfu ≤ 100 if `physical`
+/// every variant:  real_tokens, useful_flops (exact) and mfu_pct (bit-exact) = the baseline's
+/// ```
+///
+/// `physical` says the step time is at least what the hardware FLOPs need at peak, so a useful
+/// MFU above 100 % can only come from counting work that was not done.
+///
+/// # Errors
+/// The first rule broken, naming the padding variant.
+///
+/// # Example
+/// ```
+/// use properties::checks::{MetricRecord, check_mfu_pad};
+/// let base = MetricRecord { real_tokens: 15, useful_flops: 77, hardware_flops: 77, mfu_pct: 7.7, mfu_padded_pct: 7.7 };
+/// // bionemo #1561: the mock segment's 1² counted as useful.
+/// let mock = MetricRecord { useful_flops: 78, hardware_flops: 78, mfu_pct: 7.8, mfu_padded_pct: 7.8, ..base };
+/// let v = check_mfu_pad(&base, &[("pad_to_multiple_of=8".into(), mock)], true).unwrap_err();
+/// assert_eq!(v.at.context.as_deref(), Some("pad_to_multiple_of=8"));
+/// ```
+pub fn check_mfu_pad(
+    baseline: &MetricRecord,
+    variants: &[(String, MetricRecord)],
+    physical: bool,
+) -> Checked {
+    check_one("no padding", baseline, physical)?;
+    for (label, r) in variants {
+        check_one(label, r, physical)?;
+        let v = |rule: &str| {
+            Violation::new(Invariant::MfuPad, rule).at(Location::default().context(label))
+        };
+        if r.real_tokens != baseline.real_tokens {
+            return Err(v("real tokens are unchanged by padding")
+                .expected(baseline.real_tokens)
+                .got(r.real_tokens));
+        }
+        if r.useful_flops != baseline.useful_flops {
+            return Err(v("useful FLOPs are bit-identical with and without padding")
+                .expected(baseline.useful_flops)
+                .got(r.useful_flops)
+                .note(format!(
+                    "Δ = {} FLOPs counted as useful",
+                    r.useful_flops as i128 - baseline.useful_flops as i128
+                )));
+        }
+        if r.mfu_pct.to_bits() != baseline.mfu_pct.to_bits() {
+            return Err(v("useful MFU is bit-identical with and without padding")
+                .expected(baseline.mfu_pct)
+                .got(r.mfu_pct));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,253 @@
+//! PACKER: what a packer emitted, against what it was given.
+
+use std::collections::BTreeMap;
+
+use thd::pack::{Dropped, Example, Pack};
+
+use crate::{Checked, Invariant, Location, Violation};
+
+/// One packer run as plain data: what went in, what came out, and when.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PackerRun {
+    /// Every example pushed, in order, over all epochs.
+    pub pushed: Vec<Example>,
+    /// Every pack emitted, in order, with the epoch that emitted it (`epochs` for the final
+    /// `finish`) and the call that emitted it (a running index over `push`, `end_epoch` and
+    /// `finish` calls).
+    pub packs: Vec<EmittedPack>,
+    /// Everything the packer reported as dropped.
+    pub dropped: Vec<Dropped>,
+    /// `pending()` after `finish`.
+    pub pending_after_finish: usize,
+}
+
+/// A pack and when it was emitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmittedPack {
+    /// Epoch index (`epochs` for the final `finish`).
+    pub epoch: usize,
+    /// Index of the `push` / `end_epoch` / `finish` call that returned it.
+    pub call: usize,
+    /// The pack.
+    pub pack: Pack,
+}
+
+fn v(rule: &str) -> Violation {
+    Violation::new(Invariant::Packer, rule)
+}
+
+/// PACKER, conservation and capacity: nothing lost, nothing duplicated, every pack fits.
+///
+/// ```text
+/// after finish: pending = 0
+/// every pack non-empty; load_b = Σ padded_b ≤ C on each branch b; padded ≥ lens per item
+/// ∀ id: #pieces at offset 0 (emitted or dropped) = #times pushed
+///       Σ tokens of its pieces (emitted or dropped) = Σ tokens pushed, per branch
+/// ```
+///
+/// # Errors
+/// The first rule broken, naming the example id and the pack.
+///
+/// # Example
+/// ```
+/// use properties::checks::{EmittedPack, PackerRun, check_conservation};
+/// use thd::pack::{Example, Pack};
+/// let run = PackerRun {
+///     pushed: vec![Example::single(0, 6), Example::single(1, 6)],
+///     packs: vec![EmittedPack { epoch: 0, call: 0, pack: Pack::new(vec![Example::single(0, 6).item()]) }],
+///     ..Default::default()
+/// };
+/// let v = check_conservation(&run, 10).unwrap_err(); // example 1 was carried and then lost
+/// assert_eq!(v.at.example, Some(1));
+/// ```
+pub fn check_conservation(run: &PackerRun, capacity: u32) -> Checked {
+    if run.pending_after_finish != 0 {
+        return Err(v("nothing stays pending after finish")
+            .expected(0)
+            .got(run.pending_after_finish));
+    }
+    let cap = u64::from(capacity);
+    for (index, e) in run.packs.iter().enumerate() {
+        let at = Location::default().epoch(e.epoch).pack(index);
+        if e.pack.is_empty() {
+            return Err(v("a pack is never empty").at(at).expected(">= 1 item").got("0 items"));
+        }
+        for item in &e.pack.items {
+            let (l, p) = (item.lens.branches(), item.padded.branches());
+            if p[0] < l[0] || p[1] < l[1] {
+                return Err(v("an item's storage is at least its real length")
+                    .at(at.clone().example(item.id))
+                    .expected(format!(">= {l:?}"))
+                    .got(format!("{p:?}")));
+            }
+        }
+        let load = e.pack.load();
+        if let Some(b) = (0..2).find(|&b| load[b] > cap) {
+            return Err(v("every pack respects the capacity")
+                .at(at)
+                .expected(format!("<= {capacity} tokens on branch {b}"))
+                .got(format!(
+                    "{} tokens: {:?}",
+                    load[b],
+                    e.pack.items.iter().map(|i| (i.id, i.padded.branches()[b])).collect::<Vec<_>>()
+                )));
+        }
+    }
+    // Per id: (times pushed, tokens per branch) in, (heads, tokens per branch) out.
+    let mut ins: BTreeMap<u64, (u64, [u64; 2])> = BTreeMap::new();
+    for e in &run.pushed {
+        let slot = ins.entry(e.id).or_default();
+        let b = e.lens.branches();
+        *slot = (slot.0 + 1, [slot.1[0] + b[0], slot.1[1] + b[1]]);
+    }
+    let mut outs: BTreeMap<u64, (u64, [u64; 2], Option<usize>)> = BTreeMap::new();
+    let pieces = run
+        .packs
+        .iter()
+        .enumerate()
+        .flat_map(|(k, e)| e.pack.items.iter().map(move |i| (Some(k), i)))
+        .chain(run.dropped.iter().map(|d| (None, &d.item)));
+    for (pack, item) in pieces {
+        let slot = outs.entry(item.id).or_default();
+        let b = item.lens.branches();
+        let head = u64::from(item.offset == 0);
+        *slot = (slot.0 + head, [slot.1[0] + b[0], slot.1[1] + b[1]], slot.2.or(pack));
+    }
+    for (&id, &(n, tokens)) in &ins {
+        let (heads, got, pack) = outs.get(&id).copied().unwrap_or_default();
+        let mut at = Location::default().example(id);
+        if let Some(p) = pack {
+            at = at.pack(p);
+        }
+        if heads != n {
+            let what = if heads < n {
+                "lost (neither emitted nor reported dropped)"
+            } else {
+                "duplicated"
+            };
+            return Err(v("every pushed example is emitted or reported dropped, exactly once")
+                .at(at)
+                .expected(format!("{n} time(s)"))
+                .got(format!("{heads} time(s): {what}")));
+        }
+        if got != tokens {
+            return Err(v("every token of every example is emitted or reported dropped")
+                .at(at)
+                .expected(format!("{tokens:?} tokens per branch"))
+                .got(format!("{got:?}")));
+        }
+    }
+    if let Some((&id, _)) = outs.iter().find(|(id, _)| !ins.contains_key(id)) {
+        return Err(v("a packer emits only ids it was given")
+            .at(Location::default().example(id))
+            .expected("no such id")
+            .got("emitted"));
+    }
+    Ok(())
+}
+
+/// PACKER, first-fit quality: among the packs one call emitted, any two together exceed the
+/// capacity on some branch (otherwise the later pack's first item would have fit the earlier
+/// pack). Holds for first fit, best fit and first-fit decreasing over one instance.
+///
+/// # Errors
+/// The first pair of packs that would fit together.
+///
+/// # Example
+/// ```
+/// use properties::checks::check_pairwise_full;
+/// use thd::pack::{Example, Pack};
+/// let p = |id, len| Pack::new(vec![Example::single(id, len).item()]);
+/// assert!(check_pairwise_full(&[p(0, 6), p(1, 5)], 10).is_ok());
+/// assert!(check_pairwise_full(&[p(0, 6), p(1, 4)], 10).is_err());
+/// ```
+pub fn check_pairwise_full(packs: &[Pack], capacity: u32) -> Checked {
+    let cap = u64::from(capacity);
+    let loads: Vec<[u64; 2]> = packs.iter().map(Pack::load).collect();
+    for i in 0..loads.len() {
+        for j in i + 1..loads.len() {
+            if (0..2).all(|b| loads[i][b] + loads[j][b] <= cap) {
+                return Err(v(
+                    "any two packs of a first-fit-like packer together exceed the capacity",
+                )
+                .at(Location::default().pack(j))
+                .expected(format!("load(pack {i}) + load(pack {j}) > {capacity}"))
+                .got(format!("{:?} + {:?}", loads[i], loads[j]))
+                .note(format!(
+                    "pack {j} starts with example {}, which fits in pack {i}",
+                    packs[j].items.first().map_or(0, |x| x.id)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The bin-packing quality bound a strategy claims on small instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QualityBound {
+    /// First fit / best fit: `bins ≤ ⌊1.7·OPT⌋` (Dósa & Sgall 2013/2014).
+    FirstFit,
+    /// First-fit decreasing: `bins ≤ 11/9·OPT + 6/9` (Dósa 2007, tight).
+    FirstFitDecreasing,
+}
+
+/// PACKER, quality on a small instance with a known optimum.
+///
+/// # Errors
+/// More bins than the bound allows.
+///
+/// # Example
+/// ```
+/// use properties::checks::{QualityBound, check_quality};
+/// assert!(check_quality(QualityBound::FirstFitDecreasing, 3, 2).is_ok());
+/// assert!(check_quality(QualityBound::FirstFitDecreasing, 4, 2).is_err());
+/// ```
+pub fn check_quality(bound: QualityBound, bins: usize, opt: usize) -> Checked {
+    let (ok, text) = match bound {
+        QualityBound::FirstFit => {
+            (10 * bins <= 17 * opt, format!("<= ⌊1.7·{opt}⌋ = {}", 17 * opt / 10))
+        }
+        QualityBound::FirstFitDecreasing => (
+            9 * bins <= 11 * opt + 6,
+            format!("<= 11/9·{opt} + 6/9 = {:.3}", (11 * opt + 6) as f64 / 9.0),
+        ),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(v("bins within the strategy's bound of the optimum")
+            .expected(text)
+            .got(format!("{bins} bins (OPT = {opt})")))
+    }
+}
+
+/// PACKER, determinism: two runs on the same input and options emit the same packs.
+///
+/// # Errors
+/// The first pack that differs.
+///
+/// # Example
+/// ```
+/// use properties::checks::{EmittedPack, check_deterministic};
+/// use thd::pack::{Example, Pack};
+/// let a = vec![EmittedPack { epoch: 0, call: 0, pack: Pack::new(vec![Example::single(0, 1).item()]) }];
+/// assert!(check_deterministic(&a, &a).is_ok());
+/// ```
+pub fn check_deterministic(a: &[EmittedPack], b: &[EmittedPack]) -> Checked {
+    let ids = |p: &EmittedPack| p.pack.ids().collect::<Vec<_>>();
+    for k in 0..a.len().max(b.len()) {
+        let (x, y) = (a.get(k), b.get(k));
+        if x != y {
+            return Err(v("same input and options (and seed) give the same packs")
+                .at(Location::default().pack(k))
+                .expected(x.map_or("no pack".to_string(), |p| {
+                    format!("ids {:?} (epoch {})", ids(p), p.epoch)
+                }))
+                .got(y.map_or("no pack".to_string(), |p| {
+                    format!("ids {:?} (epoch {})", ids(p), p.epoch)
+                })));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,101 @@
+//! TOKENS-CP: what a logger reports does not depend on the CP size.
+
+use crate::violation::{close, rel_diff};
+use crate::{Checked, Invariant, Location, Violation};
+
+/// What an SFT logger reports for one global batch (AReaL's `sft/*`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TokenRecord {
+    /// Real tokens.
+    pub n_tokens: u64,
+    /// Valid labels.
+    pub n_valid_tokens: u64,
+    /// Real tokens without a valid label.
+    pub prompt_tokens: u64,
+    /// Real sequences with at least one valid label.
+    pub n_seqs: u64,
+    /// Mean NLL over valid labels.
+    pub loss: f64,
+    /// Mean per-sequence perplexity, if any sequence has a valid label.
+    pub ppl_avg: Option<f64>,
+}
+
+/// The counts a logger must report, from the global layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TokenCounts {
+    /// Real tokens.
+    pub n_tokens: u64,
+    /// Valid labels.
+    pub n_valid_tokens: u64,
+    /// `n_tokens − n_valid_tokens`.
+    pub prompt_tokens: u64,
+    /// Real sequences with at least one valid label.
+    pub n_seqs: u64,
+}
+
+/// TOKENS-CP: for every CP size the counts are exactly the global ones, and every ratio metric
+/// equals the one reported at the first CP size (and the reference loss) to `rtol`.
+///
+/// ```text
+/// ∀ cp: n_tokens, n_valid_tokens, prompt_tokens, n_seqs = expected   (exact)
+/// ∀ cp: |loss − reference_loss| ≤ rtol·|reference_loss|;  ppl_avg = records[0].ppl_avg (rtol)
+/// ```
+///
+/// # Errors
+/// The first metric that moves, naming the CP size.
+///
+/// # Example
+/// ```
+/// use properties::checks::{TokenCounts, TokenRecord, check_tokens_cp};
+/// let want = TokenCounts { n_tokens: 8, n_valid_tokens: 5, prompt_tokens: 3, n_seqs: 2 };
+/// let good = TokenRecord { n_tokens: 8, n_valid_tokens: 5, prompt_tokens: 3, n_seqs: 2, loss: 0.44, ppl_avg: Some(1.6) };
+/// // AReaL #1242: rank 0's shard reported as the batch.
+/// let shard = TokenRecord { n_tokens: 6, n_valid_tokens: 2, prompt_tokens: 4, loss: 0.4, ..good };
+/// let v = check_tokens_cp(&want, 0.44, &[(1, good), (2, shard)], 1e-12).unwrap_err();
+/// assert_eq!(v.at.cp, Some(2));
+/// ```
+pub fn check_tokens_cp(
+    expected: &TokenCounts,
+    reference_loss: f64,
+    records: &[(usize, TokenRecord)],
+    rtol: f64,
+) -> Checked {
+    let Some(&(_, first)) = records.first() else { return Ok(()) };
+    for &(cp, r) in records {
+        let v =
+            |rule: &str| Violation::new(Invariant::TokensCp, rule).at(Location::default().cp(cp));
+        for (name, want, got) in [
+            ("n_tokens", expected.n_tokens, r.n_tokens),
+            ("n_valid_tokens", expected.n_valid_tokens, r.n_valid_tokens),
+            ("prompt_tokens", expected.prompt_tokens, r.prompt_tokens),
+            ("n_seqs", expected.n_seqs, r.n_seqs),
+        ] {
+            if want != got {
+                return Err(v(&format!("{name} is the global count, the same for every cp size"))
+                    .expected(want)
+                    .got(got)
+                    .note("counts must come from the global layout (real cu_seqlens), not from one CP shard or the padded storage"));
+            }
+        }
+        if !close(r.loss, reference_loss, rtol) {
+            return Err(v("the reported loss is the same for every cp size")
+                .expected(reference_loss)
+                .got(r.loss)
+                .note(format!(
+                    "ratio {:.6}, relative error {:.3e}",
+                    r.loss / reference_loss,
+                    rel_diff(r.loss, reference_loss)
+                )));
+        }
+        let same_ppl = match (r.ppl_avg, first.ppl_avg) {
+            (Some(a), Some(b)) => close(a, b, rtol),
+            (a, b) => a == b,
+        };
+        if !same_ppl {
+            return Err(v("the reported perplexity is the same for every cp size")
+                .expected(format!("{:?} (cp={})", first.ppl_avg, records[0].0))
+                .got(format!("{:?}", r.ppl_avg)));
+        }
+    }
+    Ok(())
+}

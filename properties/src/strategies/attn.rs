@@ -1,0 +1,133 @@
+//! Attention layouts: lengths, padding, cross lengths, GQA, causal, CP.
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+use super::lens::{arb_cp_gt1, arb_seq_lens};
+use super::noise;
+
+/// An attention call on a packed batch. q, k and v are functions of `seed` and the storage row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttnCase {
+    /// Real query lengths per segment (and key lengths, unless `lens_k` is set).
+    pub lens: Vec<u32>,
+    /// Real key lengths per segment, when they differ from the queries' (cross attention or
+    /// decoding; bottom-right causal alignment). Only with `cp = 1` and no padding.
+    pub lens_k: Option<Vec<u32>>,
+    /// Padding tokens after each segment's real tokens (storage only).
+    pub pad: Vec<u32>,
+    /// CP size; with `cp > 1` every slot is rounded up to a multiple of `2·cp`.
+    pub cp: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (`heads` is a multiple).
+    pub kv_heads: usize,
+    /// Head dimension.
+    pub head_dim: usize,
+    /// Causal (bottom-right aligned).
+    pub causal: bool,
+    /// Seed of q, k, v.
+    pub seed: u64,
+}
+
+impl AttnCase {
+    /// Storage length of every query slot.
+    pub fn storage(&self) -> Vec<u32> {
+        let d = if self.cp > 1 { 2 * self.cp as u32 } else { 1 };
+        self.lens.iter().zip(&self.pad).map(|(&s, &p)| (s + p).div_ceil(d) * d).collect()
+    }
+
+    /// Real key lengths.
+    pub fn real_k(&self) -> Vec<u32> {
+        self.lens_k.clone().unwrap_or_else(|| self.lens.clone())
+    }
+
+    /// Storage length of every key slot.
+    pub fn storage_k(&self) -> Vec<u32> {
+        match &self.lens_k {
+            Some(k) => k.clone(),
+            None => self.storage(),
+        }
+    }
+
+    /// Stored query tokens.
+    pub fn tokens_q(&self) -> usize {
+        self.storage().iter().map(|&p| p as usize).sum()
+    }
+
+    /// Stored key tokens.
+    pub fn tokens_k(&self) -> usize {
+        self.storage_k().iter().map(|&p| p as usize).sum()
+    }
+
+    fn tensor(
+        &self,
+        which: u64,
+        rows: usize,
+        heads: usize,
+        bump: Option<(usize, usize)>,
+    ) -> Vec<f64> {
+        let w = heads * self.head_dim;
+        (0..rows * w)
+            .map(|e| {
+                let row = e / w;
+                let x = noise(self.seed, &[which, row as u64, (e % w) as u64]);
+                match bump {
+                    Some((a, b)) if (a..b).contains(&row) => x + 0.75,
+                    _ => x,
+                }
+            })
+            .collect()
+    }
+
+    /// `(q, k, v)` in storage order: `[Tq, heads, head_dim]`, `[Tk, kv_heads, head_dim]` twice.
+    pub fn qkv(&self) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        self.qkv_perturbed(None)
+    }
+
+    /// `(q, k, v)` with segment `segment`'s storage rows (q and k/v) shifted, if given.
+    pub fn qkv_perturbed(&self, segment: Option<usize>) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let slot = |storage: &[u32], i: usize| {
+            let start: u32 = storage[..i].iter().sum();
+            (start as usize, (start + storage[i]) as usize)
+        };
+        let (bq, bk) = match segment {
+            Some(i) => (Some(slot(&self.storage(), i)), Some(slot(&self.storage_k(), i))),
+            None => (None, None),
+        };
+        (
+            self.tensor(1, self.tokens_q(), self.heads, bq),
+            self.tensor(2, self.tokens_k(), self.kv_heads, bk),
+            self.tensor(3, self.tokens_k(), self.kv_heads, bk),
+        )
+    }
+}
+
+/// An [`AttnCase`] of `1..=4` segments of `0..=12` tokens: plain (3 in 8), padded (2 in 8),
+/// cross lengths (1 in 8) or split over CP ∈ {2, 4, 8} (2 in 8); 1–2 KV heads with groups of
+/// 1–3 (MHA, GQA, MQA), head_dim 1–6, causal or not.
+pub fn arb_attn_case() -> impl Strategy<Value = AttnCase> {
+    let mode = prop_oneof![3 => Just(0u8), 2 => Just(1u8), 1 => Just(2u8), 2 => Just(3u8)];
+    (arb_seq_lens(0, 12, 4), mode, 1usize..=2, 1usize..=3, 1usize..=6, any::<bool>(), 0u64..1_000)
+        .prop_flat_map(|(lens, mode, kv_heads, group, head_dim, causal, seed)| {
+            let n = lens.len();
+            let pad = if mode == 1 { vec(0u32..=3, n).boxed() } else { Just(vec![0; n]).boxed() };
+            let lens_k = if mode == 2 {
+                vec(0u32..=12, n).prop_map(Some).boxed()
+            } else {
+                Just(None).boxed()
+            };
+            let cp = if mode == 3 { arb_cp_gt1().boxed() } else { Just(1usize).boxed() };
+            (Just(lens), lens_k, pad, cp).prop_map(move |(lens, lens_k, pad, cp)| AttnCase {
+                lens,
+                lens_k,
+                pad,
+                cp,
+                heads: kv_heads * group,
+                kv_heads,
+                head_dim,
+                causal,
+                seed,
+            })
+        })
+}

@@ -1,0 +1,60 @@
+//! Proptest strategies: `arb_*` functions returning `impl Strategy`, shared by every suite.
+//!
+//! Dependent values (padding per segment, masks per token, a budget that fits the longest pair)
+//! are built with `prop_flat_map` / `prop_compose!`, never with `prop_assume!`, so no case is
+//! rejected and shrinking stays inside valid inputs. Tensors (token ids, logits, q/k/v) are not
+//! generated element by element: a case carries a `seed` and the values are a fixed function of
+//! it ([`noise`]), so a shrunk counterexample prints as a handful of lengths and flags.
+//!
+//! | module | strategies |
+//! |---|---|
+//! | [`lens`] | sequence-length multisets: arbitrary, 0- and 1-token, all equal, one huge among tiny |
+//! | [`sft`] | examples with label masks (none / some / all ignored), CP sizes, micro-batch splits |
+//! | [`attn`] | attention layouts: padding, GQA, causal, cross lengths, CP |
+//! | [`metrics`] | model dims, padding variants, FLOPs micro-batches |
+//! | [`dpo`] | DPO pairs and budgets |
+//! | [`packer`] | packer specs, datasets and epoch plans |
+
+pub mod attn;
+pub mod dpo;
+pub mod lens;
+pub mod metrics;
+pub mod packer;
+pub mod sft;
+
+pub use attn::{AttnCase, arb_attn_case};
+pub use dpo::{DpoCase, arb_dpo_case};
+pub use lens::{arb_cp, arb_cp_gt1, arb_seq_lens};
+pub use metrics::{
+    FlopsCase, MfuCase, WorkCase, arb_flops_case, arb_mfu_case, arb_model_dims, arb_work_case,
+};
+pub use packer::{PackerCase, arb_capacity, arb_packer_case, arb_small_instance};
+pub use sft::{
+    CollateCase, CpLossCase, Padding, SftCase, ShardCase, TokensCpCase, arb_collate_case,
+    arb_cp_loss_case, arb_label_mask, arb_padding, arb_sft_case, arb_shard_case,
+    arb_tokens_cp_case,
+};
+
+/// SplitMix64 over `seed` and `parts`: the deterministic source of every tensor value.
+pub fn mix(seed: u64, parts: &[u64]) -> u64 {
+    let mut z = seed ^ 0x9E37_79B9_7F4A_7C15;
+    for &p in parts {
+        z = z.wrapping_add(p).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+    }
+    z
+}
+
+/// A value in `[-1, 1)` determined by `seed` and `parts`.
+///
+/// # Example
+/// ```
+/// use properties::strategies::noise;
+/// assert_eq!(noise(7, &[1, 2]), noise(7, &[1, 2]));
+/// assert!((-1.0..1.0).contains(&noise(7, &[1, 2])));
+/// ```
+pub fn noise(seed: u64, parts: &[u64]) -> f64 {
+    (mix(seed, parts) >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+}

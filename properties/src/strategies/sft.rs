@@ -1,0 +1,253 @@
+//! Supervised examples with label masks, and the CP / micro-batch splits of them.
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use thd::IGNORE_INDEX;
+use thd::collate::Example;
+
+use super::lens::{arb_cp, arb_seq_lens};
+use super::{mix, noise};
+use crate::checks::{Split, TokenCounts};
+
+/// A batch of SFT examples: lengths, which labels are ignored, and a seed for token ids and
+/// logits.
+///
+/// Token ids, labels and the logits of every real token are functions of `(example, offset)`,
+/// not of where the token lands in a pack, so the same case collated with any padding or split
+/// over any CP size gives the model the same inputs at every real token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SftCase {
+    /// Example lengths (each ≥ 1: collators reject empty examples).
+    pub lens: Vec<u32>,
+    /// Per example, per token: `true` when the label is -100 (a prompt token).
+    pub ignored: Vec<Vec<bool>>,
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// Seed of token ids and logits.
+    pub seed: u64,
+}
+
+impl SftCase {
+    /// Token id of `example`'s token `offset`.
+    pub fn token(&self, example: usize, offset: usize) -> i64 {
+        (mix(self.seed, &[1, example as u64, offset as u64]) % self.vocab as u64) as i64
+    }
+
+    /// The examples as a collator receives them: token ids and labels (the token, or -100).
+    pub fn examples(&self) -> Vec<Example> {
+        (0..self.lens.len())
+            .map(|i| {
+                let ids: Vec<i64> = (0..self.lens[i] as usize).map(|j| self.token(i, j)).collect();
+                let labels = ids
+                    .iter()
+                    .zip(&self.ignored[i])
+                    .map(|(&y, &ign)| if ign { IGNORE_INDEX } else { y })
+                    .collect();
+                Example::with_labels(ids, labels)
+            })
+            .collect()
+    }
+
+    /// Logits of `example`'s token `offset`, `[vocab]`, in `[-3, 3)`.
+    pub fn logits_row(&self, example: usize, offset: usize) -> Vec<f64> {
+        (0..self.vocab)
+            .map(|v| 3.0 * noise(self.seed, &[2, example as u64, offset as u64, v as u64]))
+            .collect()
+    }
+
+    /// Logits `[T, vocab]` of a pack whose segment `i` holds example `i`'s tokens at the start
+    /// of a storage slot of `storage[i]` tokens (later slots are mock); every other row
+    /// (padding) gets values of its own.
+    pub fn logits(&self, storage: &[u32], num_tokens: usize) -> Vec<f64> {
+        self.logits_from(0, storage, num_tokens)
+    }
+
+    /// [`SftCase::logits`] of a pack whose segment `i` holds example `first + i`.
+    pub fn logits_from(&self, first: usize, storage: &[u32], num_tokens: usize) -> Vec<f64> {
+        let mut out = Vec::with_capacity(num_tokens * self.vocab);
+        let mut row = 0usize;
+        for (i, &p) in storage.iter().enumerate() {
+            let ex = first + i;
+            for j in 0..p as usize {
+                if ex < self.lens.len() && j < self.lens[ex] as usize {
+                    out.extend(self.logits_row(ex, j));
+                } else {
+                    out.extend(
+                        (0..self.vocab).map(|v| 3.0 * noise(self.seed, &[3, row as u64, v as u64])),
+                    );
+                }
+                row += 1;
+            }
+        }
+        while row < num_tokens {
+            out.extend((0..self.vocab).map(|v| 3.0 * noise(self.seed, &[3, row as u64, v as u64])));
+            row += 1;
+        }
+        out
+    }
+
+    /// The examples' labels concatenated as they are (no boundary masking): what the oracle,
+    /// which shifts within each sequence itself, is given.
+    pub fn raw_labels(&self) -> Vec<i64> {
+        self.examples().iter().flat_map(|e| e.label_source().to_vec()).collect()
+    }
+
+    /// The counts a logger must report for this batch.
+    pub fn expected_counts(&self) -> TokenCounts {
+        let n_tokens: u64 = self.lens.iter().map(|&s| u64::from(s)).sum();
+        let valid: Vec<u64> = self
+            .ignored
+            .iter()
+            .map(|m| m.iter().skip(1).filter(|&&ign| !ign).count() as u64)
+            .collect();
+        let n_valid_tokens = valid.iter().sum();
+        TokenCounts {
+            n_tokens,
+            n_valid_tokens,
+            prompt_tokens: n_tokens - n_valid_tokens,
+            n_seqs: valid.iter().filter(|&&c| c > 0).count() as u64,
+        }
+    }
+}
+
+/// Per example, which labels are ignored: none, all, a prompt prefix, or any subset.
+pub fn arb_label_mask(lens: Vec<u32>) -> impl Strategy<Value = Vec<Vec<bool>>> {
+    let none = lens.iter().map(|&s| vec![false; s as usize]).collect::<Vec<_>>();
+    let all = lens.iter().map(|&s| vec![true; s as usize]).collect::<Vec<_>>();
+    let prompts = lens
+        .iter()
+        .map(|&s| {
+            (0..=s as usize).prop_map(move |k| (0..s as usize).map(|j| j < k).collect::<Vec<_>>())
+        })
+        .collect::<Vec<_>>();
+    let subsets = lens.iter().map(|&s| vec(any::<bool>(), s as usize)).collect::<Vec<_>>();
+    prop_oneof![3 => Just(none), 2 => prompts, 2 => subsets, 1 => Just(all)]
+}
+
+prop_compose! {
+    /// An SFT batch of `1..=max_examples` examples of `1..=max_len` tokens.
+    pub fn arb_sft_case(max_examples: usize, max_len: u32)
+        (lens in arb_seq_lens(1, max_len, max_examples))
+        (ignored in arb_label_mask(lens.clone()), lens in Just(lens), vocab in 2usize..=5, seed in 0u64..1_000)
+        -> SftCase
+    {
+        SftCase { lens, ignored, vocab, seed }
+    }
+}
+
+/// A batch and how it is split: over a CP size from {1, 2, 4, 8}, or into micro-batches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpLossCase {
+    /// The global batch.
+    pub sft: SftCase,
+    /// The split.
+    pub split: Split,
+}
+
+/// A [`CpLossCase`]: a CP split (3 in 4) or a micro-batch split into `1..=B` parts.
+pub fn arb_cp_loss_case(max_examples: usize, max_len: u32) -> impl Strategy<Value = CpLossCase> {
+    arb_sft_case(max_examples, max_len).prop_flat_map(|sft| {
+        let n = sft.lens.len();
+        let split = prop_oneof![3 => arb_cp().prop_map(Split::Cp), 1 => (1..=n).prop_map(Split::MicroBatches)];
+        (Just(sft), split).prop_map(|(sft, split)| CpLossCase { sft, split })
+    })
+}
+
+/// A batch for the TOKENS-CP property (which runs every CP size itself).
+pub type TokensCpCase = SftCase;
+
+/// An [`SftCase`] for TOKENS-CP.
+pub fn arb_tokens_cp_case(
+    max_examples: usize,
+    max_len: u32,
+) -> impl Strategy<Value = TokensCpCase> {
+    arb_sft_case(max_examples, max_len)
+}
+
+/// A batch to shard: the CP size, and whether it was padded for CP first (if not, lengths not
+/// divisible by `2·cp` must be rejected).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardCase {
+    /// The batch.
+    pub sft: SftCase,
+    /// The CP size.
+    pub cp: usize,
+    /// Pad every sequence to a multiple of `2·cp` before sharding.
+    pub pad_first: bool,
+}
+
+prop_compose! {
+    /// A [`ShardCase`]; 7 in 8 are padded first.
+    pub fn arb_shard_case(max_examples: usize, max_len: u32)
+        (sft in arb_sft_case(max_examples, max_len), cp in arb_cp(), pad_first in prop::bool::weighted(0.875))
+        -> ShardCase
+    {
+        ShardCase { sft, cp, pad_first }
+    }
+}
+
+/// A padding a collator adds to a pack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Padding {
+    /// None.
+    None,
+    /// Static right padding to `Σ lens + extra` tokens (open-instruct `max_seq_length`).
+    Static {
+        /// Tokens of padding.
+        extra: usize,
+    },
+    /// A mock segment up to a multiple of `multiple_of` (bionemo / CodonFM
+    /// `pad_to_multiple_of`), split into pieces of at most `max_mock_len`.
+    Mock {
+        /// The multiple.
+        multiple_of: usize,
+        /// CodonFM's cap on a mock segment.
+        max_mock_len: Option<usize>,
+    },
+    /// Every sequence padded to a multiple of `2·cp` (TransformerEngine).
+    Cp {
+        /// CP size.
+        cp: usize,
+    },
+    /// CP padding, then a mock tail (AReaL's dummy sequence).
+    CpThenMock {
+        /// CP size.
+        cp: usize,
+        /// The multiple of the mock.
+        multiple_of: usize,
+    },
+}
+
+/// Examples and the padding a collator is asked to add.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollateCase {
+    /// The examples.
+    pub sft: SftCase,
+    /// The padding.
+    pub padding: Padding,
+    /// The position id of every sequence's first token (0, or 2 for RoBERTa-family models).
+    pub position_base: i64,
+}
+
+/// Any [`Padding`].
+pub fn arb_padding() -> impl Strategy<Value = Padding> {
+    let multiple = prop::sample::select(vec![1usize, 2, 3, 8, 16]);
+    prop_oneof![
+        Just(Padding::None),
+        (0usize..=8).prop_map(|extra| Padding::Static { extra }),
+        (multiple.clone(), prop::option::of(1usize..=4))
+            .prop_map(|(multiple_of, max_mock_len)| Padding::Mock { multiple_of, max_mock_len }),
+        arb_cp().prop_map(|cp| Padding::Cp { cp }),
+        (arb_cp(), multiple).prop_map(|(cp, multiple_of)| Padding::CpThenMock { cp, multiple_of }),
+    ]
+}
+
+prop_compose! {
+    /// A [`CollateCase`]; position base 0 (7 in 8) or 2.
+    pub fn arb_collate_case(max_examples: usize, max_len: u32)
+        (sft in arb_sft_case(max_examples, max_len), padding in arb_padding(), roberta in prop::bool::weighted(0.125))
+        -> CollateCase
+    {
+        CollateCase { sft, padding, position_base: if roberta { 2 } else { 0 } }
+    }
+}
