@@ -25,8 +25,9 @@ fn main() -> anyhow::Result<()> {
         root.join(thdcheck::expect::FILE_NAME),
         thdcheck::corpus::expected_toml(&examples),
     )?;
+    std::fs::write(root.join("README.md"), thdcheck::corpus::readme(&examples))?;
     println!(
-        "wrote {} batches and {} to {}",
+        "wrote {} batches, {} and README.md to {}",
         examples.len(),
         thdcheck::expect::FILE_NAME,
         root.display()

@@ -1,1 +1,261 @@
-//! placeholder
+//! Integration tests of the `thdcheck` binary: every exit code, every dialect, the example
+//! batches and the malformed-input corpus, run as a user runs them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use thdcheck::corpus;
+use thdcheck::tensors::write_ints;
+
+fn thdcheck<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_thdcheck"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("the thdcheck binary runs")
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited, not killed")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs and asserts the exit code, printing both streams on a mismatch; never a panic.
+fn run_expect(args: &[&str], want: i32) -> Output {
+    let o = thdcheck(args);
+    assert_eq!(
+        code(&o),
+        want,
+        "thdcheck {args:?}\nstdout:\n{}\nstderr:\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    o
+}
+
+#[test]
+fn examples_get_their_expected_verdicts() {
+    let o = run_expect(&["check", "examples/batches"], 0);
+    let out = stdout(&o);
+    assert!(out.contains("every verdict as expected"), "{out}");
+    assert!(out.contains("=> FAIL: dpo-offsets violated, as expected"), "{out}");
+    assert!(out.contains("VIOLATED mock-marked"), "{out}");
+}
+
+#[test]
+fn examples_bad_directory_exits_1_and_good_exits_0() {
+    let o = run_expect(&["check", "--quiet", "examples/batches/bad"], 1);
+    assert!(
+        stdout(&o).contains("bad/dpo_offset_real_length.safetensors: FAIL: dpo-offsets violated")
+    );
+    run_expect(&["check", "--quiet", "examples/batches/good"], 0);
+    // --no-expect: the bad files count against the exit code again.
+    run_expect(&["check", "--quiet", "--no-expect", "examples/batches"], 1);
+}
+
+#[test]
+fn examples_are_what_the_generator_writes() {
+    let examples = corpus::examples().unwrap();
+    let root = repo().join("examples/batches");
+    for e in &examples {
+        let committed = std::fs::read(root.join(e.path)).unwrap_or_default();
+        assert!(
+            committed == e.bytes,
+            "{} differs from the generator: run `cargo run -p thdcheck --example make_batches`",
+            e.path
+        );
+    }
+    let expected = std::fs::read_to_string(root.join("expected.toml")).unwrap_or_default();
+    assert_eq!(expected, corpus::expected_toml(&examples));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap_or_default();
+    assert_eq!(readme, corpus::readme(&examples));
+}
+
+#[test]
+fn every_dialect_passes_its_good_example_and_fails_its_bad_one() {
+    for (good, bad, dialect) in [
+        ("good/hf_bionemo_flatten", "bad/hf_cross_doc_label", "hf"),
+        ("good/te_thd_cp2", "bad/te_max_seqlen_real", "te"),
+        ("good/te_automodel_bshd", "bad/te_automodel_row_not_filled", "te"),
+        ("good/dpo_open_instruct", "bad/dpo_offset_real_length", "dpo"),
+    ] {
+        let path = |p: &str| format!("examples/batches/{p}.safetensors");
+        let o = run_expect(&["check", "--json", &path(good)], 0);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["files"][0]["report"]["dialect"], dialect, "{good}");
+        assert_eq!(v["files"][0]["verdict"], "pass");
+        let o = run_expect(&["check", "--json", &path(bad)], 1);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["files"][0]["verdict"], "fail", "{bad}");
+        assert_eq!(v["summary"]["exit_code"], 1);
+    }
+}
+
+#[test]
+fn json_names_the_violation_and_its_location() {
+    let o = run_expect(
+        &["check", "--json", "examples/batches/bad/hf_position_ids_not_reset.safetensors"],
+        1,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let checks = v["files"][0]["report"]["packs"][0]["checks"].as_array().unwrap();
+    let c = checks.iter().find(|c| c["id"] == "position-ids").unwrap();
+    assert_eq!(c["status"], "violated");
+    assert_eq!(c["location"], serde_json::json!({"segment": 1, "token": 4, "key": "position_ids"}));
+    assert_eq!(v["files"][0]["report"]["packs"][0]["facts"]["useful"]["sum_squares"], 50);
+}
+
+fn temp_batch(dir: &Path, name: &str, tensors: &[(&str, Vec<usize>, Vec<i64>)]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, write_ints(tensors, &[]).unwrap()).unwrap();
+    p
+}
+
+#[test]
+fn map_renames_keys_and_dialect_overrides_detection() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = temp_batch(
+        dir.path(),
+        "renamed.safetensors",
+        &[
+            ("tokens", vec![5], vec![1, 2, 3, 4, 5]),
+            ("offsets", vec![3], vec![0, 3, 5]),
+            ("positions", vec![5], vec![0, 1, 2, 0, 1]),
+        ],
+    );
+    let p = p.to_str().unwrap();
+    let o = run_expect(&["check", p], 2);
+    assert!(stderr(&o).contains("cannot tell the dialect"), "{}", stderr(&o));
+    let maps = ["--map", "tokens=input_ids", "--map", "positions=position_ids"];
+    let o = run_expect(&[&["check", "--map", "offsets=cu_seqlens"][..], &maps, &[p]].concat(), 0);
+    assert!(stdout(&o).contains("[te: "), "{}", stdout(&o));
+    run_expect(&[&["check", "--map", "offsets=cu_seq_lens_q"][..], &maps, &[p]].concat(), 0);
+    let o = run_expect(
+        &[&["check", "--dialect", "hf", "--map", "offsets=cu_seqlens"][..], &maps, &[p]].concat(),
+        2,
+    );
+    assert!(stderr(&o).contains("missing key `cu_seq_lens_q` (hf dialect"), "{}", stderr(&o));
+    let o = run_expect(&["check", "--map", "nope=input_ids", p], 2);
+    assert!(
+        stderr(&o).contains("--map nope=input_ids: the file has no key `nope`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn int32_flat_tokens_and_batched_rows_are_both_read() {
+    let dir = tempfile::tempdir().unwrap();
+    // [T] int64 tokens, int32 offsets ("cu_seq" names are written as int32).
+    let flat = temp_batch(
+        dir.path(),
+        "flat.safetensors",
+        &[("input_ids", vec![4], vec![1, 2, 3, 4]), ("cu_seq_lens_q", vec![3], vec![0, 2, 4])],
+    );
+    run_expect(&["check", flat.to_str().unwrap()], 0);
+    // [B, S] rows with seq_lens: two rows of one sequence each.
+    let rows = temp_batch(
+        dir.path(),
+        "rows.safetensors",
+        &[
+            ("input_ids", vec![2, 3], vec![1, 2, 3, 4, 5, 6]),
+            ("position_ids", vec![2, 3], vec![0, 1, 2, 0, 1, 2]),
+            ("seq_lens", vec![2, 1], vec![3, 3]),
+        ],
+    );
+    let o = run_expect(&["check", rows.to_str().unwrap()], 0);
+    assert!(stdout(&o).contains("(2 rows)"), "{}", stdout(&o));
+}
+
+#[test]
+fn cp_size_and_pad_to_multiple_of_flags_add_checks() {
+    let te = "examples/batches/good/te_thd_cp2.safetensors";
+    let o = run_expect(&["check", "--cp-size", "4", te], 1);
+    assert!(stdout(&o).contains("not divisible by 2*cp = 8"), "{}", stdout(&o));
+    let hf = "examples/batches/good/hf_flatten.safetensors";
+    run_expect(&["check", "--pad-to-multiple-of", "4", hf], 0);
+    let o = run_expect(&["check", "--pad-to-multiple-of", "8", hf], 1);
+    assert!(stdout(&o).contains("T = 12 is not a multiple of 8"), "{}", stdout(&o));
+    let o = run_expect(&["check", "--causal", hf], 0);
+    assert!(stdout(&o).contains("useful Σs(s+1)/2 = 31"), "{}", stdout(&o));
+}
+
+#[test]
+fn expectations_that_do_not_hold_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        repo().join("examples/batches/good/hf_flatten.safetensors"),
+        dir.path().join("a.safetensors"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("expected.toml"), "\"a.safetensors\" = [\"position-ids\"]\n")
+        .unwrap();
+    let o = run_expect(&["check", dir.path().to_str().unwrap()], 1);
+    assert!(stdout(&o).contains("UNEXPECTED: expected violates position-ids"), "{}", stdout(&o));
+    std::fs::write(dir.path().join("expected.toml"), "\"gone.safetensors\" = [\"mask\"]\n")
+        .unwrap();
+    let o = run_expect(&["check", dir.path().to_str().unwrap()], 2);
+    assert!(
+        stderr(&o).contains("lists files that do not exist: gone.safetensors"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    run_expect(&["check"], 2);
+    let o = run_expect(&["check", "--map", "no-equals", "x.safetensors"], 2);
+    assert!(stderr(&o).contains("expected KEY=NAME"), "{}", stderr(&o));
+    let o = run_expect(&["check", "does/not/exist.safetensors"], 2);
+    assert!(stderr(&o).contains("cannot read does/not/exist.safetensors"), "{}", stderr(&o));
+    run_expect(&["check", "--cp-size", "0", "examples/batches"], 2);
+}
+
+#[test]
+fn malformed_inputs_exit_2_with_a_specific_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = corpus::malformed().unwrap();
+    let mut paths = Vec::new();
+    for m in &cases {
+        let p = dir.path().join(m.name);
+        std::fs::write(&p, &m.bytes).unwrap();
+        paths.push(p);
+    }
+    // One run over the whole corpus: every file is reported, none panics, exit 2.
+    let o = run_expect(&["check", "--quiet", dir.path().to_str().unwrap()], 2);
+    let err = stderr(&o);
+    for m in &cases {
+        let line = err
+            .lines()
+            .find(|l| l.contains(&format!("{}{}: ", std::path::MAIN_SEPARATOR, m.name)))
+            .unwrap_or_else(|| panic!("no error line for {}:\n{err}", m.name));
+        assert!(line.starts_with("thdcheck: error: "), "{line}");
+        assert!(line.contains(m.message), "{}: expected `{}` in\n{line}", m.name, m.message);
+    }
+    assert!(
+        stdout(&o).contains(&format!("0 pass, 0 fail, {} unreadable", cases.len())),
+        "{}",
+        stdout(&o)
+    );
+    // Listed as expected errors, the same corpus is a passing gate.
+    let listed: String = cases.iter().map(|m| format!("\"{}\" = [\"error\"]\n", m.name)).collect();
+    std::fs::write(dir.path().join("expected.toml"), listed).unwrap();
+    run_expect(&["check", "--quiet", dir.path().to_str().unwrap()], 0);
+}
