@@ -83,8 +83,3 @@ macro_rules! on_devices {
         const _: fn(&$crate::Device) -> $crate::Result<()> = super::$body;
     };
 }
-
-/// Whether `dev` is a GPU: bodies use it to pick case sizes (small on CPU, realistic on CUDA).
-pub fn is_gpu(dev: &Device) -> bool {
-    !dev.is_cpu()
-}
