@@ -4,7 +4,7 @@
 //! off[0] = 0, off[b+1] = off[b] + len[b]
 //! for every sequence b and every t in off[b] .. off[b+1] - 1:      (the last token predicts nothing)
 //!     y = labels[t + 1];  skip if y == -100
-//!     nll += logsumexp(logits[t, :]) - logits[t, y]                  (in f64)
+//!     nll += logsumexp(logits[t, :]) - logits[t, y]                  (in f64, compensated sum)
 //!     count += 1
 //! mean = nll / count, or 0 when count == 0
 //! ```
@@ -55,7 +55,7 @@ impl CrossEntropy {
 ///
 /// Within each sequence, `logits[t]` predicts `labels[t + 1]`; the last position of a sequence
 /// predicts nothing, so no label ever comes from the next sequence. The log-softmax, gather,
-/// mask and sum are written out on f64 copies of the logits.
+/// mask and sum are written out on f64 copies of the logits; the sum is compensated (Neumaier).
 ///
 /// # Errors
 /// An [`Error`](crate::Error) (wrapped in [`candle_core::Error`]) if `logits` is not a rank-2
@@ -110,7 +110,7 @@ pub fn cross_entropy(logits: &Tensor, labels: &[i64], seqlens: &[u32]) -> Result
         start = end;
     }
 
-    let mut nll_sum = 0.0f64;
+    let mut nll_sum = CompensatedSum::default();
     let mut count = 0u64;
     for (c, chunk) in target.chunks(ROW_CHUNK).enumerate() {
         if chunk.iter().all(Option::is_none) {
@@ -128,10 +128,31 @@ pub fn cross_entropy(logits: &Tensor, labels: &[i64], seqlens: &[u32]) -> Result
         let picked = log_p.gather(&index, 1)?.flatten_all()?.to_vec1::<f64>()?;
         for (log_p_y, y) in picked.iter().zip(chunk) {
             if y.is_some() {
-                nll_sum -= log_p_y;
+                nll_sum.add(-log_p_y);
                 count += 1;
             }
         }
     }
-    Ok(CrossEntropy { nll_sum, count })
+    Ok(CrossEntropy { nll_sum: nll_sum.total(), count })
+}
+
+/// Neumaier's compensated sum: the rounding error of each addition is carried along, so the
+/// total of n terms is within a few ulps instead of `n·ε` (ndarray's reference uses Kahan).
+#[derive(Debug, Default)]
+struct CompensatedSum {
+    sum: f64,
+    carry: f64,
+}
+
+impl CompensatedSum {
+    fn add(&mut self, x: f64) {
+        let t = self.sum + x;
+        self.carry +=
+            if self.sum.abs() >= x.abs() { (self.sum - t) + x } else { (x - t) + self.sum };
+        self.sum = t;
+    }
+
+    fn total(&self) -> f64 {
+        self.sum + self.carry
+    }
 }
