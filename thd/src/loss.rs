@@ -7,7 +7,7 @@ use std::ops::{Add, AddAssign};
 
 use rayon::prelude::*;
 
-use crate::float::Isa;
+use crate::float::{Isa, prefetch};
 use crate::{Error, Float, IGNORE_INDEX, LabelConvention, Result};
 
 /// Σ NLL over valid labels and their count: the quantity that adds across CP ranks and
@@ -117,6 +117,8 @@ pub fn packed_cross_entropy<F: Float>(
 /// Rows per work item: the per-item sums are added in row order, so the result does not
 /// depend on how rayon splits the work.
 const ROWS_PER_ITEM: usize = 16;
+/// Elements of a row summed between two prefetches of the next row.
+const PREFETCH_CHUNK: usize = 1024;
 
 /// The loss of already-validated inputs with the kernels of `isa`.
 fn sum_rows<F: Float>(
@@ -142,9 +144,17 @@ fn sum_rows<F: Float>(
                 if y == IGNORE_INDEX {
                     continue;
                 }
-                // logsumexp(x) - x[y], with the max taken out so no exp overflows.
+                // logsumexp(x) - x[y], with the max taken out so no exp overflows. The next
+                // row is prefetched piece by piece while this one's exponentials run.
+                let next = rows.get((i + 1) * vocab..(i + 2) * vocab).unwrap_or(&[]);
+                let mut next_chunks = next.chunks(PREFETCH_CHUNK);
                 let m = F::max_of(isa, x);
-                let lse = m.to_f64() + F::sum_exp_sub(isa, x, m).ln();
+                let mut s = 0.0;
+                for chunk in x.chunks(PREFETCH_CHUNK) {
+                    prefetch(next_chunks.next().unwrap_or(&[]));
+                    s += F::sum_exp_sub(isa, chunk, m);
+                }
+                let lse = m.to_f64() + s.ln();
                 sum += LossSum { nll: lse - x[y as usize].to_f64(), count: 1 };
             }
             sum

@@ -186,8 +186,17 @@ fn hsum_f64(v: __m256d) -> f64 {
 /// The CPU must support AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn max_of_f32(x: &[f32]) -> f32 {
-    let mut chunks = x.chunks_exact(8);
-    let mut m = _mm256_set1_ps(f32::NEG_INFINITY);
+    // Four independent chains: one `max` chain is latency-bound well below memory bandwidth.
+    let mut acc = [_mm256_set1_ps(f32::NEG_INFINITY); 4];
+    let mut blocks = x.chunks_exact(32);
+    for c in &mut blocks {
+        for (i, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `c` holds 32 elements, so `8 * i + 8 <= 32`.
+            *a = _mm256_max_ps(*a, unsafe { _mm256_loadu_ps(c.as_ptr().add(8 * i)) });
+        }
+    }
+    let mut m = _mm256_max_ps(_mm256_max_ps(acc[0], acc[1]), _mm256_max_ps(acc[2], acc[3]));
+    let mut chunks = blocks.remainder().chunks_exact(8);
     for c in &mut chunks {
         // SAFETY: `c` holds exactly 8 elements.
         m = _mm256_max_ps(m, unsafe { _mm256_loadu_ps(c.as_ptr()) });
@@ -201,8 +210,16 @@ pub(super) unsafe fn max_of_f32(x: &[f32]) -> f32 {
 /// The CPU must support AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn max_of_f64(x: &[f64]) -> f64 {
-    let mut chunks = x.chunks_exact(4);
-    let mut m = _mm256_set1_pd(f64::NEG_INFINITY);
+    let mut acc = [_mm256_set1_pd(f64::NEG_INFINITY); 4];
+    let mut blocks = x.chunks_exact(16);
+    for c in &mut blocks {
+        for (i, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `c` holds 16 elements, so `4 * i + 4 <= 16`.
+            *a = _mm256_max_pd(*a, unsafe { _mm256_loadu_pd(c.as_ptr().add(4 * i)) });
+        }
+    }
+    let mut m = _mm256_max_pd(_mm256_max_pd(acc[0], acc[1]), _mm256_max_pd(acc[2], acc[3]));
+    let mut chunks = blocks.remainder().chunks_exact(4);
     for c in &mut chunks {
         // SAFETY: `c` holds exactly 4 elements.
         m = _mm256_max_pd(m, unsafe { _mm256_loadu_pd(c.as_ptr()) });
