@@ -1,9 +1,9 @@
 //! The floating-point element types of the fast path: `f32` and `f64`.
 //!
 //! [`Float`] is sealed: the attention and loss kernels carry per-type SIMD code (in the private
-//! [`sealed::Sealed`] supertrait), so only the types this crate implements them for can be used.
+//! `Sealed` supertrait), so only the types this crate implements them for can be used.
 //!
-//! The kernels come in two flavours, picked once per call by [`Isa::detect`]: AVX2+FMA
+//! The kernels come in two flavours, picked once per call by `Isa::detect`: AVX2+FMA
 //! (`std::arch`, x86-64 only, runtime-detected) and a portable scalar fallback. Both compute
 //! the same formulas; only the order of floating-point operations differs.
 
