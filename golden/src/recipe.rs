@@ -1,0 +1,811 @@
+//! Recipe files: a training configuration of one of the seed stacks, plus a seeded document
+//! distribution that generates its batches.
+//!
+//! A recipe is a TOML file with these tables (every unknown key is an error):
+//!
+//! | table | keys |
+//! |---|---|
+//! | top level | `name`, `stack`, `source` |
+//! | `[model]` | `name`, `layers`, `hidden`, `heads`, `kv_heads`, `head_dim`, `ffn`, `mlp_projections`, `vocab`, `padded_vocab`?, `attention_output_gate`? |
+//! | `[flops]` | `formula` (`megatron_lm` / `bionemo_perf_logger`), `causal` (`none` / `half` / `exact_triangle`), `hardware_view`? (`varlen` / `whole_pack`) |
+//! | `[batch]` | `format` (`thd` / `bshd`), `objective` (`clm` / `sft` / `mlm` / `dpo`), `micro_batch_size`, `seq_length`, `grad_acc`?, `mlm_probability`?, `approx_rows`?, `approx_row_length`? |
+//! | `[packing]` (THD) | `strategy` (`in_batch` / `token_packing` / `sequential_budget` / `first_fit` / `best_fit` / `first_fit_decreasing`), `capacity`?, `split_samples`?, `examples_per_push`? |
+//! | `[padding]` | `pad_token_id`?, `pad_to_multiple_of`?, `max_mock_len`?, `cp_divisibility`?, `static_length`? |
+//! | `[parallel]` | `num_gpus`, `cp`?, `tp`?, `pp`? |
+//! | `[timing]` | `step_time_s`, `peak_tflops_per_gpu`, `dtype`, `gpu` |
+//! | `[data]` | `seed`, `lengths`, `rejected_lengths`?, `prompt_percent`?, `[data.vision]`? |
+//! | `[loss_sample]` | `vocab`?, `seed`? |
+//!
+//! See `golden/README.md` for the meaning of each key and how the step is built.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use thd::metrics::{CausalConvention, FlopsFormula, HardwareView, ModelDims};
+
+use crate::dist::LengthDist;
+use crate::{Error, Result};
+
+/// Which training stack the recipe comes from (informational; it selects nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stack {
+    /// NVIDIA bionemo-recipes (ESM-2, llama3, OpenGenome2, CodonFM).
+    Bionemo,
+    /// NVIDIA Megatron-Bridge.
+    MegatronBridge,
+    /// AllenAI open-instruct.
+    OpenInstruct,
+    /// inclusionAI AReaL.
+    Areal,
+}
+
+/// How a micro-batch is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// `[B, S]` rows, one document per row, right-padded to `seq_length`.
+    Bshd,
+    /// Packed rows with `cu_seqlens`.
+    Thd,
+}
+
+/// What the labels are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// Causal LM pretraining: every token but a document's first is a target.
+    Clm,
+    /// Supervised fine-tuning: the prompt (`data.prompt_percent` of each document) is masked.
+    Sft,
+    /// Masked LM (ESM-2, CodonFM): a `batch.mlm_probability` share of the inner tokens are
+    /// targets at their own position (labels already aligned, no shift).
+    Mlm,
+    /// DPO: chosen and rejected branches, prompts masked, concatenated into one row.
+    Dpo,
+}
+
+/// Which packer fills the THD rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// No packer: every micro-batch is the next `micro_batch_size` documents concatenated
+    /// (CodonFM `CodonTHDCollator`, VLM in-batch packing).
+    InBatch,
+    /// bionemo `TokenPackingDataset` ([`thd::pack::TokenPacking`]).
+    TokenPacking,
+    /// open-instruct sequential budget with overflow carry ([`thd::pack::SequentialBudget`]).
+    SequentialBudget,
+    /// First fit over each pushed window ([`thd::pack::FirstFit`]).
+    FirstFit,
+    /// Best fit over each pushed window ([`thd::pack::BestFit`]).
+    BestFit,
+    /// First fit decreasing over each pushed window (Megatron-Bridge offline packing).
+    FirstFitDecreasing,
+}
+
+impl Strategy {
+    /// The name reports use.
+    ///
+    /// # Example
+    /// ```
+    /// use golden::recipe::Strategy;
+    /// assert_eq!(Strategy::FirstFitDecreasing.name(), "first_fit_decreasing");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::InBatch => "in_batch",
+            Strategy::TokenPacking => "token_packing",
+            Strategy::SequentialBudget => "sequential_budget",
+            Strategy::FirstFit => "first_fit",
+            Strategy::BestFit => "best_fit",
+            Strategy::FirstFitDecreasing => "first_fit_decreasing",
+        }
+    }
+}
+
+/// `[model]`: the dimensions every FLOPs formula needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// The model's name, e.g. `Qwen3-8B`.
+    pub name: String,
+    /// Transformer layers `L`.
+    pub layers: u64,
+    /// Hidden size `h`.
+    pub hidden: u64,
+    /// Query heads `H`.
+    pub heads: u64,
+    /// Key/value heads `K`.
+    pub kv_heads: u64,
+    /// Head dimension `d` (`q = H·d` may differ from `h`).
+    pub head_dim: u64,
+    /// FFN hidden size (for an MoE: the active experts' total, see the recipe's comment).
+    pub ffn: u64,
+    /// 2 (up, down) or 3 (SwiGLU).
+    pub mlp_projections: u32,
+    /// Vocabulary size.
+    pub vocab: u64,
+    /// Padded vocabulary (LM head width), if larger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub padded_vocab: Option<u64>,
+    /// Megatron's `attention_output_gate`.
+    #[serde(default)]
+    pub attention_output_gate: bool,
+}
+
+/// `[flops]`: which formula the stack's logger uses and how it counts causal attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlopsSection {
+    /// The FLOPs formula.
+    pub formula: FlopsFormula,
+    /// The causal convention of the headline numbers (`throughput`); the record gives the
+    /// FLOPs under all three.
+    pub causal: CausalConvention,
+    /// What the attention kernel computes; forced to `whole_pack` for BSHD.
+    #[serde(default)]
+    pub hardware_view: HardwareView,
+}
+
+/// `[batch]`: the shape of a micro-batch and the labels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchSection {
+    /// BSHD or THD.
+    pub format: Format,
+    /// What the labels are.
+    pub objective: Objective,
+    /// The config's micro-batch size: BSHD rows, `in_batch` documents, and the rows the BSHD
+    /// approximation charges.
+    pub micro_batch_size: u64,
+    /// The config's sequence length: BSHD row length, the longest document, the BSHD
+    /// approximation's row length.
+    pub seq_length: u32,
+    /// Micro-batches per optimizer step on each data-parallel rank.
+    #[serde(default = "one")]
+    pub grad_acc: u64,
+    /// MLM masking probability (`objective = "mlm"` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlm_probability: Option<f64>,
+    /// Rows the BSHD approximation charges per micro-batch (default `micro_batch_size`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approx_rows: Option<u64>,
+    /// Row length of the BSHD approximation (default `seq_length`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approx_row_length: Option<u32>,
+}
+
+/// `[packing]`: the packer of THD recipes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackingSection {
+    /// The packer.
+    pub strategy: Strategy,
+    /// Tokens per pack (per branch for DPO); `in_batch` defaults to `micro_batch_size ·
+    /// seq_length`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u32>,
+    /// `token_packing`: split the sample that crosses the budget.
+    #[serde(default)]
+    pub split_samples: bool,
+    /// Documents per loader batch pushed into the packer (per-rank batch for
+    /// `sequential_budget`, the packing window for the bin packers).
+    #[serde(default = "default_push")]
+    pub examples_per_push: usize,
+}
+
+/// `[padding]`: how each row is padded after packing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaddingSection {
+    /// Token id of every pad (ESM-2 1, CodonFM 3, else 0); no metric depends on it.
+    #[serde(default)]
+    pub pad_token_id: i64,
+    /// Append mock segments so each row's token count is a multiple of this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pad_to_multiple_of: Option<usize>,
+    /// Split the mock into segments of at most this many tokens (CodonFM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_mock_len: Option<usize>,
+    /// Pad every sequence to a multiple of this (TE CP divisibility, `2·cp·tp`); also the
+    /// `token_packing` packer's `divisible_by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cp_divisibility: Option<usize>,
+    /// DPO: the per-branch budget and static length (open-instruct `max_seq_length`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub static_length: Option<usize>,
+}
+
+/// `[parallel]`: the GPUs of the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelSection {
+    /// Every GPU of the job (`dp·cp·tp·pp`).
+    pub num_gpus: u64,
+    /// Context-parallel size.
+    #[serde(default = "one")]
+    pub cp: u64,
+    /// Tensor-parallel size.
+    #[serde(default = "one")]
+    pub tp: u64,
+    /// Pipeline-parallel size.
+    #[serde(default = "one")]
+    pub pp: u64,
+}
+
+impl Default for ParallelSection {
+    fn default() -> Self {
+        Self { num_gpus: 1, cp: 1, tp: 1, pp: 1 }
+    }
+}
+
+impl ParallelSection {
+    /// Data-parallel size, `num_gpus / (cp·tp·pp)`.
+    ///
+    /// # Example
+    /// ```
+    /// use golden::recipe::ParallelSection;
+    /// assert_eq!(ParallelSection { num_gpus: 8, cp: 2, tp: 2, pp: 1 }.dp(), 2);
+    /// ```
+    pub fn dp(&self) -> u64 {
+        self.num_gpus / (self.cp * self.tp * self.pp).max(1)
+    }
+}
+
+/// `[timing]`: what the logger divides by.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimingSection {
+    /// Wall time of one optimizer step, seconds.
+    pub step_time_s: f64,
+    /// The dense peak the logger divides by, TFLOP/s per GPU.
+    pub peak_tflops_per_gpu: f64,
+    /// Compute dtype (informational; the peak is the one for this dtype).
+    pub dtype: String,
+    /// GPU model (informational).
+    pub gpu: String,
+}
+
+/// `[data.vision]`: one image per sample, its patch grid, and the merge into LLM tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VisionSection {
+    /// Patch rows per image (rounded up to a multiple of `spatial_merge`).
+    pub grid_h: LengthDist,
+    /// Patch columns per image (rounded up to a multiple of `spatial_merge`).
+    pub grid_w: LengthDist,
+    /// Patches merged per side into one LLM token (Qwen-VL: 2, i.e. 4 patches per token).
+    pub spatial_merge: u32,
+}
+
+/// `[data]`: the seeded documents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSection {
+    /// Seed of every draw.
+    pub seed: u64,
+    /// Document (text) lengths in tokens; the chosen branch for DPO.
+    pub lengths: LengthDist,
+    /// DPO: rejected lengths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_lengths: Option<LengthDist>,
+    /// SFT / DPO: the prompt share of each document's text, percent, drawn uniformly on
+    /// `[lo, hi]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_percent: Option<[u32; 2]>,
+    /// VLM: an image per sample whose merged tokens precede the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vision: Option<VisionSection>,
+}
+
+/// `[loss_sample]`: the seeded logits of the loss sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LossSampleSection {
+    /// Vocabulary of the sample (token ids and logits columns).
+    #[serde(default = "default_sample_vocab")]
+    pub vocab: usize,
+    /// Seed of the logits.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+impl Default for LossSampleSection {
+    fn default() -> Self {
+        Self { vocab: default_sample_vocab(), seed: 0 }
+    }
+}
+
+/// A recipe: one training configuration of a seed stack and the documents that feed it.
+///
+/// # Example
+/// ```
+/// use golden::Recipe;
+/// let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/recipes/codonfm_encodon_1b.toml");
+/// let recipe = Recipe::load(path)?;
+/// assert_eq!(recipe.name, "codonfm_encodon_1b");
+/// assert_eq!(recipe.padding.pad_to_multiple_of, Some(2048));
+/// # Ok::<(), golden::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    /// Short name, the file's stem.
+    pub name: String,
+    /// The stack.
+    pub stack: Stack,
+    /// Where the numbers come from (config file, PR, reference section).
+    pub source: String,
+    /// Model dimensions.
+    pub model: ModelSection,
+    /// FLOPs formula and conventions.
+    pub flops: FlopsSection,
+    /// Micro-batch shape and labels.
+    pub batch: BatchSection,
+    /// The packer (THD only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packing: Option<PackingSection>,
+    /// Padding after packing.
+    #[serde(default)]
+    pub padding: PaddingSection,
+    /// GPUs.
+    #[serde(default)]
+    pub parallel: ParallelSection,
+    /// Step time and peak.
+    pub timing: TimingSection,
+    /// Documents.
+    pub data: DataSection,
+    /// Loss sample.
+    #[serde(default)]
+    pub loss_sample: LossSampleSection,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn default_push() -> usize {
+    64
+}
+
+fn default_sample_vocab() -> usize {
+    64
+}
+
+impl Recipe {
+    /// Reads and validates a recipe file.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the file cannot be read; [`Error::Parse`] for invalid TOML or an
+    /// unknown, missing or mistyped key (the message names it and shows the line);
+    /// [`Error::Invalid`] naming the key and value that [`Recipe::validate`] rejects.
+    ///
+    /// # Example
+    /// ```
+    /// use golden::Recipe;
+    /// let err = Recipe::load("no/such/recipe.toml").unwrap_err();
+    /// assert!(err.to_string().starts_with("cannot read recipe no/such/recipe.toml"));
+    /// ```
+    pub fn load(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+        Self::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates recipe text; `origin` names it in errors.
+    ///
+    /// # Errors
+    /// [`Error::Parse`] or [`Error::Invalid`], as for [`Recipe::load`].
+    ///
+    /// # Example
+    /// ```
+    /// use golden::Recipe;
+    /// let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/recipes/codonfm_encodon_1b.toml");
+    /// let text = std::fs::read_to_string(path).unwrap();
+    /// let bad = text.replace("num_gpus = 8", "num_gpus = 0");
+    /// let err = Recipe::from_toml_str(&bad, "edited").unwrap_err();
+    /// assert_eq!(err.to_string(), "recipe edited: parallel.num_gpus = 0: must be at least 1");
+    /// let typo = text.replace("seq_length = 512", "seq_lenght = 512");
+    /// assert!(Recipe::from_toml_str(&typo, "edited").unwrap_err().to_string().contains("seq_lenght"));
+    /// ```
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Self> {
+        let recipe: Recipe = toml::from_str(text).map_err(|e| Error::Parse {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        recipe.validate(origin)?;
+        Ok(recipe)
+    }
+
+    /// The model as `thd` takes it, with the recipe's causal convention.
+    ///
+    /// # Example
+    /// ```
+    /// # use golden::Recipe;
+    /// # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/recipes/codonfm_encodon_1b.toml");
+    /// let dims = Recipe::load(path)?.model_dims();
+    /// assert_eq!((dims.layers, dims.hidden), (18, 2048));
+    /// # Ok::<(), golden::Error>(())
+    /// ```
+    pub fn model_dims(&self) -> ModelDims {
+        let m = &self.model;
+        ModelDims {
+            layers: m.layers,
+            hidden: m.hidden,
+            heads: m.heads,
+            kv_heads: m.kv_heads,
+            head_dim: m.head_dim,
+            ffn: m.ffn,
+            mlp_projections: m.mlp_projections,
+            vocab: m.vocab,
+            padded_vocab: m.padded_vocab,
+            causal: self.flops.causal,
+            attention_output_gate: m.attention_output_gate,
+        }
+    }
+
+    /// The hardware view the record uses: the recipe's, except `whole_pack` for BSHD (a dense
+    /// kernel computes every row in full).
+    ///
+    /// # Example
+    /// ```
+    /// # use golden::Recipe;
+    /// use thd::metrics::HardwareView;
+    /// # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/recipes/esm2_t33_650m_l1.toml");
+    /// assert_eq!(Recipe::load(path)?.hardware_view(), HardwareView::WholePack);
+    /// # Ok::<(), golden::Error>(())
+    /// ```
+    pub fn hardware_view(&self) -> HardwareView {
+        match self.batch.format {
+            Format::Bshd => HardwareView::WholePack,
+            Format::Thd => self.flops.hardware_view,
+        }
+    }
+
+    /// The pack capacity: the packer's, or `micro_batch_size · seq_length` for `in_batch`, or
+    /// `seq_length` for BSHD rows.
+    ///
+    /// # Example
+    /// ```
+    /// # use golden::Recipe;
+    /// # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/recipes/codonfm_encodon_1b.toml");
+    /// assert_eq!(Recipe::load(path)?.capacity(), 2048); // 4 · 512
+    /// # Ok::<(), golden::Error>(())
+    /// ```
+    pub fn capacity(&self) -> u32 {
+        match &self.packing {
+            None => self.batch.seq_length,
+            Some(p) => p.capacity.unwrap_or_else(|| {
+                (self.batch.micro_batch_size * u64::from(self.batch.seq_length)) as u32
+            }),
+        }
+    }
+
+    /// Checks every rule a well-typed recipe must also satisfy.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the first key (dotted) and value that break a rule, and why.
+    ///
+    /// # Example
+    /// ```
+    /// # use golden::Recipe;
+    /// # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/recipes/codonfm_encodon_1b.toml");
+    /// let mut recipe = Recipe::load(path)?;
+    /// recipe.parallel.cp = 2;
+    /// let err = recipe.validate("edited").unwrap_err();
+    /// assert_eq!(err.to_string(), "recipe edited: parallel.cp = 2: cp > 1 needs batch.format = \"thd\" and padding.cp_divisibility");
+    /// # Ok::<(), golden::Error>(())
+    /// ```
+    pub fn validate(&self, origin: &str) -> Result<()> {
+        let bad = |key: &str, value: String, reason: String| {
+            Err(Error::Invalid { origin: origin.to_string(), key: key.into(), value, reason })
+        };
+        if self.name.is_empty() {
+            return bad("name", "\"\"".into(), "must not be empty".into());
+        }
+        if let Err(e) = self.model_dims().validate() {
+            return bad("model", self.model.name.clone(), e.to_string());
+        }
+        let b = &self.batch;
+        let p = &self.parallel;
+        let pad = &self.padding;
+        for (key, v) in [
+            ("batch.micro_batch_size", b.micro_batch_size),
+            ("batch.seq_length", u64::from(b.seq_length)),
+            ("batch.grad_acc", b.grad_acc),
+            ("parallel.num_gpus", p.num_gpus),
+            ("parallel.cp", p.cp),
+            ("parallel.tp", p.tp),
+            ("parallel.pp", p.pp),
+            ("loss_sample.vocab", self.loss_sample.vocab as u64),
+        ] {
+            if v == 0 {
+                return bad(key, "0".into(), "must be at least 1".into());
+            }
+        }
+        if !p.num_gpus.is_multiple_of(p.cp * p.tp * p.pp) {
+            return bad(
+                "parallel.num_gpus",
+                p.num_gpus.to_string(),
+                format!("must be a multiple of cp·tp·pp = {}", p.cp * p.tp * p.pp),
+            );
+        }
+        if let Some(0) = b.approx_rows {
+            return bad("batch.approx_rows", "0".into(), "must be at least 1".into());
+        }
+        if let Some(0) = b.approx_row_length {
+            return bad("batch.approx_row_length", "0".into(), "must be at least 1".into());
+        }
+        match (b.objective, b.mlm_probability) {
+            (Objective::Mlm, None) => {
+                return bad(
+                    "batch.mlm_probability",
+                    "(missing)".into(),
+                    "objective = \"mlm\" needs it".into(),
+                );
+            }
+            (Objective::Mlm, Some(x)) if !(0.0..=1.0).contains(&x) => {
+                return bad("batch.mlm_probability", x.to_string(), "must be in [0, 1]".into());
+            }
+            (Objective::Mlm, _) | (_, None) => {}
+            (_, Some(x)) => {
+                return bad(
+                    "batch.mlm_probability",
+                    x.to_string(),
+                    "only for objective = \"mlm\"".into(),
+                );
+            }
+        }
+        if matches!(b.objective, Objective::Sft | Objective::Dpo) {
+            match self.data.prompt_percent {
+                None => {
+                    return bad(
+                        "data.prompt_percent",
+                        "(missing)".into(),
+                        "objective \"sft\" and \"dpo\" need [lo, hi] percent".into(),
+                    );
+                }
+                Some([lo, hi]) if lo > hi || hi > 100 => {
+                    return bad(
+                        "data.prompt_percent",
+                        format!("[{lo}, {hi}]"),
+                        "needs lo ≤ hi ≤ 100".into(),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+        if p.cp > 1 && (b.format != Format::Thd || pad.cp_divisibility.is_none()) {
+            return bad(
+                "parallel.cp",
+                p.cp.to_string(),
+                "cp > 1 needs batch.format = \"thd\" and padding.cp_divisibility".into(),
+            );
+        }
+        if let Some(d) = pad.cp_divisibility
+            && (d == 0 || (p.cp > 1 && !d.is_multiple_of(2 * p.cp as usize)))
+        {
+            return bad(
+                "padding.cp_divisibility",
+                d.to_string(),
+                format!("must be a positive multiple of 2·cp = {}", 2 * p.cp),
+            );
+        }
+        for (key, v) in [
+            ("padding.pad_to_multiple_of", pad.pad_to_multiple_of),
+            ("padding.max_mock_len", pad.max_mock_len),
+            ("padding.static_length", pad.static_length),
+        ] {
+            if v == Some(0) {
+                return bad(key, "0".into(), "must be at least 1".into());
+            }
+        }
+        if pad.max_mock_len.is_some() && pad.pad_to_multiple_of.is_none() {
+            return bad(
+                "padding.max_mock_len",
+                format!("{}", pad.max_mock_len.unwrap_or(0)),
+                "needs padding.pad_to_multiple_of".into(),
+            );
+        }
+        match (b.format, &self.packing) {
+            (Format::Bshd, Some(pk)) => {
+                return bad(
+                    "packing.strategy",
+                    format!("\"{}\"", pk.strategy.name()),
+                    "BSHD rows are not packed: remove [packing]".into(),
+                );
+            }
+            (Format::Bshd, None) => {
+                if pad.pad_to_multiple_of.is_some() || pad.cp_divisibility.is_some() {
+                    return bad(
+                        "batch.format",
+                        "\"bshd\"".into(),
+                        "BSHD rows take no mock or CP padding".into(),
+                    );
+                }
+            }
+            (Format::Thd, None) => {
+                return bad("batch.format", "\"thd\"".into(), "needs a [packing] table".into());
+            }
+            (Format::Thd, Some(pk)) => {
+                if pk.strategy != Strategy::InBatch && pk.capacity.is_none() {
+                    return bad(
+                        "packing.capacity",
+                        "(missing)".into(),
+                        format!("strategy \"{}\" needs it", pk.strategy.name()),
+                    );
+                }
+                if pk.capacity == Some(0) {
+                    return bad("packing.capacity", "0".into(), "must be at least 1".into());
+                }
+                if pk.examples_per_push == 0 {
+                    return bad(
+                        "packing.examples_per_push",
+                        "0".into(),
+                        "must be at least 1".into(),
+                    );
+                }
+                if pk.split_samples && pk.strategy != Strategy::TokenPacking {
+                    return bad(
+                        "packing.split_samples",
+                        "true".into(),
+                        "only for strategy \"token_packing\"".into(),
+                    );
+                }
+            }
+        }
+        if b.objective == Objective::Dpo {
+            let pk = self.packing.map(|p| p.strategy);
+            if pk != Some(Strategy::SequentialBudget) {
+                return bad(
+                    "packing.strategy",
+                    pk.map_or("(missing)".into(), |s| format!("\"{}\"", s.name())),
+                    "objective \"dpo\" packs pairs with \"sequential_budget\"".into(),
+                );
+            }
+            if self.data.rejected_lengths.is_none() {
+                return bad(
+                    "data.rejected_lengths",
+                    "(missing)".into(),
+                    "objective \"dpo\" needs it".into(),
+                );
+            }
+            if pad.pad_to_multiple_of.is_some() || pad.cp_divisibility.is_some() {
+                return bad(
+                    "batch.objective",
+                    "\"dpo\"".into(),
+                    "DPO rows take static padding only (padding.static_length)".into(),
+                );
+            }
+        } else {
+            if pad.static_length.is_some() {
+                return bad(
+                    "padding.static_length",
+                    format!("{}", pad.static_length.unwrap_or(0)),
+                    "only for objective \"dpo\"".into(),
+                );
+            }
+            if self.data.rejected_lengths.is_some() {
+                return bad(
+                    "data.rejected_lengths",
+                    "(table)".into(),
+                    "only for objective \"dpo\"".into(),
+                );
+            }
+        }
+        let mut dists = vec![("data.lengths", &self.data.lengths)];
+        if let Some(r) = &self.data.rejected_lengths {
+            dists.push(("data.rejected_lengths", r));
+        }
+        let mut image_tokens = 0u64;
+        if let Some(v) = &self.data.vision {
+            if v.spatial_merge == 0 {
+                return bad("data.vision.spatial_merge", "0".into(), "must be at least 1".into());
+            }
+            if b.format != Format::Thd {
+                return bad("data.vision", "(table)".into(), "needs batch.format = \"thd\"".into());
+            }
+            dists.push(("data.vision.grid_h", &v.grid_h));
+            dists.push(("data.vision.grid_w", &v.grid_w));
+            let m = u64::from(v.spatial_merge);
+            let side = |d: &LengthDist| u64::from(d.max()).div_ceil(m);
+            image_tokens = side(&v.grid_h) * side(&v.grid_w);
+        }
+        for (key, d) in &dists {
+            if let Some(why) = d.problem() {
+                return bad(key, format!("{d:?}"), why);
+            }
+            if d.min() == 0 {
+                return bad(key, format!("{d:?}"), "lengths must be at least 1".into());
+            }
+        }
+        let longest = u64::from(self.data.lengths.max()) + image_tokens;
+        if longest > u64::from(b.seq_length) {
+            return bad(
+                "data.lengths",
+                format!("max {longest}"),
+                format!("documents must fit batch.seq_length = {}", b.seq_length),
+            );
+        }
+        if let Some(r) = &self.data.rejected_lengths
+            && r.max() > b.seq_length
+        {
+            return bad(
+                "data.rejected_lengths",
+                format!("max {}", r.max()),
+                format!("documents must fit batch.seq_length = {}", b.seq_length),
+            );
+        }
+        let t = &self.timing;
+        for (key, v) in [
+            ("timing.step_time_s", t.step_time_s),
+            ("timing.peak_tflops_per_gpu", t.peak_tflops_per_gpu),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return bad(key, v.to_string(), "must be positive and finite".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encodon() -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/recipes/codonfm_encodon_1b.toml");
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    fn error(text: &str) -> String {
+        Recipe::from_toml_str(text, "r.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn recipe_errors_name_the_key_and_value() {
+        let text = encodon();
+        let typo = error(&text.replace("grad_acc = 1", "grad_accum = 1"));
+        assert!(typo.contains("unknown field `grad_accum`"), "{typo}");
+        let ty = error(&text.replace("micro_batch_size = 4", "micro_batch_size = \"4\""));
+        assert!(ty.contains("micro_batch_size = \"4\"") && ty.contains("expected u64"), "{ty}");
+        let variant = error(&text.replace("causal = \"none\"", "causal = \"full\""));
+        assert!(variant.contains("causal") && variant.contains("full"), "{variant}");
+        let missing = error(&text.replace("seq_length = 512\n", ""));
+        assert!(missing.contains("seq_length"), "{missing}");
+        assert_eq!(
+            error(&text.replace("mlm_probability = 0.15", "mlm_probability = 1.5")),
+            "recipe r.toml: batch.mlm_probability = 1.5: must be in [0, 1]"
+        );
+        assert_eq!(
+            error(&text.replace("len = 130", "len = 600")),
+            "recipe r.toml: data.lengths = max 600: documents must fit batch.seq_length = 512"
+        );
+        assert_eq!(
+            error(&text.replace("max_mock_len = 512", "max_mock_len = 0")),
+            "recipe r.toml: padding.max_mock_len = 0: must be at least 1"
+        );
+    }
+
+    #[test]
+    fn recipe_rejects_inconsistent_tables() {
+        let text = encodon();
+        let bshd = error(&text.replace("format = \"thd\"", "format = \"bshd\""));
+        assert_eq!(
+            bshd,
+            "recipe r.toml: packing.strategy = \"in_batch\": BSHD rows are not packed: remove [packing]"
+        );
+        let dpo = error(&text.replace("objective = \"mlm\"", "objective = \"dpo\""));
+        assert!(
+            dpo.contains("batch.mlm_probability = 0.15: only for objective = \"mlm\""),
+            "{dpo}"
+        );
+        let gpus = error(&text.replace("num_gpus = 8", "num_gpus = 6\ncp = 4"));
+        assert_eq!(
+            gpus,
+            "recipe r.toml: parallel.num_gpus = 6: must be a multiple of cp·tp·pp = 4"
+        );
+    }
+}
