@@ -255,6 +255,18 @@ mod tests {
     }
 
     #[test]
+    fn masked_vocab_entries_contribute_nothing() {
+        // Padded vocabulary entries masked to -inf (as tensor-parallel vocab padding does).
+        for isa in Isa::all_available() {
+            let mut row = vec![f32::NEG_INFINITY; 37];
+            row[0] = 0.0;
+            row[36] = 0.0;
+            let loss = sum_rows(isa, &row, 37, &[36], LabelConvention::Shifted);
+            assert!((loss.nll - std::f64::consts::LN_2).abs() < 1e-7, "{isa:?} {loss:?}");
+        }
+    }
+
+    #[test]
     fn sums_add_across_ranks() {
         let mut acc = LossSum::default();
         acc += LossSum { nll: 2.0, count: 1 };
