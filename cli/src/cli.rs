@@ -40,6 +40,62 @@ pub enum Command {
     /// must fail, and with which checks.
     #[command(after_help = CHECK_AFTER_HELP)]
     Check(CheckArgs),
+    /// Drive a packer or collator subprocess with generated cases and shrink any failure.
+    ///
+    /// The adapter reads one JSON request per line on stdin and writes one JSON response per
+    /// line on stdout (docs/protocol.md; adapters/python/thdcheck_adapter.py does the plumbing).
+    /// Every answer is checked; a violation, crash, hang or malformed answer is shrunk to a
+    /// minimal request and printed ready to replay.
+    #[command(after_help = FUZZ_AFTER_HELP)]
+    Fuzz(FuzzArgs),
+}
+
+const FUZZ_AFTER_HELP: &str = "Exit codes: 0 every case passed, 1 a case failed (violation, \
+crash, hang, malformed answer), 2 the adapter could not be started or a usage error.\n\
+Example: thdcheck fuzz packer -- python3 adapters/python/examples/greedy_packer.py";
+
+/// What `fuzz` drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FuzzTarget {
+    /// A packer: examples with lengths in, packs of ids out.
+    Packer,
+    /// A collator: examples' tokens in, a batch (the keys a dumped file has) out.
+    Collator,
+}
+
+/// Options of `thdcheck fuzz`.
+#[derive(Debug, Args)]
+pub struct FuzzArgs {
+    /// packer or collator.
+    #[arg(value_enum)]
+    pub target: FuzzTarget,
+    /// Cases to generate (passing ones; shrinking runs come on top).
+    #[arg(long, default_value_t = 256)]
+    pub cases: u32,
+    /// Seed of the case generator (same seed, same cases).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Per-request timeout in milliseconds; an adapter that does not answer is a hang.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
+    /// At most this many runs to shrink a failure (a crashing adapter is restarted per run).
+    #[arg(long, default_value_t = 1000)]
+    pub max_shrink_runs: u32,
+    /// Collator contract: sft (flatten) or dpo (chosen/rejected/concatenated keys).
+    #[arg(long, value_enum, default_value = "sft")]
+    pub mode: thdcheck::protocol::CollatorMode,
+    /// Packer: also require that no two packs fit together (first-fit-like strategies).
+    #[arg(long)]
+    pub first_fit: bool,
+    /// One JSON document on stdout instead of the text report (no progress bar).
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// The adapter command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 const CHECK_AFTER_HELP: &str = "Exit codes: 0 every file got its expected verdict (pass unless \

@@ -32,6 +32,7 @@ pub mod dialect;
 pub mod error;
 pub mod expect;
 pub mod pack;
+pub mod protocol;
 pub mod report;
 pub mod tensors;
 

@@ -11,6 +11,7 @@ use clap::Parser;
 
 mod check_cmd;
 mod cli;
+mod fuzz;
 mod selfcheck;
 
 use cli::{Cli, Command};
@@ -20,6 +21,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Selfcheck { seed } => selfcheck::run(seed).map(|ok| if ok { 0 } else { 1 }),
         Command::Check(args) => check_cmd::run(&args),
+        Command::Fuzz(args) => fuzz::run(&args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

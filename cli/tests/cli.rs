@@ -259,3 +259,104 @@ fn malformed_inputs_exit_2_with_a_specific_message() {
     std::fs::write(dir.path().join("expected.toml"), listed).unwrap();
     run_expect(&["check", "--quiet", dir.path().to_str().unwrap()], 0);
 }
+
+// ---- fuzz: the example Python adapters as real subprocesses ---------------------------------
+
+fn example_adapter(name: &str) -> String {
+    format!("adapters/python/examples/{name}.py")
+}
+
+fn fuzz_json(args: &[&str], want: i32) -> serde_json::Value {
+    let o = run_expect(&[&["fuzz"][..], args].concat(), want);
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
+}
+
+#[test]
+fn fuzz_packer_passes_the_greedy_packer_and_shrinks_the_one_that_drops_the_overflow() {
+    let good = example_adapter("greedy_packer");
+    let v = fuzz_json(&["packer", "--json", "--cases", "64", "--", "python3", &good], 0);
+    assert_eq!(v["result"], "pass");
+    assert_eq!(v["cases"], 64);
+
+    let bad = example_adapter("greedy_packer_drops_overflow");
+    let v = fuzz_json(&["packer", "--json", "--cases", "64", "--", "python3", &bad], 1);
+    let f = &v["failure"];
+    assert_eq!(f["kind"], "violation");
+    assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]));
+    assert!(f["detail"].as_str().unwrap().contains("not reported dropped: lost"), "{f}");
+    // Shrunk: two examples that do not fit together, the second one lost.
+    assert_eq!(f["request"]["examples"].as_array().unwrap().len(), 2, "{f}");
+    assert!(f["replay"].as_str().unwrap().starts_with("echo '{"), "{f}");
+
+    let o = run_expect(&["fuzz", "packer", "--cases", "64", "--", "python3", &bad], 1);
+    let out = stdout(&o);
+    assert!(out.contains("shrunk to a minimal case"), "{out}");
+    assert!(out.contains("violation     packer-conservation: example 1"), "{out}");
+    assert!(out.contains("replay        echo '"), "{out}");
+}
+
+#[test]
+fn fuzz_collator_passes_flattening_and_catches_the_dpo_offset_bug() {
+    let good = example_adapter("flatten_collator");
+    for mode in ["sft", "dpo"] {
+        let v = fuzz_json(
+            &["collator", "--mode", mode, "--json", "--cases", "48", "--", "python3", &good],
+            0,
+        );
+        assert_eq!(v["result"], "pass", "{mode}");
+    }
+    let bad = example_adapter("dpo_offset_bug_collator");
+    let v = fuzz_json(
+        &["collator", "--mode", "dpo", "--json", "--cases", "48", "--", "python3", &bad],
+        1,
+    );
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["dpo-offsets"]));
+    assert!(
+        f["detail"].as_str().unwrap().contains("real chosen length 1, not the padded length 2"),
+        "{f}"
+    );
+    assert_eq!(
+        f["request"]["examples"],
+        serde_json::json!([{"chosen_input_ids": [1], "rejected_input_ids": [1], "index": 0}])
+    );
+    assert_eq!(f["request"]["max_seq_length"], 2);
+}
+
+#[test]
+fn fuzz_reports_crash_hang_garbage_schema_and_adapter_errors_as_such() {
+    let cases: [(&str, &str, &[&str]); 5] = [
+        ("crash", "import sys\nsys.stdin.readline()\nsys.exit(3)", &["--max-shrink-runs", "2"]),
+        (
+            "hang",
+            "import sys, time\nsys.stdin.readline()\ntime.sleep(30)",
+            &["--timeout-ms", "200"],
+        ),
+        ("not-json", "import sys\nfor l in sys.stdin: print('hello', flush=True)", &[]),
+        (
+            "schema",
+            "import sys, json\nfor l in sys.stdin: print(json.dumps({'thdcheck': 2, 'id': 0}), flush=True)",
+            &[],
+        ),
+        (
+            "adapter-error",
+            "import sys\nsys.path.insert(0, 'adapters/python')\nfrom thdcheck_adapter import serve_packer\n\
+             def p(lens, cap, seed): raise ValueError('boom')\nserve_packer(p)",
+            &[],
+        ),
+    ];
+    for (kind, script, extra) in cases {
+        let args =
+            [&["packer", "--json", "--cases", "4"][..], extra, &["--", "python3", "-c", script]]
+                .concat();
+        let v = fuzz_json(&args, 1);
+        assert_eq!(v["failure"]["kind"], kind, "{v}");
+    }
+    let o = run_expect(&["fuzz", "packer", "--", "/nonexistent/adapter"], 2);
+    assert!(
+        stderr(&o).contains("cannot start the adapter `/nonexistent/adapter`"),
+        "{}",
+        stderr(&o)
+    );
+    run_expect(&["fuzz", "packer"], 2);
+}

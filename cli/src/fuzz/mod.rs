@@ -1,0 +1,303 @@
+//! `thdcheck fuzz packer|collator -- CMD ARGS…`: generate cases, send them to the user's
+//! adapter (JSON lines, `docs/protocol.md`), check every invariant on the answers, and shrink a
+//! failure with proptest to a minimal request that can be replayed by hand.
+
+mod adapter;
+mod collator;
+mod packer;
+
+use std::cell::{Cell, RefCell};
+use std::fmt::Debug;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use proptest::strategy::BoxedStrategy;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+use serde_json::{Value, json};
+use thdcheck::protocol::{BadResponse, envelope};
+
+use crate::cli::{FuzzArgs, FuzzTarget};
+use adapter::{Adapter, Reply};
+
+/// Why a case failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// `violation`, `crash`, `hang`, `not-json`, `schema` or `adapter-error`.
+    pub kind: &'static str,
+    /// The checks violated (for `violation`).
+    pub checks: Vec<String>,
+    /// What happened, expected vs got.
+    pub detail: String,
+    /// The response line, if there was one.
+    pub response: Option<String>,
+}
+
+impl Failure {
+    fn violation(check: &str, detail: impl Into<String>) -> Self {
+        Self {
+            kind: "violation",
+            checks: vec![check.to_owned()],
+            detail: format!("{check}: {}", detail.into()),
+            response: None,
+        }
+    }
+}
+
+/// One thing the fuzzer can drive.
+pub trait Target {
+    /// A generated case.
+    type Case: Clone + Debug;
+    /// `packer` or `collator` (the request's `kind`).
+    fn kind(&self) -> &'static str;
+    /// The cases.
+    fn strategy(&self) -> BoxedStrategy<Self::Case>;
+    /// The request payload of a case.
+    fn payload(&self, case: &Self::Case) -> Value;
+    /// Sends the case (through `send`, which may be called more than once) and judges the
+    /// answers.
+    fn judge(
+        &self,
+        case: &Self::Case,
+        send: &mut dyn FnMut() -> Result<String, Failure>,
+    ) -> Result<(), Failure>;
+    /// The invariants checked, for the report.
+    fn invariants(&self) -> &'static str;
+}
+
+/// Runs the fuzzer; returns the exit code.
+pub fn run(args: &FuzzArgs) -> Result<u8> {
+    match args.target {
+        FuzzTarget::Packer => drive(&packer::PackerTarget { first_fit: args.first_fit }, args),
+        FuzzTarget::Collator => drive(&collator::CollatorTarget { mode: args.mode }, args),
+    }
+}
+
+fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
+    let mut adapter = Adapter::new(args.command.clone(), Duration::from_millis(args.timeout_ms));
+    adapter
+        .ensure_started()
+        .with_context(|| format!("cannot start the adapter `{}`", args.command.join(" ")))?;
+    let adapter = RefCell::new(adapter);
+    let next_id = Cell::new(0u64);
+    let executed = Cell::new(0u64);
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&args.seed.to_le_bytes());
+    let config = Config {
+        cases: args.cases,
+        failure_persistence: None,
+        max_shrink_iters: 4096,
+        max_shrink_time: 120_000,
+        ..Config::default()
+    };
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
+    let bar = if args.json || args.quiet {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::with_draw_target(
+            Some(u64::from(args.cases)),
+            ProgressDrawTarget::stderr(),
+        );
+        b.set_style(
+            ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} cases · {per_sec} · {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        b.set_prefix(format!("fuzz {}", target.kind()));
+        b
+    };
+    let passed = Cell::new(0u64);
+    let shrinking = Cell::new(false);
+    // A hang costs a full timeout per run, so a hanging case is reported as found.
+    let hung = Cell::new(false);
+    let exec = |case: &T::Case| -> Result<(), Failure> {
+        executed.set(executed.get() + 1);
+        let mut last_request = String::new();
+        let mut send = || -> Result<String, Failure> {
+            let id = next_id.get();
+            next_id.set(id + 1);
+            last_request = envelope(id, target.kind(), &target.payload(case)).to_string();
+            let reply = adapter.borrow_mut().request(&last_request).map_err(|e| Failure {
+                kind: "crash",
+                checks: vec![],
+                detail: format!("cannot restart the adapter: {e}"),
+                response: None,
+            })?;
+            match reply {
+                Reply::Line(l) => Ok(format!("{id}\n{l}")),
+                Reply::Crash { status, stderr } => Err(Failure {
+                    kind: "crash",
+                    checks: vec![],
+                    detail: format!(
+                        "the adapter exited ({status}) without answering{}",
+                        tail(&stderr)
+                    ),
+                    response: None,
+                }),
+                Reply::Hang { after, stderr } => Err(Failure {
+                    kind: "hang",
+                    checks: vec![],
+                    detail: format!(
+                        "no answer within {} ms; killed{}",
+                        after.as_millis(),
+                        tail(&stderr)
+                    ),
+                    response: None,
+                }),
+            }
+        };
+        target.judge(case, &mut send)
+    };
+    let start = Instant::now();
+    let result = runner.run(&target.strategy(), |case| {
+        // Past the shrink budget (or after a hang) a run reports success without running, so
+        // proptest keeps the smallest failure found so far.
+        if hung.get()
+            || (shrinking.get() && executed.get() > u64::from(args.max_shrink_runs) + passed.get())
+        {
+            return Ok(());
+        }
+        let r = exec(&case);
+        if r.as_ref().is_err_and(|f| f.kind == "hang") {
+            hung.set(true);
+        }
+        if shrinking.get() {
+            bar.set_message(format!("shrinking ({} runs)", executed.get()));
+        } else if r.is_ok() {
+            passed.set(passed.get() + 1);
+            bar.set_position(passed.get());
+        } else {
+            shrinking.set(true);
+            bar.set_message("failure found, shrinking");
+        }
+        r.map_err(|f| TestCaseError::fail(format!("{}: {}", f.kind, f.detail)))
+    });
+    let elapsed = start.elapsed();
+    bar.finish_and_clear();
+    let rate = passed.get() as f64 / elapsed.as_secs_f64().max(1e-9);
+    let command = args.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
+    let mut out = std::io::stdout().lock();
+    match result {
+        Ok(()) => {
+            if args.json {
+                let doc = json!({
+                    "version": 1, "target": target.kind(), "command": args.command, "result": "pass",
+                    "cases": passed.get(), "seed": args.seed, "elapsed_s": elapsed.as_secs_f64(),
+                    "cases_per_s": rate, "adapter_starts": adapter.borrow().starts,
+                });
+                writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "thdcheck fuzz {}: {command}\n  {} cases (seed {}) in {:.2} s, {:.0} cases/s: every invariant held ({})",
+                    target.kind(),
+                    passed.get(),
+                    args.seed,
+                    elapsed.as_secs_f64(),
+                    rate,
+                    target.invariants()
+                )?;
+            }
+            Ok(0)
+        }
+        Err(TestError::Abort(reason)) => anyhow::bail!("fuzzing aborted: {reason}"),
+        Err(TestError::Fail(_, minimal)) => {
+            // Replay the minimal case once more to report it in full.
+            let request = envelope(0, target.kind(), &target.payload(&minimal)).to_string();
+            let failure = match exec(&minimal) {
+                Err(f) => f,
+                Ok(()) => Failure {
+                    kind: "flaky",
+                    checks: vec![],
+                    detail:
+                        "the shrunk case passed when replayed: the adapter is not deterministic"
+                            .into(),
+                    response: None,
+                },
+            };
+            let replay = format!("echo '{}' | {command}", request.replace('\'', "'\\''"));
+            if args.json {
+                let doc = json!({
+                    "version": 1, "target": target.kind(), "command": args.command, "result": "fail",
+                    "cases": passed.get(), "seed": args.seed, "elapsed_s": elapsed.as_secs_f64(),
+                    "runs": executed.get(),
+                    "failure": {
+                        "kind": failure.kind, "checks": failure.checks, "detail": failure.detail,
+                        "request": serde_json::from_str::<Value>(&request).unwrap_or(Value::Null),
+                        "response": failure.response, "replay": replay,
+                    },
+                });
+                writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "thdcheck fuzz {}: {command}\n  FAILED after {} passing cases (seed {}); {}:",
+                    target.kind(),
+                    passed.get(),
+                    args.seed,
+                    if hung.get() {
+                        "not shrunk (every run of a hang waits the full timeout)".to_owned()
+                    } else {
+                        format!("shrunk to a minimal case in {} runs", executed.get())
+                    }
+                )?;
+                writeln!(
+                    out,
+                    "  {:<14}{}",
+                    failure.kind,
+                    failure.detail.replace('\n', "\n                ")
+                )?;
+                writeln!(out, "  {:<14}{request}", "request")?;
+                if let Some(r) = &failure.response {
+                    writeln!(out, "  {:<14}{r}", "response")?;
+                }
+                writeln!(out, "  {:<14}{replay}", "replay")?;
+            }
+            Ok(1)
+        }
+    }
+}
+
+/// Quotes an argument for a POSIX shell when it needs it.
+fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg.chars().all(|c| c.is_ascii_alphanumeric() || "_-./=:,+@%".contains(c));
+    if plain { arg.to_owned() } else { format!("'{}'", arg.replace('\'', "'\\''")) }
+}
+
+fn tail(stderr: &str) -> String {
+    if stderr.is_empty() {
+        return String::new();
+    }
+    let lines: Vec<&str> = stderr.lines().collect();
+    let keep = &lines[lines.len().saturating_sub(6)..];
+    format!("; stderr:\n{}", keep.join("\n"))
+}
+
+/// Reads a response from `send`'s `"id\nline"` output, mapping protocol errors to failures.
+pub fn response<R: for<'de> serde::Deserialize<'de>>(
+    send: &mut dyn FnMut() -> Result<String, Failure>,
+) -> Result<(R, String), Failure> {
+    let raw = send()?;
+    let (id, line) = raw.split_once('\n').unwrap_or(("0", raw.as_str()));
+    let id: u64 = id.parse().unwrap_or(0);
+    match thdcheck::protocol::parse_response::<R>(line, id) {
+        Ok(r) => Ok((r, line.to_owned())),
+        Err(bad) => {
+            let (kind, detail) = match bad {
+                BadResponse::NotJson(d) => ("not-json", format!("the answer is not JSON: {d}")),
+                BadResponse::Schema(d) => {
+                    ("schema", format!("the answer breaks the protocol: {d}"))
+                }
+                BadResponse::AdapterError(d) => {
+                    ("adapter-error", format!("the adapter reported an error: {d}"))
+                }
+            };
+            Err(Failure { kind, checks: vec![], detail, response: Some(line.to_owned()) })
+        }
+    }
+}

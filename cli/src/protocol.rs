@@ -1,0 +1,221 @@
+//! The subprocess adapter protocol (version 1): JSON lines, one request per line on the
+//! adapter's stdin, one response per line on its stdout. `docs/protocol.md` is the user-facing
+//! description; this module is the definition.
+//!
+//! ```text
+//! → {"thdcheck":1,"id":0,"kind":"packer","capacity":16,"seed":7,"examples":[{"id":0,"len":5},{"id":1,"len":12}]}
+//! ← {"thdcheck":1,"id":0,"packs":[[0],[1]],"dropped":[]}
+//! → {"thdcheck":1,"id":1,"kind":"collator","mode":"sft","max_seq_length":null,"examples":[{"input_ids":[3,4,5]}]}
+//! ← {"thdcheck":1,"id":1,"batch":{"input_ids":[[3,4,5]],"labels":[[-100,4,5]],"cu_seq_lens_q":[0,3]}}
+//! ← {"thdcheck":1,"id":1,"error":"Traceback ..."}     (the adapter's function raised)
+//! ```
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::tensors::write_raw;
+use crate::{Error, Result};
+
+/// The protocol version every request and response carries under the key `thdcheck`.
+pub const VERSION: u64 = 1;
+
+/// One example offered to a packer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackerExample {
+    /// Example id (unique within a request).
+    pub id: u64,
+    /// Its length in tokens.
+    pub len: u64,
+}
+
+/// A packer request: pack these examples into packs of at most `capacity` tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackerRequest {
+    /// Pack capacity in tokens.
+    pub capacity: u64,
+    /// Seed for any shuffling the packer does (same request, same answer).
+    pub seed: u64,
+    /// The examples, in dataset order.
+    pub examples: Vec<PackerExample>,
+}
+
+/// A packer response: packs of example ids, and the ids it deliberately dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackerResponse {
+    /// Packs, each a list of example ids.
+    pub packs: Vec<Vec<u64>>,
+    /// Examples dropped on purpose (e.g. longer than the capacity); anything else missing is
+    /// a lost example.
+    #[serde(default)]
+    pub dropped: Vec<u64>,
+}
+
+/// One example offered to a collator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CollatorExample {
+    /// A preference pair (mode `dpo`).
+    Pair {
+        /// Chosen tokens.
+        chosen_input_ids: Vec<i64>,
+        /// Rejected tokens.
+        rejected_input_ids: Vec<i64>,
+        /// Dataset index.
+        index: i64,
+    },
+    /// One sequence (mode `sft`).
+    Single {
+        /// Tokens.
+        input_ids: Vec<i64>,
+    },
+}
+
+/// Which collator contract a request exercises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CollatorMode {
+    /// Flatten single sequences into one pack.
+    Sft,
+    /// Flatten chosen and rejected branches and concatenate them (open-instruct DPO keys).
+    Dpo,
+}
+
+/// A collator request: collate these examples into one batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollatorRequest {
+    /// The contract.
+    pub mode: CollatorMode,
+    /// Static pack length (per branch for DPO); the examples always fit it.
+    pub max_seq_length: Option<u64>,
+    /// The examples, in order.
+    pub examples: Vec<CollatorExample>,
+}
+
+/// Wraps a payload in the envelope: `{"thdcheck": 1, "id": id, "kind": kind, ...payload}`.
+///
+/// # Example
+/// ```
+/// use thdcheck::protocol::{PackerExample, PackerRequest, envelope};
+/// let req = PackerRequest { capacity: 8, seed: 0, examples: vec![PackerExample { id: 0, len: 3 }] };
+/// let line = envelope(4, "packer", &req).to_string();
+/// assert_eq!(line, r#"{"capacity":8,"examples":[{"id":0,"len":3}],"id":4,"kind":"packer","seed":0,"thdcheck":1}"#);
+/// ```
+pub fn envelope<T: Serialize>(id: u64, kind: &str, payload: &T) -> Value {
+    let mut v = serde_json::to_value(payload).unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut v {
+        m.insert("thdcheck".into(), VERSION.into());
+        m.insert("id".into(), id.into());
+        m.insert("kind".into(), kind.into());
+    }
+    v
+}
+
+/// Why a response line is not a valid response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadResponse {
+    /// Not JSON at all.
+    NotJson(String),
+    /// JSON, but not what the protocol says (version, id, fields).
+    Schema(String),
+    /// The adapter's own function raised; the adapter reported it.
+    AdapterError(String),
+}
+
+/// Reads a response line: checks the envelope (version, id) and decodes the payload.
+///
+/// # Errors
+/// [`BadResponse`] saying what is wrong with the line.
+pub fn parse_response<T: for<'de> Deserialize<'de>>(
+    line: &str,
+    id: u64,
+) -> std::result::Result<T, BadResponse> {
+    let v: Value = serde_json::from_str(line).map_err(|e| {
+        let shown: String = line.chars().take(120).collect();
+        BadResponse::NotJson(format!("{e} in {shown:?}"))
+    })?;
+    let Some(obj) = v.as_object() else {
+        return Err(BadResponse::Schema("the response is not a JSON object".into()));
+    };
+    match obj.get("thdcheck").and_then(Value::as_u64) {
+        Some(VERSION) => {}
+        Some(other) => {
+            return Err(BadResponse::Schema(format!(
+                "protocol version {other}, expected {VERSION}"
+            )));
+        }
+        None => {
+            return Err(BadResponse::Schema(
+                "missing \"thdcheck\": 1 (the protocol version)".into(),
+            ));
+        }
+    }
+    match obj.get("id").and_then(Value::as_u64) {
+        Some(got) if got == id => {}
+        Some(got) => return Err(BadResponse::Schema(format!("response id {got}, expected {id}"))),
+        None => return Err(BadResponse::Schema("missing \"id\"".into())),
+    }
+    if let Some(e) = obj.get("error") {
+        return Err(BadResponse::AdapterError(
+            e.as_str().map_or_else(|| e.to_string(), str::to_owned),
+        ));
+    }
+    serde_json::from_value(v).map_err(|e| BadResponse::Schema(e.to_string()))
+}
+
+/// Encodes a collator's JSON batch (`{"input_ids": [[...]], "cu_seq_lens_q": [...], ...}`) as
+/// the safetensors file `save_file` would have written, so that `check` reads it: integers
+/// become int64 (int32 for `cu_seq*` keys), `[[...]]` a `[B, S]` tensor, a number a scalar,
+/// `true`/`false` a scalar 1/0. Strings and `null` are skipped.
+///
+/// # Errors
+/// [`Error::Value`] for a float, a ragged or deeper list, or a non-integer element.
+pub fn batch_to_safetensors(batch: &serde_json::Map<String, Value>) -> Result<Vec<u8>> {
+    let mut tensors: Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (key, value) in batch {
+        let bad = |index: usize, v: &Value, expected| Error::Value {
+            key: key.clone(),
+            index,
+            value: v.to_string(),
+            expected,
+        };
+        let int = |index: usize, v: &Value| -> Result<i64> {
+            match v {
+                Value::Bool(b) => Ok(i64::from(*b)),
+                _ => v.as_i64().ok_or_else(|| bad(index, v, "an integer")),
+            }
+        };
+        let (shape, values): (Vec<usize>, Vec<i64>) = match value {
+            Value::Null | Value::String(_) | Value::Object(_) => continue,
+            Value::Number(_) | Value::Bool(_) => (vec![], vec![int(0, value)?]),
+            Value::Array(items) if items.iter().all(|x| !x.is_array()) => (
+                vec![items.len()],
+                items.iter().enumerate().map(|(i, x)| int(i, x)).collect::<Result<_>>()?,
+            ),
+            Value::Array(rows) => {
+                let width = rows.first().and_then(Value::as_array).map_or(0, Vec::len);
+                let mut flat = Vec::with_capacity(rows.len() * width);
+                for (r, row) in rows.iter().enumerate() {
+                    let Some(row) = row.as_array().filter(|a| a.len() == width) else {
+                        return Err(bad(r, row, "rows of equal length (a [B, S] tensor)"));
+                    };
+                    for (c, x) in row.iter().enumerate() {
+                        if x.is_array() {
+                            return Err(bad(r * width + c, x, "at most two dimensions"));
+                        }
+                        flat.push(int(r * width + c, x)?);
+                    }
+                }
+                (vec![rows.len(), width], flat)
+            }
+        };
+        let int32 = key.contains("cu_seq");
+        let bytes: Vec<u8> = if int32 {
+            values.iter().flat_map(|&v| (v as i32).to_le_bytes()).collect()
+        } else {
+            values.iter().flat_map(|&v| v.to_le_bytes()).collect()
+        };
+        let dtype = if int32 { safetensors::Dtype::I32 } else { safetensors::Dtype::I64 };
+        tensors.push((key.clone(), dtype, shape, bytes));
+    }
+    write_raw(tensors.iter().map(|(k, d, s, b)| (k.as_str(), *d, s.clone(), b.as_slice())), &[])
+}
