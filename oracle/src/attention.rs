@@ -1,7 +1,7 @@
 //! BSHD-equivalent attention: the truth that THD (varlen) attention is checked against.
 //!
 //! The computation is the one flash-attention's tests use as their reference (`attention_ref`):
-//! scatter every sequence into a zero-padded `[B, S_max, H, D]` batch, build a key-padding mask
+//! scatter every sequence into a zero-padded `[B, S_max, ·, D]` batch, build a key-padding mask
 //! (plus the causal mask), take `softmax(QKᵀ·scale + mask)·V`, and gather the real rows back.
 //! Nothing here knows about `cu_seqlens` kernels: offsets are a running sum of the lengths.
 //!
@@ -14,8 +14,9 @@
 //!
 //! Memory stays bounded: the batch is processed one batch row, one head and a block of query rows
 //! at a time, so the largest temporary holds [`SCORE_BUDGET`] scores, never `[B, H, S, S]`. Every
-//! block still spans all `S_max` (padded) keys under the key-padding mask. Query-padding rows
-//! (`i >= sq`) are not computed: `attention_ref` zeroes them and the gather drops them.
+//! block spans all `S_max_k` padded keys under the key-padding mask. Query-padding rows
+//! (`i >= sq`) are not computed (`attention_ref` zeroes them and the gather drops them), so the
+//! query side is read straight from the packed rows instead of a padded copy.
 
 use candle_core::{D, DType, Device, Result, Tensor};
 
@@ -48,9 +49,10 @@ pub const SCORE_BUDGET: usize = 1 << 21;
 /// zeros allowed). **Output:** `[Tq, H, D]` in the input dtype.
 ///
 /// Computes in the input dtype: an f32 call is the "naive same-dtype reference" of the
-/// FlashAttention tolerance rule, an f64 call is the truth. Each sequence is scattered into a
-/// zero-padded `[B, S_max, H, D]` batch with a key-padding mask; scores are
-/// `QKᵀ·scale + mask` (`-inf` where masked), softmax over keys, times `V`, gathered back.
+/// FlashAttention tolerance rule, an f64 call is the truth. Each sequence's keys and values are
+/// scattered into a zero-padded `[B, S_max_k, KV, D]` batch with a key-padding mask; for each
+/// batch row the real queries' scores are `QKᵀ·scale + mask` (`-inf` where masked), softmax over
+/// all `S_max_k` keys, times `V`, gathered back in sequence order.
 ///
 /// - Causal is aligned bottom-right: query `i` sees key `j` iff `j <= i + sk - sq`.
 /// - A query row that sees no key (causal with `sq > sk`, or `sk == 0`) outputs 0, never NaN.
@@ -98,21 +100,25 @@ pub fn varlen_attention(
         return Tensor::zeros((tokens_q, heads, head_dim), dtype, dev);
     }
 
-    // 1. Scatter into the padded BSHD batch.
-    let q_pad = pad_batch(q, seqlens_q, max_q)?; // [B, Sq, H, D]
-    let k_pad = pad_batch(k, seqlens_k, max_k)?; // [B, Sk, KV, D]
+    // 1. Scatter keys and values into the padded BSHD batch. Queries need no padded copy: batch
+    //    row b's real query rows are q[off_q[b] .. off_q[b] + sq], and only those are computed.
+    let k_pad = pad_batch(k, seqlens_k, max_k)?; // [B, S_max_k, KV, D]
     let v_pad = pad_batch(v, seqlens_k, max_k)?;
 
     // 2. Attention, one batch row at a time.
     let mut rows = Vec::with_capacity(seqlens_q.len() + 1);
+    let mut off_q = 0usize;
     for (b, (&sq, &sk)) in seqlens_q.iter().zip(seqlens_k).enumerate() {
+        let sq = sq as usize;
         if sq == 0 {
             continue;
         }
-        let mask = RowMask::new(sq as usize, sk as usize, max_k, spec.causal);
-        let out = attend_row(&q_pad.get(b)?, &k_pad.get(b)?, &v_pad.get(b)?, &mask, scale)?;
+        let mask = RowMask::new(sq, sk as usize, max_k, spec.causal);
+        let q_b = q.narrow(0, off_q, sq)?;
+        let out = attend_row(&q_b, &k_pad.get(b)?, &v_pad.get(b)?, &mask, scale)?;
         // 3. Gather: the real query rows of this sequence, in order.
         rows.push(out);
+        off_q += sq;
     }
     let real: usize = seqlens_q.iter().map(|&s| s as usize).sum();
     if real < tokens_q {
@@ -177,7 +183,7 @@ fn check_inputs(
     Ok(Shape { tokens_q, heads, head_dim })
 }
 
-/// `[T, H, D]` → zero-padded `[B, s_max, H, D]`: sequence `b` occupies rows `0..len[b]` of
+/// `[T, KV, D]` → zero-padded `[B, s_max, KV, D]`: sequence `b` occupies rows `0..len[b]` of
 /// batch row `b`. Offsets are the running sum of the lengths.
 fn pad_batch(x: &Tensor, lens: &[u32], s_max: usize) -> Result<Tensor> {
     let (_, heads, dim) = x.dims3()?;
@@ -228,6 +234,11 @@ impl RowMask {
         Tensor::from_vec(bias, (self.sq, self.max_k), dev)?.to_dtype(dtype)
     }
 
+    /// Whether every real query row sees at least one key (query 0 sees the fewest).
+    fn every_row_sees_a_key(&self) -> bool {
+        (0..self.max_k).any(|j| self.visible(0, j))
+    }
+
     /// `[sq, 1, 1]` as u8: 1 where a real query row sees at least one key.
     fn any_visible(&self, dev: &Device) -> Result<Tensor> {
         let rows: Vec<u8> =
@@ -236,14 +247,14 @@ impl RowMask {
     }
 }
 
-/// One padded batch row: `q: [S_max_q, H, D]`, `k, v: [S_max_k, KV, D]` → `[sq, H, D]`, the
-/// output of the real query rows.
+/// One padded batch row: the real query rows `q: [sq, H, D]`, the padded keys and values
+/// `k, v: [S_max_k, KV, D]` → `[sq, H, D]`.
 fn attend_row(q: &Tensor, k: &Tensor, v: &Tensor, mask: &RowMask, scale: f64) -> Result<Tensor> {
     let (_, heads, _) = q.dims3()?;
     let (_, kv_heads, _) = k.dims3()?;
     let dev = q.device();
     let group = heads / kv_heads; // query head h uses kv head h / group
-    let q = q.narrow(0, 0, mask.sq)?.affine(scale, 0.0)?.transpose(0, 1)?.contiguous()?; // [H, sq, D]
+    let q = q.affine(scale, 0.0)?.transpose(0, 1)?.contiguous()?; // [H, sq, D]
     let k = k.transpose(0, 1)?.contiguous()?; // [KV, S_max_k, D]
     let v = v.transpose(0, 1)?.contiguous()?;
     let bias = mask.additive(q.dtype(), dev)?; // [sq, S_max_k]
@@ -264,6 +275,9 @@ fn attend_row(q: &Tensor, k: &Tensor, v: &Tensor, mask: &RowMask, scale: f64) ->
     }
     let out = Tensor::stack(&heads_out, 1)?; // [sq, H, D]
     // A row that sees no key has softmax 0/0 = NaN: its output is defined as 0.
+    if mask.every_row_sees_a_key() {
+        return Ok(out);
+    }
     let seen = mask.any_visible(dev)?.broadcast_as(out.shape())?;
     seen.where_cond(&out, &Tensor::zeros(out.shape(), out.dtype(), dev)?)
 }
@@ -291,5 +305,8 @@ mod tests {
         // sq = 3, sk = 1: query 0 and 1 see nothing, query 2 sees key 0.
         let m = RowMask::new(3, 1, 1, true);
         assert_eq!((0..3).map(|i| m.visible(i, 0)).collect::<Vec<_>>(), [false, false, true]);
+        assert!(!m.every_row_sees_a_key());
+        assert!(RowMask::new(2, 4, 5, true).every_row_sees_a_key());
+        assert!(!RowMask::new(2, 0, 5, false).every_row_sees_a_key());
     }
 }
