@@ -48,6 +48,44 @@ pub enum Command {
     /// minimal request and printed ready to replay.
     #[command(after_help = FUZZ_AFTER_HELP)]
     Fuzz(FuzzArgs),
+    /// Recompute what a logger should report for a recipe (and a real batch), and compare.
+    ///
+    /// Prints the golden record of the recipe (tokens, attention work, FLOPs under each causal
+    /// convention, TFLOP/s and MFU useful vs hardware, CP-rank counts); with --batch, the same
+    /// for one dumped batch under the recipe's model and timing; with --expect, compares a
+    /// Python logger's JSON (keys as in --json, nested or dotted) and exits 1 on a mismatch.
+    #[command(after_help = METRICS_AFTER_HELP)]
+    Metrics(MetricsArgs),
+}
+
+const METRICS_AFTER_HELP: &str = "Exit codes: 0 the record was printed (and every logged value \
+agrees), 1 a logged value disagrees, 2 the recipe, batch or logged JSON cannot be read.\n\
+Recipes: golden/tests/recipes/*.toml.";
+
+/// Options of `thdcheck metrics`.
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// The recipe (TOML; see golden/tests/recipes/).
+    #[arg(long, value_name = "R.toml")]
+    pub recipe: PathBuf,
+    /// A dumped batch: its tokens, attention work, FLOPs and MFU under the recipe's model and timing (keys under `batch.`).
+    #[arg(long, value_name = "FILE")]
+    pub batch: Option<PathBuf>,
+    /// Override the recipe's step time, seconds.
+    #[arg(long, value_name = "S")]
+    pub step_time: Option<f64>,
+    /// A logger's values (JSON) to compare with the record.
+    #[arg(long, value_name = "LOGGED.json")]
+    pub expect: Option<PathBuf>,
+    /// Relative tolerance for non-integer values (rates, MFU, ratios): float64 loggers agree to far better than this.
+    #[arg(long, default_value_t = 1e-6)]
+    pub rtol: f64,
+    /// Absolute tolerance for non-integer values.
+    #[arg(long, default_value_t = 1e-9)]
+    pub atol: f64,
+    /// One JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 const FUZZ_AFTER_HELP: &str = "Exit codes: 0 every case passed, 1 a case failed (violation, \

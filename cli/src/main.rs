@@ -12,6 +12,7 @@ use clap::Parser;
 mod check_cmd;
 mod cli;
 mod fuzz;
+mod metrics_cmd;
 mod selfcheck;
 
 use cli::{Cli, Command};
@@ -22,6 +23,7 @@ fn main() -> ExitCode {
         Command::Selfcheck { seed } => selfcheck::run(seed).map(|ok| if ok { 0 } else { 1 }),
         Command::Check(args) => check_cmd::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
+        Command::Metrics(args) => metrics_cmd::run(&args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

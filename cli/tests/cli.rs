@@ -360,3 +360,66 @@ fn fuzz_reports_crash_hang_garbage_schema_and_adapter_errors_as_such() {
     );
     run_expect(&["fuzz", "packer"], 2);
 }
+
+// ---- metrics: the golden record and the logger gate ------------------------------------------
+
+const RECIPE: &str = "golden/tests/recipes/esm2_t6_8m_l0_sanity_cp.toml";
+
+fn metrics_record(extra: &[&str]) -> serde_json::Value {
+    let o = run_expect(&[&["metrics", "--recipe", RECIPE, "--json"][..], extra].concat(), 0);
+    serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["record"].clone()
+}
+
+#[test]
+fn metrics_prints_the_record_and_the_batch_under_the_recipe() {
+    let o = run_expect(&["metrics", "--recipe", RECIPE], 0);
+    assert!(stdout(&o).starts_with("recipe  esm2_t6_8m_l0_sanity_cp"), "{}", stdout(&o));
+    let r = metrics_record(&[
+        "--batch",
+        "examples/batches/good/hf_bionemo_mock_num_real_seqs.safetensors",
+    ]);
+    // The mock segment is hardware work, not useful work (#1561).
+    assert_eq!(r["batch"]["attention"]["useful_sum_squares"], 77);
+    assert_eq!(r["batch"]["attention"]["hardware_sum_squares"], 78);
+    assert_eq!(r["batch"]["tokens"], serde_json::json!({"real": 15, "stored": 16, "valid": 12}));
+    // --step-time scales the rates, not the counts.
+    let slow = metrics_record(&["--step-time", "0.04"]);
+    let fast = metrics_record(&[]);
+    assert_eq!(slow["tokens"], fast["tokens"]);
+    let mfu = |r: &serde_json::Value| r["throughput"]["mfu_pct"]["useful"].as_f64().unwrap();
+    assert!((mfu(&fast) / mfu(&slow) - 2.0).abs() < 1e-12);
+}
+
+#[test]
+fn metrics_expect_gates_a_logger() {
+    let r = metrics_record(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let logged = dir.path().join("logged.json");
+    let write = |v: serde_json::Value| std::fs::write(&logged, v.to_string()).unwrap();
+    let logged_arg = logged.to_str().unwrap();
+    let mfu = r["throughput"]["mfu_pct"]["useful"].as_f64().unwrap();
+
+    // A correct logger: counts exact, MFU within rtol 1e-6 (float32-free Python arithmetic).
+    write(serde_json::json!({
+        "tokens": {"real": r["tokens"]["real"], "valid": r["tokens"]["valid"]},
+        "throughput.mfu_pct.useful": mfu * (1.0 + 1e-9),
+    }));
+    let o = run_expect(&["metrics", "--recipe", RECIPE, "--expect", logged_arg], 0);
+    assert!(stdout(&o).contains("=> PASS: 3 logged values agree"), "{}", stdout(&o));
+
+    // The #1561 logger: useful MFU that counts the padding.
+    let hw = r["throughput"]["mfu_pct"]["hardware"].as_f64().unwrap();
+    write(
+        serde_json::json!({"throughput": {"mfu_pct": {"useful": hw}}, "tokens": {"real": r["tokens"]["padded"]}}),
+    );
+    let o = run_expect(&["metrics", "--recipe", RECIPE, "--expect", logged_arg], 1);
+    let out = stdout(&o);
+    assert!(out.contains("MISMATCH tokens.real"), "{out}");
+    assert!(out.contains("=> FAIL: 2 of 2 logged values disagree"), "{out}");
+
+    write(serde_json::json!({"tokens": {"reel": 1}}));
+    let o = run_expect(&["metrics", "--recipe", RECIPE, "--expect", logged_arg], 2);
+    assert!(stderr(&o).contains("logged key `tokens.reel` is not in the record"), "{}", stderr(&o));
+    let o = run_expect(&["metrics", "--recipe", "no/such.toml"], 2);
+    assert!(stderr(&o).contains("no/such.toml"), "{}", stderr(&o));
+}
