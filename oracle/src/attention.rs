@@ -60,7 +60,7 @@ pub const SCORE_BUDGET: usize = 1 << 21;
 /// - GQA/MQA: `H % KV == 0`; query head `h` uses kv head `h / (H / KV)`.
 ///
 /// # Errors
-/// An [`Error`](crate::Error) (wrapped in [`candle_core::Error`]) for wrong ranks, dtypes,
+/// An [`Error`] (wrapped in [`candle_core::Error`]) for wrong ranks, dtypes,
 /// `H % KV != 0`, a head dimension of 0 or mismatched between q and k/v, length lists of
 /// different counts, or lengths that sum past the tensor.
 ///

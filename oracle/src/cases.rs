@@ -92,6 +92,12 @@ impl AttnCase {
     }
 
     /// The same case with different key lengths (`sq != sk`: bottom-right causal).
+    ///
+    /// # Example
+    /// ```
+    /// let case = oracle::cases::AttnCase::new("kv", "more keys", &[2], 1, 1, 4, true).with_lens_k(&[5]);
+    /// assert_eq!((case.tokens_q(), case.tokens_k()), (2, 5));
+    /// ```
     pub fn with_lens_k(mut self, lens_k: &[u32]) -> Self {
         self.lens_k = lens_k.to_vec();
         self
@@ -169,6 +175,16 @@ impl fmt::Display for AttnCase {
 
 /// Small cases covering the edges: empty, single-token and boundary-length sequences, sq != sk
 /// both ways, fully masked rows, GQA/MQA, odd head dims. Fast enough for every test run.
+///
+/// # Example
+/// ```
+/// let cases = oracle::cases::small();
+/// assert!(cases.iter().any(|c| c.lens_q.contains(&0)));
+/// assert!(cases.iter().any(|c| c.lens_q != c.lens_k));
+/// for c in &cases {
+///     assert_eq!(c.heads % c.kv_heads, 0, "{c}");
+/// }
+/// ```
 pub fn small() -> Vec<AttnCase> {
     let c = AttnCase::new;
     vec![
@@ -224,6 +240,14 @@ pub fn small() -> Vec<AttnCase> {
 
 /// The benchmark batches (H=8, KV=2, D=64, causal): the reference batch, twice as many documents
 /// (the list repeated), and doubled lengths. Time must follow Σ sᵢ², not T².
+///
+/// # Example
+/// ```
+/// let r = oracle::cases::reference();
+/// assert_eq!(r[0].tokens_q(), 18692);
+/// assert_eq!(r[1].tokens_q(), 2 * 18692);
+/// assert_eq!(*r[2].lens_q.iter().max().unwrap(), 2 * 1829);
+/// ```
 pub fn reference() -> Vec<AttnCase> {
     let twice: Vec<u32> = REFERENCE_LENS.iter().chain(&REFERENCE_LENS).copied().collect();
     let doubled: Vec<u32> = REFERENCE_LENS.iter().map(|s| 2 * s).collect();

@@ -58,7 +58,7 @@ impl CrossEntropy {
 /// mask and sum are written out on f64 copies of the logits; the sum is compensated (Neumaier).
 ///
 /// # Errors
-/// An [`Error`](crate::Error) (wrapped in [`candle_core::Error`]) if `logits` is not a rank-2
+/// An [`Error`] (wrapped in [`candle_core::Error`]) if `logits` is not a rank-2
 /// float tensor, `labels.len() != T`, `Σ seqlens > T`, or a used label is outside `0..V`.
 ///
 /// # Example
