@@ -18,8 +18,8 @@ use crate::error::Error;
 /// Label value that is ignored (PyTorch's `ignore_index` default).
 pub const IGNORE_INDEX: i64 = -100;
 
-/// Rows of logits converted to f64 at once (bounds the f64 copy to `ROW_CHUNK × vocab`).
-const ROW_CHUNK: usize = 1024;
+/// Logits converted to f64 at once: 2²¹ values (16 MiB), whole rows, at least one row.
+const CHUNK_VALUES: usize = 1 << 21;
 
 /// The summed negative log-likelihood and the number of labels it sums over.
 ///
@@ -112,12 +112,13 @@ pub fn cross_entropy(logits: &Tensor, labels: &[i64], seqlens: &[u32]) -> Result
 
     let mut nll_sum = CompensatedSum::default();
     let mut count = 0u64;
-    for (c, chunk) in target.chunks(ROW_CHUNK).enumerate() {
+    let chunk_rows = (CHUNK_VALUES / vocab.max(1)).max(1);
+    for (c, chunk) in target.chunks(chunk_rows).enumerate() {
         if chunk.iter().all(Option::is_none) {
             continue;
         }
         let rows = chunk.len();
-        let x = logits.narrow(0, c * ROW_CHUNK, rows)?.to_dtype(DType::F64)?; // [n, V]
+        let x = logits.narrow(0, c * chunk_rows, rows)?.to_dtype(DType::F64)?; // [n, V]
         // log_softmax(x) = (x - max) - log Σ exp(x - max)
         let shifted = x.broadcast_sub(&x.max_keepdim(1)?)?;
         let log_z = shifted.exp()?.sum_keepdim(1)?.log()?;
