@@ -57,8 +57,8 @@ fn rates_row(f: &mut fmt::Formatter<'_>, name: &str, r: &Rates, digits: usize) -
 fn ratios_row(f: &mut fmt::Formatter<'_>, name: &str, r: &Ratios) -> fmt::Result {
     writeln!(
         f,
-        "  {name:<14} {:>14} {:>13.4}x {:>13.4}x {:>13.4}x",
-        "1x", r.hardware, r.mock_inflated, r.bshd_approx
+        "  {name:<14} {:>13}x {:>13.4}x {:>13.4}x {:>13.4}x",
+        1, r.hardware, r.mock_inflated, r.bshd_approx
     )
 }
 
