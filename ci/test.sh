@@ -15,6 +15,14 @@ cargo run --release -p thdcheck -- selfcheck
 step "README quick start 2/2: the tests"
 cargo test --workspace
 
+step "golden: no unreferenced snapshots (what cargo insta --unreferenced=reject checks)"
+for snap in golden/tests/snapshots/*.snap; do
+  recipe=${snap##*@}; recipe=${recipe%.snap}
+  [ -f "golden/tests/recipes/$recipe" ] || { echo "unreferenced snapshot: $snap (no golden/tests/recipes/$recipe)"; exit 1; }
+done
+pending=$(find . -path ./target -prune -o \( -name '*.snap.new' -o -name '*.pending-snap' \) -print)
+[ -z "$pending" ] || { echo "unreviewed snapshots: $pending"; exit 1; }
+
 step "lint"
 cargo clippy --workspace --all-targets -- -D warnings
 
