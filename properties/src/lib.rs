@@ -48,3 +48,5 @@ mod loss_props;
 mod metrics_props;
 #[cfg(test)]
 mod packer_props;
+#[cfg(test)]
+mod zoo_props;

@@ -19,6 +19,7 @@ impl fmt::Display for Split {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Split::Cp(cp) => write!(f, "cp={cp}"),
+            Split::MicroBatches(1) => write!(f, "1 micro-batch"),
             Split::MicroBatches(n) => write!(f, "{n} micro-batches"),
         }
     }

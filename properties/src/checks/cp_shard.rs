@@ -117,8 +117,8 @@ pub fn check_cp_shard(view: &ShardView<'_>) -> Checked {
                     .expected("held by exactly one rank")
                     .got(got)
                     .note(format!(
-                        "segment {i} has {s} real tokens in a slot of {p}; lengths not divisible by \
-                         2·cp must be rejected or padded, never truncated"
+                        "segment {i} has {s} real token(s) in a slot of {p}; lengths not divisible \
+                         by 2·cp must be rejected or padded, never truncated"
                     )));
             }
         }

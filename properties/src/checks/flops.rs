@@ -94,8 +94,12 @@ pub fn check_flops(micro_batches: &[MicroBatchView], got: &FlopsStats) -> Checke
         .collect::<Vec<_>>()
         .join("; ");
     let v = |rule: &str| {
-        Violation::new(Invariant::Flops, rule)
-            .at(Location::default().context(format!("{} micro-batches", micro_batches.len())))
+        Violation::new(Invariant::Flops, rule).at(Location::default().context(match micro_batches
+            .len()
+        {
+            1 => "1 micro-batch".to_string(),
+            n => format!("{n} micro-batches"),
+        }))
     };
     if got.seqlen_sq_sum != want.seqlen_sq_sum {
         return Err(v("the attention term uses Σ sᵢ² of the real sequences of every row (mbs·S² without cu_seqlens)")

@@ -139,13 +139,16 @@ pub fn check_layout(view: &LayoutView<'_>) -> Checked {
             .got(n_real));
     }
     for i in n_real..b {
-        let storage = view.cu_seqlens_padded.unwrap_or(view.cu_seqlens);
+        let (name, storage) = match view.cu_seqlens_padded {
+            Some(p) => ("cu_seqlens_padded", p),
+            None => ("cu_seqlens", view.cu_seqlens),
+        };
         if storage[i + 1] == storage[i] {
             return Err(violation("every mock segment holds at least one token")
                 .at(Location::default().segment(i))
                 .expected("a non-empty mock segment (or none at all)")
                 .got(format!(
-                    "a zero-length segment at cu_seqlens[{i}..={}] = {}",
+                    "a zero-length segment: {name}[{i}] = {name}[{}] = {}",
                     i + 1,
                     storage[i]
                 ))

@@ -20,6 +20,9 @@ pub struct TokenRecord {
     pub ppl_avg: Option<f64>,
 }
 
+/// A count of a [`TokenRecord`].
+type Field = fn(&TokenRecord) -> u64;
+
 /// The counts a logger must report, from the global layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TokenCounts {
@@ -64,23 +67,32 @@ pub fn check_tokens_cp(
     for &(cp, r) in records {
         let v =
             |rule: &str| Violation::new(Invariant::TokensCp, rule).at(Location::default().cp(cp));
-        for (name, want, got) in [
-            ("n_tokens", expected.n_tokens, r.n_tokens),
-            ("n_valid_tokens", expected.n_valid_tokens, r.n_valid_tokens),
-            ("prompt_tokens", expected.prompt_tokens, r.prompt_tokens),
-            ("n_seqs", expected.n_seqs, r.n_seqs),
-        ] {
-            if want != got {
+        let fields: [(&str, u64, Field); 4] = [
+            ("n_tokens", expected.n_tokens, |r| r.n_tokens),
+            ("n_valid_tokens", expected.n_valid_tokens, |r| r.n_valid_tokens),
+            ("prompt_tokens", expected.prompt_tokens, |r| r.prompt_tokens),
+            ("n_seqs", expected.n_seqs, |r| r.n_seqs),
+        ];
+        for (name, want, field) in fields {
+            if want != field(&r) {
+                let by_cp: Vec<String> =
+                    records.iter().map(|(c, x)| format!("cp={c}: {}", field(x))).collect();
                 return Err(v(&format!("{name} is the global count, the same for every cp size"))
                     .expected(want)
-                    .got(got)
-                    .note("counts must come from the global layout (real cu_seqlens), not from one CP shard or the padded storage"));
+                    .got(field(&r))
+                    .note(format!(
+                        "{name} by cp size: {}; counts come from the global layout (real \
+                         cu_seqlens), not from one CP shard or the padded storage",
+                        by_cp.join(", ")
+                    )));
             }
         }
         if !close(r.loss, reference_loss, rtol) {
+            let by_cp: Vec<String> =
+                records.iter().map(|(c, x)| format!("cp={c}: {:.6}", x.loss)).collect();
             return Err(v("the reported loss is the same for every cp size")
                 .expected(reference_loss)
-                .got(r.loss)
+                .got(format!("{} (by cp size: {})", r.loss, by_cp.join(", ")))
                 .note(format!(
                     "ratio {:.6}, relative error {:.3e}",
                     r.loss / reference_loss,

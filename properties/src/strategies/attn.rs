@@ -108,26 +108,37 @@ impl AttnCase {
 /// 1–3 (MHA, GQA, MQA), head_dim 1–6, causal or not.
 pub fn arb_attn_case() -> impl Strategy<Value = AttnCase> {
     let mode = prop_oneof![3 => Just(0u8), 2 => Just(1u8), 1 => Just(2u8), 2 => Just(3u8)];
-    (arb_seq_lens(0, 12, 4), mode, 1usize..=2, 1usize..=3, 1usize..=6, any::<bool>(), 0u64..1_000)
-        .prop_flat_map(|(lens, mode, kv_heads, group, head_dim, causal, seed)| {
-            let n = lens.len();
-            let pad = if mode == 1 { vec(0u32..=3, n).boxed() } else { Just(vec![0; n]).boxed() };
-            let lens_k = if mode == 2 {
-                vec(0u32..=12, n).prop_map(Some).boxed()
-            } else {
-                Just(None).boxed()
-            };
-            let cp = if mode == 3 { arb_cp_gt1().boxed() } else { Just(1usize).boxed() };
-            (Just(lens), lens_k, pad, cp).prop_map(move |(lens, lens_k, pad, cp)| AttnCase {
-                lens,
-                lens_k,
-                pad,
-                cp,
-                heads: kv_heads * group,
-                kv_heads,
-                head_dim,
-                causal,
-                seed,
-            })
-        })
+    // Knobs before data: proptest shrinks a tuple left to right, once.
+    (
+        mode,
+        arb_cp_gt1(),
+        (1usize..=2, 1usize..=3, 1usize..=6),
+        any::<bool>(),
+        0u64..1_000,
+        vec(0u32..=3, 4),
+        vec(0u32..=12, 4),
+        arb_seq_lens(0, 12, 4),
+    )
+        .prop_map(
+            |(mode, cp, (kv_heads, group, head_dim), causal, seed, pad, lens_k, lens)| {
+                let n = lens.len();
+                AttnCase {
+                    // Per-segment values are taken from the last segment backwards, so that dropping a
+                    // leading segment while shrinking keeps the other segments' padding.
+                    pad: if mode == 1 {
+                        pad[..n].iter().rev().copied().collect()
+                    } else {
+                        vec![0; n]
+                    },
+                    lens_k: (mode == 2).then(|| lens_k[..n].iter().rev().copied().collect()),
+                    cp: if mode == 3 { cp } else { 1 },
+                    lens,
+                    heads: kv_heads * group,
+                    kv_heads,
+                    head_dim,
+                    causal,
+                    seed,
+                }
+            },
+        )
 }

@@ -74,18 +74,14 @@ impl WorkCase {
 /// A [`WorkCase`]: `1..=6` real segments of `0..=64` tokens; padding (half the cases), `0..=2`
 /// mock segments of `1..=16` tokens, a static tail of `0..=8`.
 pub fn arb_work_case() -> impl Strategy<Value = WorkCase> {
-    (
-        arb_seq_lens(0, 64, 6),
-        any::<bool>(),
-        vec(1u32..=16, 0..=2),
-        prop_oneof![2 => Just(0u32), 1 => 1u32..=8],
+    // Knobs before data: proptest shrinks a tuple left to right, once.
+    let tail = prop_oneof![2 => Just(0u32), 1 => 1u32..=8];
+    (any::<bool>(), vec(1u32..=16, 0..=2), tail, vec(0u32..=7, 6), arb_seq_lens(0, 64, 6)).prop_map(
+        |(padded, mocks, tail, pad, lens)| {
+            let pad = if padded { pad[..lens.len()].to_vec() } else { vec![0; lens.len()] };
+            WorkCase { lens, pad, mocks, tail }
+        },
     )
-        .prop_flat_map(|(lens, padded, mocks, tail)| {
-            let n = lens.len();
-            let pad = if padded { vec(0u32..=7, n).boxed() } else { Just(vec![0; n]).boxed() };
-            (Just(lens), pad, Just(mocks), Just(tail))
-                .prop_map(|(lens, pad, mocks, tail)| WorkCase { lens, pad, mocks, tail })
-        })
 }
 
 /// Model dims: 1–4 layers, 1–2 KV heads in groups of 1–4, head_dim 1–128, hidden 8–1024,
@@ -152,19 +148,20 @@ pub struct MfuCase {
 
 /// An [`MfuCase`].
 pub fn arb_mfu_case() -> impl Strategy<Value = MfuCase> {
+    // Knobs before data: proptest shrinks a tuple left to right, once.
     (
-        arb_seq_lens(1, 48, 6),
         select(vec![1usize, 2, 8, 16, 64]),
         prop::option::of(1usize..=16),
         arb_cp(),
         0usize..=32,
-        arb_model_dims(),
         select(vec![FlopsFormula::MegatronLm, FlopsFormula::BionemoPerfLogger]),
         select(vec![HardwareView::Varlen, HardwareView::WholePack]),
         0u32..=8,
+        arb_model_dims(),
+        arb_seq_lens(1, 48, 6),
     )
         .prop_map(
-            |(lens, multiple_of, max_mock_len, cp, static_extra, dims, formula, view, slack)| {
+            |(multiple_of, max_mock_len, cp, static_extra, formula, view, slack, dims, lens)| {
                 MfuCase {
                     lens,
                     multiple_of,
@@ -189,20 +186,28 @@ pub struct FlopsCase {
     pub micro_batches: Vec<MicroBatchView>,
 }
 
-/// A [`FlopsCase`]: `seq_len` 1–48, 1–4 micro-batches of 1–3 rows, packed (3 in 4) with rows of
-/// 1–4 sequences that fit `seq_len`, or BSHD.
+/// A [`FlopsCase`]: 1–4 micro-batches of 1–3 rows, packed (3 in 4) with rows of 1–4 sequences
+/// of 1–16 tokens, or BSHD; `seq_len` is the longest row plus 0–16 tokens of padding.
 pub fn arb_flops_case() -> impl Strategy<Value = FlopsCase> {
-    (1u64..=48).prop_flat_map(|seq_len| {
-        let s = seq_len as u32;
-        let row = vec(1u32..=s, 1..=4).prop_map(move |lens| {
-            // The longest prefix that fits the row (the first always does).
-            let mut total = 0;
-            lens.into_iter().take_while(|&l| { total += l; total <= s }).collect::<Vec<_>>()
-        });
-        let mb = prop_oneof![
-            3 => vec(row, 1..=3).prop_map(move |rows| MicroBatchView { rows: rows.len() as u64, seq_len, packed: Some(rows) }),
-            1 => (1u64..=3).prop_map(move |rows| MicroBatchView { rows, seq_len, packed: None }),
-        ];
-        (Just(seq_len), vec(mb, 1..=4)).prop_map(|(seq_len, micro_batches)| FlopsCase { seq_len, micro_batches })
+    let mb = (prop::bool::weighted(0.75), vec(vec(1u32..=16, 1..=4), 1..=3));
+    (vec(mb, 1..=4), 0u64..=16).prop_map(|(mbs, extra)| {
+        let longest = mbs
+            .iter()
+            .filter(|(packed, _)| *packed)
+            .flat_map(|(_, rows)| {
+                rows.iter().map(|row| row.iter().map(|&s| u64::from(s)).sum::<u64>())
+            })
+            .max()
+            .unwrap_or(0);
+        let seq_len = (longest + extra).max(1);
+        let micro_batches = mbs
+            .into_iter()
+            .map(|(packed, rows)| MicroBatchView {
+                rows: rows.len() as u64,
+                seq_len,
+                packed: packed.then_some(rows),
+            })
+            .collect();
+        FlopsCase { seq_len, micro_batches }
     })
 }

@@ -28,10 +28,12 @@ pub use lens::{arb_cp, arb_cp_gt1, arb_seq_lens};
 pub use metrics::{
     FlopsCase, MfuCase, WorkCase, arb_flops_case, arb_mfu_case, arb_model_dims, arb_work_case,
 };
-pub use packer::{PackerCase, arb_capacity, arb_packer_case, arb_small_instance};
+pub use packer::{
+    PackerCase, PackerStream, arb_capacity, arb_packer_case, arb_packer_stream, arb_small_instance,
+};
 pub use sft::{
-    CollateCase, CpLossCase, Padding, SftCase, ShardCase, TokensCpCase, arb_collate_case,
-    arb_cp_loss_case, arb_label_mask, arb_padding, arb_sft_case, arb_shard_case,
+    CollateCase, CpLossCase, LabelMask, Padding, SftCase, ShardCase, TokensCpCase,
+    arb_collate_case, arb_cp_loss_case, arb_label_mask, arb_padding, arb_sft_case, arb_shard_case,
     arb_tokens_cp_case,
 };
 

@@ -34,33 +34,52 @@ fn arb_over_length() -> impl Strategy<Value = OverLength> {
     prop_oneof![Just(OverLength::Error), Just(OverLength::Drop)]
 }
 
-fn arb_spec(capacity: u32) -> impl Strategy<Value = PackerSpec> {
-    let bins = || {
-        (arb_over_length(), prop::option::of(1usize..=6))
-            .prop_map(|(over_length, window)| BinPackingOptions { over_length, window })
-    };
-    prop_oneof![
-        (arb_over_length(), prop_oneof![Just(EpochEnd::Drain), Just(EpochEnd::Carry)]).prop_map(
-            move |(over_length, epoch_end)| PackerSpec::SequentialBudget {
+fn arb_spec() -> impl Strategy<Value = PackerSpec> {
+    (
+        arb_capacity(),
+        0u8..5,
+        arb_over_length(),
+        any::<bool>(),
+        prop::option::of(1u32..=8),
+        any::<bool>(),
+        any::<bool>(),
+        prop::option::of(1usize..=6),
+    )
+        .prop_map(
+            |(
                 capacity,
-                options: SequentialOptions { over_length, epoch_end }
-            }
-        ),
-        (prop::option::of(1u32..=8), any::<bool>(), any::<bool>(), arb_over_length()).prop_map(
-            move |(divisible_by, split_samples, drop_last, over_length)| PackerSpec::TokenPacking {
-                capacity,
-                options: TokenPackingOptions {
-                    divisible_by,
-                    split_samples,
-                    drop_last,
-                    over_length
-                },
-            }
-        ),
-        bins().prop_map(move |options| PackerSpec::FirstFit { capacity, options }),
-        bins().prop_map(move |options| PackerSpec::BestFit { capacity, options }),
-        bins().prop_map(move |options| PackerSpec::FirstFitDecreasing { capacity, options }),
-    ]
+                kind,
+                over_length,
+                carry,
+                divisible_by,
+                split_samples,
+                drop_last,
+                window,
+            )| {
+                let bins = BinPackingOptions { over_length, window };
+                match kind {
+                    0 => PackerSpec::SequentialBudget {
+                        capacity,
+                        options: SequentialOptions {
+                            over_length,
+                            epoch_end: if carry { EpochEnd::Carry } else { EpochEnd::Drain },
+                        },
+                    },
+                    1 => PackerSpec::TokenPacking {
+                        capacity,
+                        options: TokenPackingOptions {
+                            divisible_by,
+                            split_samples,
+                            drop_last,
+                            over_length,
+                        },
+                    },
+                    2 => PackerSpec::FirstFit { capacity, options: bins },
+                    3 => PackerSpec::BestFit { capacity, options: bins },
+                    _ => PackerSpec::FirstFitDecreasing { capacity, options: bins },
+                }
+            },
+        )
 }
 
 /// The longest example a spec admits without an error (`None`: anything, over-length ones are
@@ -82,43 +101,86 @@ fn limits(spec: &PackerSpec) -> (Option<u32>, bool) {
     }
 }
 
-/// A [`PackerCase`]: any built-in strategy and options, 0–24 examples (DPO pairs for a third
-/// of the strategies that take them) that fit under an `Error` policy and may be up to 1.5×
-/// the capacity under `Drop`, batches of 1–8, 1–3 epochs.
+/// A [`PackerCase`]: any built-in strategy and options, 0–24 examples (DPO pairs a third of the
+/// time, for the strategies that take them) that fit under an `Error` policy and may be up to
+/// 1.5× the capacity under `Drop`, batches of 1–8, 1–3 epochs. Lengths are drawn up to 96 and
+/// capped, so every component shrinks on its own.
 pub fn arb_packer_case() -> impl Strategy<Value = PackerCase> {
-    arb_capacity().prop_flat_map(arb_spec).prop_flat_map(|spec| {
-        let cap = spec.capacity();
-        let (max_ok, pairs_ok) = limits(&spec);
-        let max_len = max_ok.unwrap_or(cap + cap / 2);
-        let pairs =
-            if pairs_ok { prop::bool::weighted(1.0 / 3.0).boxed() } else { Just(false).boxed() };
-        (
-            Just(spec),
-            pairs,
-            vec((0..=max_len, 0..=max_len), 0..=24),
-            1usize..=8,
-            1u32..=3,
-            0u64..1_000,
-            any::<bool>(),
-        )
-            .prop_map(|(spec, pairs, lens, batch_size, epochs, seed, shuffle)| {
-                let dataset = lens
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (a, b))| {
-                        if pairs {
-                            Example::pair(i as u64, a, b)
-                        } else {
-                            Example::single(i as u64, a)
-                        }
-                    })
-                    .collect();
-                PackerCase { spec, dataset, batch_size, epochs, seed, shuffle }
-            })
-    })
+    // Knobs before data: proptest shrinks a tuple left to right, once.
+    (
+        arb_spec(),
+        prop::bool::weighted(1.0 / 3.0),
+        1usize..=8,
+        1u32..=3,
+        0u64..1_000,
+        any::<bool>(),
+        vec((0u32..=96, 0u32..=96), 0..=24),
+    )
+        .prop_map(|(spec, pairs, batch_size, epochs, seed, shuffle, lens)| {
+            let cap = spec.capacity();
+            let (max_ok, pairs_ok) = limits(&spec);
+            let max_len = max_ok.unwrap_or(cap + cap / 2);
+            let dataset = lens
+                .into_iter()
+                .enumerate()
+                .map(|(i, (a, b))| {
+                    let (a, b) = (a.min(max_len), b.min(max_len));
+                    if pairs && pairs_ok {
+                        Example::pair(i as u64, a, b)
+                    } else {
+                        Example::single(i as u64, a)
+                    }
+                })
+                .collect();
+            PackerCase { spec, dataset, batch_size, epochs, seed, shuffle }
+        })
 }
 
 /// A small bin-packing instance for exact-OPT bounds: capacity 1–20, 1–9 items of `1..=C`.
 pub fn arb_small_instance() -> impl Strategy<Value = (u32, Vec<u32>)> {
     (1u32..=20).prop_flat_map(|cap| (Just(cap), vec(1..=cap, 1..=9)))
+}
+
+/// A dataset and an epoch plan for a packer given only its capacity (a zoo packer, or an
+/// external packer driven over a subprocess).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackerStream {
+    /// Tokens per pack.
+    pub capacity: u32,
+    /// The dataset; example `i` has id `i`.
+    pub dataset: Vec<Example>,
+    /// Examples per pushed batch.
+    pub batch_size: usize,
+    /// Epochs.
+    pub epochs: u32,
+    /// Reshuffle seed.
+    pub seed: u64,
+    /// Reshuffle every epoch.
+    pub shuffle: bool,
+}
+
+/// A [`PackerStream`]: capacity 1–64, 0–24 single examples (DPO pairs a third of the time when
+/// `pairs`), each at most the capacity, or up to 1.5× it when `over_length`.
+pub fn arb_packer_stream(pairs: bool, over_length: bool) -> impl Strategy<Value = PackerStream> {
+    (
+        arb_capacity(),
+        prop::bool::weighted(if pairs { 1.0 / 3.0 } else { 0.0 }),
+        1usize..=8,
+        1u32..=3,
+        0u64..1_000,
+        any::<bool>(),
+        vec((0u32..=96, 0u32..=96), 0..=24),
+    )
+        .prop_map(move |(capacity, pair, batch_size, epochs, seed, shuffle, lens)| {
+            let max_len = if over_length { capacity + capacity / 2 } else { capacity };
+            let dataset = lens
+                .into_iter()
+                .enumerate()
+                .map(|(i, (a, b))| {
+                    let (a, b) = (a.min(max_len), b.min(max_len));
+                    if pair { Example::pair(i as u64, a, b) } else { Example::single(i as u64, a) }
+                })
+                .collect();
+            PackerStream { capacity, dataset, batch_size, epochs, seed, shuffle }
+        })
 }

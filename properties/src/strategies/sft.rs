@@ -19,8 +19,8 @@ use crate::checks::{Split, TokenCounts};
 pub struct SftCase {
     /// Example lengths (each ≥ 1: collators reject empty examples).
     pub lens: Vec<u32>,
-    /// Per example, per token: `true` when the label is -100 (a prompt token).
-    pub ignored: Vec<Vec<bool>>,
+    /// Which labels are -100.
+    pub mask: LabelMask,
     /// Vocabulary size.
     pub vocab: usize,
     /// Seed of token ids and logits.
@@ -33,6 +33,17 @@ impl SftCase {
         (mix(self.seed, &[1, example as u64, offset as u64]) % self.vocab as u64) as i64
     }
 
+    /// Whether `example`'s label at `offset` is ignored (-100).
+    pub fn ignored(&self, example: usize, offset: usize) -> bool {
+        let t: usize = self.lens[..example].iter().map(|&s| s as usize).sum::<usize>() + offset;
+        match &self.mask {
+            LabelMask::None => false,
+            LabelMask::All => true,
+            LabelMask::Prompt(k) => offset < *k as usize,
+            LabelMask::Pattern(p) => !p.is_empty() && p[t % p.len()],
+        }
+    }
+
     /// The examples as a collator receives them: token ids and labels (the token, or -100).
     pub fn examples(&self) -> Vec<Example> {
         (0..self.lens.len())
@@ -40,8 +51,8 @@ impl SftCase {
                 let ids: Vec<i64> = (0..self.lens[i] as usize).map(|j| self.token(i, j)).collect();
                 let labels = ids
                     .iter()
-                    .zip(&self.ignored[i])
-                    .map(|(&y, &ign)| if ign { IGNORE_INDEX } else { y })
+                    .enumerate()
+                    .map(|(j, &y)| if self.ignored(i, j) { IGNORE_INDEX } else { y })
                     .collect();
                 Example::with_labels(ids, labels)
             })
@@ -95,10 +106,8 @@ impl SftCase {
     /// The counts a logger must report for this batch.
     pub fn expected_counts(&self) -> TokenCounts {
         let n_tokens: u64 = self.lens.iter().map(|&s| u64::from(s)).sum();
-        let valid: Vec<u64> = self
-            .ignored
-            .iter()
-            .map(|m| m.iter().skip(1).filter(|&&ign| !ign).count() as u64)
+        let valid: Vec<u64> = (0..self.lens.len())
+            .map(|i| (1..self.lens[i] as usize).filter(|&j| !self.ignored(i, j)).count() as u64)
             .collect();
         let n_valid_tokens = valid.iter().sum();
         TokenCounts {
@@ -110,28 +119,38 @@ impl SftCase {
     }
 }
 
-/// Per example, which labels are ignored: none, all, a prompt prefix, or any subset.
-pub fn arb_label_mask(lens: Vec<u32>) -> impl Strategy<Value = Vec<Vec<bool>>> {
-    let none = lens.iter().map(|&s| vec![false; s as usize]).collect::<Vec<_>>();
-    let all = lens.iter().map(|&s| vec![true; s as usize]).collect::<Vec<_>>();
-    let prompts = lens
-        .iter()
-        .map(|&s| {
-            (0..=s as usize).prop_map(move |k| (0..s as usize).map(|j| j < k).collect::<Vec<_>>())
-        })
-        .collect::<Vec<_>>();
-    let subsets = lens.iter().map(|&s| vec(any::<bool>(), s as usize)).collect::<Vec<_>>();
-    prop_oneof![3 => Just(none), 2 => prompts, 2 => subsets, 1 => Just(all)]
+/// Which labels of a batch are ignored (-100).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LabelMask {
+    /// None: every token is a target.
+    None,
+    /// The first `k` tokens of every example (a prompt).
+    Prompt(u32),
+    /// Token `t` of the concatenated examples is ignored iff `pattern[t % len]`.
+    Pattern(Vec<bool>),
+    /// All: nothing to learn (the loss must be exactly 0).
+    All,
+}
+
+/// A [`LabelMask`]: none (3 in 8), a prompt of 0–8 tokens, a pattern of 1–8 flags, all (1 in 8).
+///
+/// Independent of the lengths, so lengths and mask shrink separately.
+pub fn arb_label_mask() -> impl Strategy<Value = LabelMask> {
+    prop_oneof![
+        3 => Just(LabelMask::None),
+        2 => (0u32..=8).prop_map(LabelMask::Prompt),
+        2 => vec(any::<bool>(), 1..=8).prop_map(LabelMask::Pattern),
+        1 => Just(LabelMask::All),
+    ]
 }
 
 prop_compose! {
     /// An SFT batch of `1..=max_examples` examples of `1..=max_len` tokens.
     pub fn arb_sft_case(max_examples: usize, max_len: u32)
-        (lens in arb_seq_lens(1, max_len, max_examples))
-        (ignored in arb_label_mask(lens.clone()), lens in Just(lens), vocab in 2usize..=5, seed in 0u64..1_000)
+        (mask in arb_label_mask(), vocab in 2usize..=5, seed in 0u64..1_000, lens in arb_seq_lens(1, max_len, max_examples))
         -> SftCase
     {
-        SftCase { lens, ignored, vocab, seed }
+        SftCase { lens, mask, vocab, seed }
     }
 }
 
@@ -144,13 +163,12 @@ pub struct CpLossCase {
     pub split: Split,
 }
 
-/// A [`CpLossCase`]: a CP split (3 in 4) or a micro-batch split into `1..=B` parts.
+/// A [`CpLossCase`]: a CP split (3 in 4) or a split into `1..=6` micro-batches of
+/// `⌈B/k⌉` consecutive examples.
 pub fn arb_cp_loss_case(max_examples: usize, max_len: u32) -> impl Strategy<Value = CpLossCase> {
-    arb_sft_case(max_examples, max_len).prop_flat_map(|sft| {
-        let n = sft.lens.len();
-        let split = prop_oneof![3 => arb_cp().prop_map(Split::Cp), 1 => (1..=n).prop_map(Split::MicroBatches)];
-        (Just(sft), split).prop_map(|(sft, split)| CpLossCase { sft, split })
-    })
+    let split = prop_oneof![3 => arb_cp().prop_map(Split::Cp), 1 => (1usize..=6).prop_map(Split::MicroBatches)];
+    // Knobs before data: proptest shrinks a tuple left to right, once.
+    (split, arb_sft_case(max_examples, max_len)).prop_map(|(split, sft)| CpLossCase { sft, split })
 }
 
 /// A batch for the TOKENS-CP property (which runs every CP size itself).
@@ -179,7 +197,7 @@ pub struct ShardCase {
 prop_compose! {
     /// A [`ShardCase`]; 7 in 8 are padded first.
     pub fn arb_shard_case(max_examples: usize, max_len: u32)
-        (sft in arb_sft_case(max_examples, max_len), cp in arb_cp(), pad_first in prop::bool::weighted(0.875))
+        (cp in arb_cp(), pad_first in prop::bool::weighted(0.875), sft in arb_sft_case(max_examples, max_len))
         -> ShardCase
     {
         ShardCase { sft, cp, pad_first }
@@ -238,14 +256,14 @@ pub fn arb_padding() -> impl Strategy<Value = Padding> {
         (multiple.clone(), prop::option::of(1usize..=4))
             .prop_map(|(multiple_of, max_mock_len)| Padding::Mock { multiple_of, max_mock_len }),
         arb_cp().prop_map(|cp| Padding::Cp { cp }),
-        (arb_cp(), multiple).prop_map(|(cp, multiple_of)| Padding::CpThenMock { cp, multiple_of }),
+        (multiple, arb_cp()).prop_map(|(multiple_of, cp)| Padding::CpThenMock { cp, multiple_of }),
     ]
 }
 
 prop_compose! {
     /// A [`CollateCase`]; position base 0 (7 in 8) or 2.
     pub fn arb_collate_case(max_examples: usize, max_len: u32)
-        (sft in arb_sft_case(max_examples, max_len), padding in arb_padding(), roberta in prop::bool::weighted(0.125))
+        (padding in arb_padding(), roberta in prop::bool::weighted(0.125), sft in arb_sft_case(max_examples, max_len))
         -> CollateCase
     {
         CollateCase { sft, padding, position_base: if roberta { 2 } else { 0 } }

@@ -3,7 +3,7 @@
 //!
 //! [`Reference`] implements every trait with `thd`'s pipelines. The bug zoo implements the
 //! same traits with historical bugs; a subprocess adapter can implement them too. A `run_*`
-//! function returns `Ok(())` or the first [`Violation`](crate::Violation), so the same code
+//! function returns `Ok(())` or the first [`Violation`], so the same code
 //! serves a proptest suite, a zoo test and a fuzzing CLI.
 //!
 //! | invariant | trait | runner |
@@ -35,8 +35,8 @@ pub use layout::{Collated, Collator, collate_reference, run_layout};
 pub(crate) use loss::oracle_loss as oracle_loss_of;
 pub use loss::{CpLossPipeline, PackedLoss, oracle_loss, run_cp_loss, run_loss};
 pub use metrics::{
-    FlopsCounter, ThroughputLogger, WorkCounter, merged_cu_seqlens, mfu_paddings, run_flops,
-    run_mfu_pad, run_work,
+    FlopsCounter, ThroughputLogger, WorkCounter, merged_cu_seqlens, metric_record, mfu_paddings,
+    run_flops, run_mfu_pad, run_work,
 };
 pub use packer::run_packer_case;
 

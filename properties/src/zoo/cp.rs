@@ -1,0 +1,289 @@
+//! CP-SHARD and TOKENS-CP zoo: sharders that lose or mislabel tokens, loggers that count one
+//! shard.
+
+use thd::cp::{CpLayout, rank_local_stats, shift_after_split, shift_labels};
+use thd::{IGNORE_INDEX, PackedBatch};
+
+use crate::checks::TokenRecord;
+use crate::subjects::{Logger, Reference, Shard, Sharder};
+
+fn err(e: thd::Error) -> String {
+    e.to_string()
+}
+
+/// A rank's labels: `(batch, layout, rank) -> labels`.
+type LabelsFn<'a> = dyn Fn(&PackedBatch, &CpLayout, usize) -> Result<Vec<i64>, String> + 'a;
+/// A rank's position ids: `(layout, rank) -> positions`.
+type PositionsFn<'a> = dyn Fn(&CpLayout, usize) -> Vec<i64> + 'a;
+
+/// Shards with `thd`'s layout, labels given by `labels(batch, layout, rank)`, positions by
+/// `positions(layout, rank, global)`.
+fn shard_with(
+    batch: &PackedBatch,
+    cp: usize,
+    labels: &LabelsFn<'_>,
+    positions: Option<&PositionsFn<'_>>,
+) -> Result<Vec<Shard>, String> {
+    let layout = CpLayout::from_batch(batch, cp).map_err(err)?;
+    (0..cp)
+        .map(|r| {
+            Ok(Shard {
+                input_ids: layout.split(batch.input_ids(), r).map_err(err)?,
+                labels: labels(batch, &layout, r)?,
+                position_ids: match positions {
+                    Some(f) => f(&layout, r),
+                    None => layout.split(batch.position_ids(), r).map_err(err)?,
+                },
+            })
+        })
+        .collect()
+}
+
+fn reassemble(batch: &PackedBatch, cp: usize, shards: &[Vec<i64>]) -> Result<Vec<i64>, String> {
+    Reference.reassemble(batch, cp, shards)
+}
+
+/// Labels split first and rolled on each rank's local segments, whose two zigzag chunks are
+/// not contiguous (AReaL #1223: for cp = 2 and tokens 0..7 rank 0 needs `[1, 2, 7, -]` and
+/// gets `[1, 6, 7, -]`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SplitThenRoll;
+
+impl Sharder for SplitThenRoll {
+    fn name(&self) -> &str {
+        "zoo::SplitThenRoll"
+    }
+
+    fn shard(&self, batch: &PackedBatch, cp: usize) -> Result<Vec<Shard>, String> {
+        shard_with(batch, cp, &|b, l, r| shift_after_split(b, l, r).map_err(err), None)
+    }
+
+    fn reassemble(
+        &self,
+        batch: &PackedBatch,
+        cp: usize,
+        shards: &[Vec<i64>],
+    ) -> Result<Vec<i64>, String> {
+        reassemble(batch, cp, shards)
+    }
+}
+
+/// The zigzag split without the divisibility check (AReaL `split_packed_seqs_for_context_parallel`):
+/// a length not divisible by `2·cp` loses its middle tokens and leaves zero-filled slots
+/// ("tokens 12 and 13 are lost").
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TruncatingSplit;
+
+impl TruncatingSplit {
+    fn split(values: &[i64], storage: &[i64], cp: usize, rank: usize) -> Vec<i64> {
+        let total = *storage.last().expect("non-empty") as usize;
+        let mut out = vec![0; total / cp];
+        for w in storage.windows(2) {
+            let (start, len) = (w[0] as usize, (w[1] - w[0]) as usize);
+            let half = len / cp / 2;
+            let local = start / cp;
+            for k in 0..half {
+                if let Some(slot) = out.get_mut(local + k) {
+                    *slot = values[start + half * rank + k];
+                }
+                if let Some(slot) = out.get_mut(local + half + k) {
+                    *slot = values[start + len - half * (rank + 1) + k];
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Sharder for TruncatingSplit {
+    fn name(&self) -> &str {
+        "zoo::TruncatingSplit"
+    }
+
+    fn shard(&self, batch: &PackedBatch, cp: usize) -> Result<Vec<Shard>, String> {
+        if cp == 1 {
+            return Reference.shard(batch, cp); // upstream returns early for C <= 1
+        }
+        let storage: Vec<i64> =
+            batch.storage_cu_seqlens().as_slice().iter().map(|&c| i64::from(c)).collect();
+        let labels = shift_labels(batch);
+        Ok((0..cp)
+            .map(|r| Shard {
+                input_ids: Self::split(batch.input_ids(), &storage, cp, r),
+                labels: Self::split(&labels, &storage, cp, r),
+                position_ids: Self::split(batch.position_ids(), &storage, cp, r),
+            })
+            .collect())
+    }
+
+    fn reassemble(
+        &self,
+        batch: &PackedBatch,
+        cp: usize,
+        shards: &[Vec<i64>],
+    ) -> Result<Vec<i64>, String> {
+        if cp == 1 {
+            return reassemble(batch, cp, shards);
+        }
+        // The mirror of the split: whatever was lost stays 0.
+        let storage = batch.storage_cu_seqlens().as_slice();
+        let mut out = vec![0; batch.num_tokens()];
+        for (rank, shard) in shards.iter().enumerate() {
+            for w in storage.windows(2) {
+                let (start, len) = (w[0] as usize, (w[1] - w[0]) as usize);
+                let (half, local) = (len / cp / 2, start / cp);
+                for k in 0..half {
+                    out[start + half * rank + k] = shard.get(local + k).copied().unwrap_or(0);
+                    out[start + len - half * (rank + 1) + k] =
+                        shard.get(local + half + k).copied().unwrap_or(0);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Each rank numbers its tokens by its local segments (`arange` over the local offsets), so
+/// RoPE sees positions `[0, 1, 2, 3]` where the rank holds `[0, 1, 6, 7]` (Megatron-LM #5243:
+/// "rank 0 should get positions [0,3,4,7], got [0,3,0,3]").
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalPositionIds;
+
+impl Sharder for LocalPositionIds {
+    fn name(&self) -> &str {
+        "zoo::LocalPositionIds"
+    }
+
+    fn shard(&self, batch: &PackedBatch, cp: usize) -> Result<Vec<Shard>, String> {
+        let local = |l: &CpLayout, _r: usize| {
+            l.local_cu_seqlens().segments().flat_map(|s| 0..s.len() as i64).collect::<Vec<_>>()
+        };
+        shard_with(batch, cp, &|b, l, r| l.split(&shift_labels(b), r).map_err(err), Some(&local))
+    }
+
+    fn reassemble(
+        &self,
+        batch: &PackedBatch,
+        cp: usize,
+        shards: &[Vec<i64>],
+    ) -> Result<Vec<i64>, String> {
+        reassemble(batch, cp, shards)
+    }
+}
+
+/// Labels rolled per segment with the *unpadded* offsets on the padded stream, so rolls start
+/// at the wrong tokens and cross into the neighbour's padding or tokens (Megatron-LM #4495: the
+/// MTP roll under THD + CP "leaked across sequence boundaries").
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RollWithUnpaddedOffsets;
+
+impl Sharder for RollWithUnpaddedOffsets {
+    fn name(&self) -> &str {
+        "zoo::RollWithUnpaddedOffsets"
+    }
+
+    fn shard(&self, batch: &PackedBatch, cp: usize) -> Result<Vec<Shard>, String> {
+        let roll = |b: &PackedBatch, l: &CpLayout, r: usize| {
+            let labels = b.labels();
+            let mut out = vec![IGNORE_INDEX; labels.len()];
+            for seg in b.cu_seqlens().segments() {
+                if seg.len() > 1 {
+                    out[seg.start..seg.end - 1].copy_from_slice(&labels[seg.start + 1..seg.end]);
+                }
+            }
+            l.split(&out, r).map_err(err)
+        };
+        shard_with(batch, cp, &roll, None)
+    }
+
+    fn reassemble(
+        &self,
+        batch: &PackedBatch,
+        cp: usize,
+        shards: &[Vec<i64>],
+    ) -> Result<Vec<i64>, String> {
+        reassemble(batch, cp, shards)
+    }
+}
+
+/// Rank 0's shard reported as the batch: token counts of one shard (padding included) and the
+/// loss and perplexity of its tokens only (AReaL #1242, counts 4× lower at CP = 4; verl #5983).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RankZeroStats;
+
+impl Logger for RankZeroStats {
+    fn name(&self) -> &str {
+        "zoo::RankZeroStats"
+    }
+
+    fn stats(
+        &self,
+        layout: &CpLayout,
+        nll: &[Vec<f64>],
+        labels: &[Vec<i64>],
+    ) -> Result<TokenRecord, String> {
+        let s = rank_local_stats(layout, 0, &nll[0], &labels[0]).map_err(err)?;
+        Ok(TokenRecord {
+            n_tokens: s.n_tokens,
+            n_valid_tokens: s.n_valid_tokens,
+            prompt_tokens: s.prompt_tokens,
+            n_seqs: s.n_seqs,
+            loss: s.loss,
+            ppl_avg: s.ppl_avg,
+        })
+    }
+}
+
+/// Every rank normalises its local Σ NLL by the per-rank share of the count, `N / cp`, and the
+/// ranks' values are summed: the loss reported is `cp ×` the true one (transformers #48167:
+/// `eval_loss` 1.99× at cp = 2, 4.01× at cp = 4).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LossTimesCp;
+
+impl Logger for LossTimesCp {
+    fn name(&self) -> &str {
+        "zoo::LossTimesCp"
+    }
+
+    fn stats(
+        &self,
+        layout: &CpLayout,
+        nll: &[Vec<f64>],
+        labels: &[Vec<i64>],
+    ) -> Result<TokenRecord, String> {
+        let mut r = Reference.stats(layout, nll, labels)?;
+        let share = r.n_valid_tokens as f64 / layout.cp() as f64;
+        let local: Vec<f64> = nll
+            .iter()
+            .zip(labels)
+            .map(|(x, y)| {
+                x.iter().zip(y).filter(|(_, y)| **y != IGNORE_INDEX).map(|(x, _)| x).sum()
+            })
+            .collect();
+        r.loss = if share == 0.0 { 0.0 } else { local.iter().map(|s| s / share).sum() };
+        Ok(r)
+    }
+}
+
+/// Tokens counted from the padded storage (`cu_seqlens_padded`), so CP divisibility padding
+/// shows up as real tokens (Megatron-LM PR #5541: "padding appear[s] to be real data").
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PaddedTokensCounted;
+
+impl Logger for PaddedTokensCounted {
+    fn name(&self) -> &str {
+        "zoo::PaddedTokensCounted"
+    }
+
+    fn stats(
+        &self,
+        layout: &CpLayout,
+        nll: &[Vec<f64>],
+        labels: &[Vec<i64>],
+    ) -> Result<TokenRecord, String> {
+        let mut r = Reference.stats(layout, nll, labels)?;
+        r.n_tokens = layout.num_tokens() as u64;
+        r.prompt_tokens = r.n_tokens - r.n_valid_tokens;
+        Ok(r)
+    }
+}

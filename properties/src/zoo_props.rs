@@ -1,0 +1,345 @@
+//! The zoo, caught: every buggy variant of [`crate::zoo`] is run through its invariant's
+//! property with a fixed-seed runner; the property must fail, and the shrunk counterexample and
+//! the violation it prints are pinned in an insta snapshot (`src/snapshots/`).
+
+use std::fmt::Debug;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+use thd::pack::{BinPackingOptions, Packer, PackerSpec};
+
+use crate::checks::Split;
+use crate::harness::{PackerClaims, PackerPlan, check_packer};
+use crate::strategies::{
+    CpLossCase, PackerStream, arb_attn_case, arb_collate_case, arb_cp_loss_case, arb_dpo_case,
+    arb_flops_case, arb_mfu_case, arb_packer_stream, arb_sft_case, arb_shard_case,
+    arb_tokens_cp_case, arb_work_case,
+};
+use crate::subjects::{
+    run_attention, run_cp_loss, run_cp_shard, run_dpo, run_flops, run_layout, run_loss,
+    run_mfu_pad, run_tokens_cp, run_work,
+};
+use crate::zoo::{self, CATALOGUE};
+use crate::{Checked, Invariant, Violation};
+
+/// Cases tried before giving up on catching a variant.
+const CASES: u32 = 4096;
+
+/// Runs `run` on cases from `strategy` with a fixed seed until it fails; returns the shrunk
+/// case and its violation.
+fn catch<S>(strategy: S, run: impl Fn(&S::Value) -> Checked) -> (S::Value, Violation)
+where
+    S: Strategy,
+    S::Value: Debug,
+{
+    let config = Config {
+        cases: CASES,
+        failure_persistence: None,
+        max_shrink_iters: 100_000,
+        max_shrink_time: 0,
+        fork: false,
+        timeout: 0,
+        verbose: 0,
+        ..Config::default()
+    };
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+    match runner.run(&strategy, |case| run(&case).map_err(|v| TestCaseError::fail(v.to_string()))) {
+        Err(TestError::Fail(_, minimal)) => {
+            let v = run(&minimal).expect_err("the shrunk case still fails");
+            (minimal, v)
+        }
+        Err(TestError::Abort(why)) => panic!("aborted: {why}"),
+        Ok(()) => panic!("the variant passed {CASES} cases: the property cannot see it"),
+    }
+}
+
+/// Cuts every decimal fraction to 9 digits, so that the last bits of a float (which may differ
+/// between the AVX2 and scalar kernels) do not make snapshots flaky.
+fn round_floats(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut digits_after_dot: Option<usize> = None;
+    let mut prev = ' ';
+    for c in text.chars() {
+        match (c, digits_after_dot) {
+            ('.', None) if prev.is_ascii_digit() => {
+                digits_after_dot = Some(0);
+                out.push(c);
+            }
+            (d, Some(n)) if d.is_ascii_digit() => {
+                if n < 9 {
+                    out.push(d);
+                }
+                digits_after_dot = Some(n + 1);
+            }
+            _ => {
+                digits_after_dot = None;
+                out.push(c);
+            }
+        }
+        prev = c;
+    }
+    out
+}
+
+fn report(name: &str, case: &dyn Debug, v: &Violation) -> String {
+    let entry = CATALOGUE.iter().find(|e| e.name == name).expect("catalogued");
+    let classes = if entry.classes.is_empty() {
+        "-".to_string()
+    } else {
+        entry.classes.iter().map(|c| format!("#{c}")).collect::<Vec<_>>().join(", ")
+    };
+    round_floats(&format!(
+        "variant: zoo::{name}\nupstream: {}\noracle-anchors §4: {classes}\ncaught by: {}\n\nminimal input:\n{case:#?}\n\nviolation:\n{v}\n",
+        entry.upstream, v.invariant
+    ))
+}
+
+fn packer_stream(
+    make: impl Fn(u32) -> Box<dyn Packer>,
+    claims: PackerClaims,
+) -> impl Fn(&PackerStream) -> Checked {
+    move |s: &PackerStream| {
+        let plan = PackerPlan {
+            batch_size: s.batch_size,
+            epochs: s.epochs,
+            seed: s.seed,
+            shuffle: s.shuffle,
+        };
+        check_packer(&|| make(s.capacity), &s.dataset, &plan, &claims).map(|_| ())
+    }
+}
+
+/// The shrunk counterexample of variant `name` and its violation, or `None` if `name` is not a
+/// variant.
+fn pin(name: &str) -> Option<(String, Violation)> {
+    fn done<T: Debug>((case, v): (T, Violation), name: &str) -> (String, Violation) {
+        (report(name, &case, &v), v)
+    }
+    let micro_batches = || {
+        arb_sft_case(6, 24).prop_flat_map(|sft| {
+            let n = sft.lens.len();
+            (Just(sft), 1..=n)
+                .prop_map(|(sft, k)| CpLossCase { sft, split: Split::MicroBatches(k) })
+        })
+    };
+    Some(match name {
+        "LabelLeak" => {
+            done(catch(arb_collate_case(6, 24), |c| run_layout(&zoo::LabelLeak, c)), name)
+        }
+        "PositionsNotReset" => {
+            done(catch(arb_collate_case(6, 24), |c| run_layout(&zoo::PositionsNotReset, c)), name)
+        }
+        "ZeroBasedPositions" => {
+            done(catch(arb_collate_case(6, 24), |c| run_layout(&zoo::ZeroBasedPositions, c)), name)
+        }
+        "DuplicateZeroLengthSegment" => done(
+            catch(arb_collate_case(6, 24), |c| run_layout(&zoo::DuplicateZeroLengthSegment, c)),
+            name,
+        ),
+        "NoDocumentMask" => {
+            done(catch(arb_attn_case(), |c| run_attention(&zoo::NoDocumentMask, c)), name)
+        }
+        "RingAttentionIgnoresDocuments" => done(
+            catch(arb_attn_case(), |c| run_attention(&zoo::RingAttentionIgnoresDocuments, c)),
+            name,
+        ),
+        "IgnoresPaddedOffsets" => {
+            done(catch(arb_attn_case(), |c| run_attention(&zoo::IgnoresPaddedOffsets, c)), name)
+        }
+        "AttendsToPadding" => {
+            done(catch(arb_attn_case(), |c| run_attention(&zoo::AttendsToPadding, c)), name)
+        }
+        "NanOnKeylessRows" => {
+            done(catch(arb_attn_case(), |c| run_attention(&zoo::NanOnKeylessRows, c)), name)
+        }
+        "NanWhenAllIgnored" => {
+            done(catch(arb_sft_case(6, 24), |c| run_loss(&zoo::NanWhenAllIgnored, c)), name)
+        }
+        "LabelsNotShifted" => {
+            done(catch(arb_sft_case(6, 24), |c| run_loss(&zoo::LabelsNotShifted, c)), name)
+        }
+        "MeanOfRankMeans" => {
+            done(catch(arb_cp_loss_case(6, 24), |c| run_cp_loss(&zoo::MeanOfRankMeans, c)), name)
+        }
+        "OneShardDenominator" => done(
+            catch(arb_cp_loss_case(6, 24), |c| run_cp_loss(&zoo::OneShardDenominator, c)),
+            name,
+        ),
+        "NanOnEmptyRank" => {
+            done(catch(arb_cp_loss_case(6, 24), |c| run_cp_loss(&zoo::NanOnEmptyRank, c)), name)
+        }
+        "MeanOfMicroBatchMeans" => done(
+            catch(micro_batches(), |c| run_cp_loss(&zoo::MeanOfRankMeans, c)),
+            "MeanOfRankMeans",
+        ),
+        "SplitThenRoll" => {
+            done(catch(arb_shard_case(6, 24), |c| run_cp_shard(&zoo::SplitThenRoll, c)), name)
+        }
+        "TruncatingSplit" => {
+            done(catch(arb_shard_case(6, 24), |c| run_cp_shard(&zoo::TruncatingSplit, c)), name)
+        }
+        "LocalPositionIds" => {
+            done(catch(arb_shard_case(6, 24), |c| run_cp_shard(&zoo::LocalPositionIds, c)), name)
+        }
+        "RollWithUnpaddedOffsets" => done(
+            catch(arb_shard_case(6, 24), |c| run_cp_shard(&zoo::RollWithUnpaddedOffsets, c)),
+            name,
+        ),
+        "RankZeroStats" => {
+            done(catch(arb_tokens_cp_case(6, 24), |c| run_tokens_cp(&zoo::RankZeroStats, c)), name)
+        }
+        "LossTimesCp" => {
+            done(catch(arb_tokens_cp_case(6, 24), |c| run_tokens_cp(&zoo::LossTimesCp, c)), name)
+        }
+        "PaddedTokensCounted" => done(
+            catch(arb_tokens_cp_case(6, 24), |c| run_tokens_cp(&zoo::PaddedTokensCounted, c)),
+            name,
+        ),
+        "PackLengthSquared" => {
+            done(catch(arb_work_case(), |c| run_work(&zoo::PackLengthSquared, c)), name)
+        }
+        "MockCountedAsUseful" => {
+            done(catch(arb_mfu_case(), |c| run_mfu_pad(&zoo::MockCountedAsUseful, c)), name)
+        }
+        "PaddedLengthsAsReal" => {
+            done(catch(arb_mfu_case(), |c| run_mfu_pad(&zoo::PaddedLengthsAsReal, c)), name)
+        }
+        "AbsorbedTrailingPad" => {
+            done(catch(arb_mfu_case(), |c| run_mfu_pad(&zoo::AbsorbedTrailingPad, c)), name)
+        }
+        "FullSquareCausal" => {
+            done(catch(arb_mfu_case(), |c| run_mfu_pad(&zoo::FullSquareCausal, c)), name)
+        }
+        "ConfigSeqLength" => {
+            done(catch(arb_flops_case(), |c| run_flops(&zoo::ConfigSeqLength, c)), name)
+        }
+        "FirstSampleOffsets" => {
+            done(catch(arb_flops_case(), |c| run_flops(&zoo::FirstSampleOffsets, c)), name)
+        }
+        "UnpaddedChosenOffset" => {
+            done(catch(arb_dpo_case(), |c| run_dpo(&zoo::UnpaddedChosenOffset, c)), name)
+        }
+        "PlainOpenInstructOffsets" => {
+            done(catch(arb_dpo_case(), |c| run_dpo(&zoo::PlainOpenInstructOffsets, c)), name)
+        }
+        "SeqIdxFromLastToken" => {
+            done(catch(arb_dpo_case(), |c| run_dpo(&zoo::SeqIdxFromLastToken, c)), name)
+        }
+        "DropsOverflow" => {
+            let run = packer_stream(
+                |capacity| Box::new(zoo::DropsOverflow { capacity }),
+                PackerClaims::default(),
+            );
+            done(catch(arb_packer_stream(true, false), run), name)
+        }
+        "KeepsOverLongExample" => {
+            let run = packer_stream(
+                |c| Box::new(zoo::KeepsOverLongExample::new(c)),
+                PackerClaims::default(),
+            );
+            done(catch(arb_packer_stream(true, true), run), name)
+        }
+        "StarvedBestFit" => {
+            // It presents itself as best fit over the epoch, so it is held to best fit's claims.
+            let spec = PackerSpec::BestFit { capacity: 1, options: BinPackingOptions::default() };
+            let run = packer_stream(
+                |c| Box::new(zoo::StarvedBestFit::new(c)),
+                PackerClaims::of_spec(&spec),
+            );
+            done(catch(arb_packer_stream(false, false), run), name)
+        }
+        "UnseededShuffle" => {
+            zoo::reset_unseeded_runs();
+            let run =
+                packer_stream(|c| Box::new(zoo::UnseededShuffle::new(c)), PackerClaims::default());
+            done(catch(arb_packer_stream(true, false), run), name)
+        }
+        _ => return None,
+    })
+}
+
+/// Catches `name`, checks the invariant that caught it, and pins the report.
+fn caught(name: &str, snapshot: &str) {
+    let (text, v) = pin(name).unwrap_or_else(|| panic!("{name} is not a zoo variant"));
+    let entry = CATALOGUE.iter().find(|e| e.name == name).expect("catalogued");
+    assert_eq!(v.invariant, entry.caught_by, "{name} was caught by the wrong invariant:\n{text}");
+    insta::assert_snapshot!(snapshot, text);
+}
+
+macro_rules! zoo_tests {
+    ($($test:ident => $name:literal),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                caught($name, stringify!($test));
+            }
+        )*
+        /// Every catalogued variant has a test above.
+        const TESTED: &[&str] = &[$($name),*];
+    };
+}
+
+zoo_tests! {
+    layout_catches_label_leak => "LabelLeak",
+    layout_catches_positions_not_reset => "PositionsNotReset",
+    layout_catches_zero_based_positions => "ZeroBasedPositions",
+    layout_catches_duplicate_zero_length_segment => "DuplicateZeroLengthSegment",
+    attn_catches_no_document_mask => "NoDocumentMask",
+    attn_catches_ring_attention_ignoring_documents => "RingAttentionIgnoresDocuments",
+    attn_catches_ignored_padded_offsets => "IgnoresPaddedOffsets",
+    attn_catches_attending_to_padding => "AttendsToPadding",
+    attn_catches_nan_on_keyless_rows => "NanOnKeylessRows",
+    loss_catches_nan_when_all_ignored => "NanWhenAllIgnored",
+    loss_catches_labels_not_shifted => "LabelsNotShifted",
+    cp_loss_catches_mean_of_rank_means => "MeanOfRankMeans",
+    cp_loss_catches_one_shard_denominator => "OneShardDenominator",
+    cp_loss_catches_nan_on_empty_rank => "NanOnEmptyRank",
+    cp_shard_catches_split_then_roll => "SplitThenRoll",
+    cp_shard_catches_truncating_split => "TruncatingSplit",
+    cp_shard_catches_local_position_ids => "LocalPositionIds",
+    cp_shard_catches_roll_with_unpadded_offsets => "RollWithUnpaddedOffsets",
+    tokens_cp_catches_rank_zero_stats => "RankZeroStats",
+    tokens_cp_catches_loss_times_cp => "LossTimesCp",
+    tokens_cp_catches_padded_tokens_counted => "PaddedTokensCounted",
+    work_catches_pack_length_squared => "PackLengthSquared",
+    mfu_pad_catches_mock_counted_as_useful => "MockCountedAsUseful",
+    mfu_pad_catches_padded_lengths_as_real => "PaddedLengthsAsReal",
+    mfu_pad_catches_absorbed_trailing_pad => "AbsorbedTrailingPad",
+    mfu_pad_catches_full_square_causal => "FullSquareCausal",
+    flops_catches_config_seq_length => "ConfigSeqLength",
+    flops_catches_first_sample_offsets => "FirstSampleOffsets",
+    dpo_catches_unpadded_chosen_offset => "UnpaddedChosenOffset",
+    dpo_catches_plain_open_instruct_offsets => "PlainOpenInstructOffsets",
+    dpo_catches_seq_idx_from_last_token => "SeqIdxFromLastToken",
+    packer_catches_drops_overflow => "DropsOverflow",
+    packer_catches_keeps_over_long_example => "KeepsOverLongExample",
+    packer_catches_starved_best_fit => "StarvedBestFit",
+    packer_catches_unseeded_shuffle => "UnseededShuffle",
+}
+
+/// Gradient accumulation: the mean of micro-batch means, caught by the same property.
+#[test]
+fn cp_loss_catches_mean_of_micro_batch_means() {
+    let (text, v) = pin("MeanOfMicroBatchMeans").expect("a variant");
+    assert_eq!(v.invariant, Invariant::CpLoss);
+    insta::assert_snapshot!("cp_loss_catches_mean_of_micro_batch_means", text);
+}
+
+#[test]
+fn every_variant_is_tested_and_every_invariant_has_one() {
+    for e in CATALOGUE {
+        assert!(TESTED.contains(&e.name), "{} has no zoo test", e.name);
+    }
+    for inv in Invariant::ALL {
+        assert!(CATALOGUE.iter().any(|e| e.caught_by == inv), "no zoo variant for {inv}");
+    }
+}
+
+#[test]
+fn round_floats_cuts_long_fractions_only() {
+    assert_eq!(
+        round_floats("1.23456789012345 vs 7.5, v1.2 [0.1, 2]"),
+        "1.234567890 vs 7.5, v1.2 [0.1, 2]"
+    );
+}
