@@ -18,8 +18,8 @@ use crate::error::Error;
 /// Label value that is ignored (PyTorch's `ignore_index` default).
 pub const IGNORE_INDEX: i64 = -100;
 
-/// Logits converted to f64 at once: 2²¹ values (16 MiB), whole rows, at least one row.
-const CHUNK_VALUES: usize = 1 << 21;
+/// Logits converted to f64 at once: 2²⁰ values (8 MiB), whole rows, at least one row.
+const CHUNK_VALUES: usize = 1 << 20;
 
 /// The summed negative log-likelihood and the number of labels it sums over.
 ///
