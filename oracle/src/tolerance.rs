@@ -31,6 +31,7 @@ use crate::error::Error;
 /// assert!(!tol.allows(1.01, 1.0));
 /// assert!(!tol.allows(f64::NAN, 1.0)); // NaN is never close
 /// assert!(Tolerance::abs(1e-12).allows(1.0 + 1e-13, 1.0));
+/// assert_eq!(Tolerance::abs(1e-12).to_string(), "rtol 0, atol 1e-12");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tolerance {
@@ -62,7 +63,8 @@ impl Tolerance {
 
 impl fmt::Display for Tolerance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rtol {:e}, atol {:e}", self.rtol, self.atol)
+        let num = |x: f64| if x == 0.0 { "0".to_string() } else { format!("{x:e}") };
+        write!(f, "rtol {}, atol {}", num(self.rtol), num(self.atol))
     }
 }
 
