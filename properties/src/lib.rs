@@ -49,4 +49,8 @@ mod metrics_props;
 #[cfg(test)]
 mod packer_props;
 #[cfg(test)]
+mod packer_sm_props;
+#[cfg(test)]
+mod quickcheck_props;
+#[cfg(test)]
 mod zoo_props;

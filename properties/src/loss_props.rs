@@ -19,7 +19,7 @@ proptest! {
     /// CP-local sums over zigzag shards (cp ∈ {1, 2, 4, 8}), or micro-batch sums, reassemble the
     /// oracle's global loss to a relative 1e-12.
     #[test]
-    fn cp_local_loss_reassembles_the_global_loss(case in arb_cp_loss_case(6, 24)) {
+    fn cp_loss_local_sums_reassemble_the_global_loss(case in arb_cp_loss_case(6, 24)) {
         run_cp_loss(&Reference, &case)?;
     }
 

@@ -343,3 +343,19 @@ fn round_floats_cuts_long_fractions_only() {
         "1.234567890 vs 7.5, v1.2 [0.1, 2]"
     );
 }
+
+/// A variant caught by one invariant is often caught by another: split-then-roll labels also
+/// break the CP-local loss.
+#[test]
+fn split_then_roll_is_also_caught_by_cp_loss() {
+    let (_, v) = catch(arb_cp_loss_case(6, 24), |c| run_cp_loss(&zoo::SplitThenRoll, c));
+    assert_eq!(v.invariant, Invariant::CpLoss, "{v}");
+}
+
+/// Every bug class of `oracle-anchors.md` §4 (1–24) is reproduced by some variant.
+#[test]
+fn every_oracle_anchor_class_has_a_variant() {
+    let missing: Vec<u8> =
+        (1..=24).filter(|c| !CATALOGUE.iter().any(|e| e.classes.contains(c))).collect();
+    assert!(missing.is_empty(), "§4 classes without a zoo variant: {missing:?}");
+}

@@ -12,7 +12,7 @@
 //! | WORK | [`check_work`] |
 //! | MFU-PAD | [`check_mfu_pad`] |
 //! | TOKENS-CP | [`check_tokens_cp`] |
-//! | PACKER | [`check_conservation`], [`check_pairwise_full`], [`check_quality`], [`check_deterministic`] |
+//! | PACKER | [`check_conservation`], [`check_emitted_so_far`], [`check_pairwise_full`], [`check_quality`], [`check_deterministic`] |
 //! | DPO | [`check_dpo`] |
 //! | FLOPS | [`check_flops`], [`check_flops_additive`] |
 
@@ -40,7 +40,7 @@ pub use loss::{LossRecord, check_loss};
 pub use mfu_pad::{MetricRecord, check_mfu_pad};
 pub use packer::{
     EmittedPack, PackerRun, QualityBound, check_conservation, check_deterministic,
-    check_pairwise_full, check_quality,
+    check_emitted_so_far, check_pairwise_full, check_quality,
 };
 pub use tokens_cp::{TokenCounts, TokenRecord, check_tokens_cp};
 pub use work::{HardwareKind, WorkSums, WorkView, check_work};

@@ -29,7 +29,8 @@ pub use metrics::{
     FlopsCase, MfuCase, WorkCase, arb_flops_case, arb_mfu_case, arb_model_dims, arb_work_case,
 };
 pub use packer::{
-    PackerCase, PackerStream, arb_capacity, arb_packer_case, arb_packer_stream, arb_small_instance,
+    PackerCase, PackerStream, arb_capacity, arb_packer_case, arb_packer_spec, arb_packer_stream,
+    arb_small_instance, spec_limits,
 };
 pub use sft::{
     CollateCase, CpLossCase, LabelMask, Padding, SftCase, ShardCase, TokensCpCase,

@@ -34,7 +34,8 @@ fn arb_over_length() -> impl Strategy<Value = OverLength> {
     prop_oneof![Just(OverLength::Error), Just(OverLength::Drop)]
 }
 
-fn arb_spec() -> impl Strategy<Value = PackerSpec> {
+/// Any built-in packer with any options, capacity 1–64.
+pub fn arb_packer_spec() -> impl Strategy<Value = PackerSpec> {
     (
         arb_capacity(),
         0u8..5,
@@ -84,7 +85,7 @@ fn arb_spec() -> impl Strategy<Value = PackerSpec> {
 
 /// The longest example a spec admits without an error (`None`: anything, over-length ones are
 /// dropped), and whether it takes DPO pairs.
-fn limits(spec: &PackerSpec) -> (Option<u32>, bool) {
+pub fn spec_limits(spec: &PackerSpec) -> (Option<u32>, bool) {
     match *spec {
         PackerSpec::SequentialBudget { capacity, options } => {
             ((options.over_length == OverLength::Error).then_some(capacity), true)
@@ -108,7 +109,7 @@ fn limits(spec: &PackerSpec) -> (Option<u32>, bool) {
 pub fn arb_packer_case() -> impl Strategy<Value = PackerCase> {
     // Knobs before data: proptest shrinks a tuple left to right, once.
     (
-        arb_spec(),
+        arb_packer_spec(),
         prop::bool::weighted(1.0 / 3.0),
         1usize..=8,
         1u32..=3,
@@ -118,7 +119,7 @@ pub fn arb_packer_case() -> impl Strategy<Value = PackerCase> {
     )
         .prop_map(|(spec, pairs, batch_size, epochs, seed, shuffle, lens)| {
             let cap = spec.capacity();
-            let (max_ok, pairs_ok) = limits(&spec);
+            let (max_ok, pairs_ok) = spec_limits(&spec);
             let max_len = max_ok.unwrap_or(cap + cap / 2);
             let dataset = lens
                 .into_iter()

@@ -287,3 +287,24 @@ impl Logger for PaddedTokensCounted {
         Ok(r)
     }
 }
+
+/// The same wrong labels seen through the loss: each rank's CP-local loss with split-then-roll
+/// labels no longer adds up to the global loss (so CP-LOSS catches it too).
+impl crate::subjects::CpLossPipeline for SplitThenRoll {
+    fn name(&self) -> &str {
+        "zoo::SplitThenRoll"
+    }
+
+    fn rank_labels(
+        &self,
+        batch: &PackedBatch,
+        layout: &CpLayout,
+        rank: usize,
+    ) -> Result<Vec<i64>, String> {
+        shift_after_split(batch, layout, rank).map_err(err)
+    }
+
+    fn reduce(&self, parts: &[crate::checks::PartLoss]) -> f64 {
+        crate::subjects::CpLossPipeline::reduce(&Reference, parts)
+    }
+}
