@@ -41,8 +41,10 @@ fi
 export CUDAFORGE_THREADS=${CUDAFORGE_THREADS:-$(nproc)}
 echo "gpu.sh: CUDA_COMPUTE_CAP=$CUDA_COMPUTE_CAP CUDA_ROOT=$CUDA_ROOT"
 
-# The same command as `cargo test-cuda`; one thread so each test's figures stay together.
-cargo test -p gpu-tests --features cuda -- --nocapture --test-threads=1
+# `cargo test-cuda` in release: the realistic case's CPU references (thd's fast path) run
+# several times faster, and the bench below reuses the build. One test thread, so that each
+# test's printed figures stay together in the log.
+cargo test -p gpu-tests --features cuda --release -- --nocapture --test-threads=1
 
 if [ "${GPU_BENCH:-0}" = 1 ]; then
   out=${CARGO_TARGET_DIR:-target}/sdpa

@@ -4,7 +4,7 @@
 //! entropy), then converts and moves it to the device under test, so the CPU and CUDA variants
 //! of a test see bit-identical inputs.
 
-use candle_core::{Device, Result, Tensor};
+use candle_core::{DType, Device, Result, Tensor};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -91,6 +91,33 @@ impl AttnCase {
         let shape =
             thd::AttnShape { heads: self.heads, kv_heads: self.kv_heads, head_dim: self.head_dim };
         (shape, thd::AttnOptions { causal: self.causal, ..Default::default() })
+    }
+
+    /// thd's CPU fast path (`thd::varlen_attention`) on this case's packed `q, k, v` (CPU
+    /// tensors, f32 or f64), as a `[Tq, H, D]` tensor of the same dtype.
+    ///
+    /// # Errors
+    /// A candle error for another dtype; thd's errors (wrapped) for inconsistent inputs.
+    pub fn thd_attention(&self, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
+        let cu = |lens: &[u32]| {
+            thd::SeqLens::new(lens.to_vec()).to_cu_seqlens().map_err(candle_core::Error::wrap)
+        };
+        let (cu_q, cu_k) = (cu(&self.seqlens_q)?, cu(&self.seqlens_k)?);
+        let (shape, opts) = self.thd_shape();
+        let out = match q.dtype() {
+            DType::F64 => {
+                let f = |t: &Tensor| t.flatten_all()?.to_vec1::<f64>();
+                let o = thd::varlen_attention(&f(q)?, &f(k)?, &f(v)?, &cu_q, &cu_k, shape, &opts);
+                Tensor::new(o.map_err(candle_core::Error::wrap)?, &Device::Cpu)?
+            }
+            DType::F32 => {
+                let f = |t: &Tensor| t.flatten_all()?.to_vec1::<f32>();
+                let o = thd::varlen_attention(&f(q)?, &f(k)?, &f(v)?, &cu_q, &cu_k, shape, &opts);
+                Tensor::new(o.map_err(candle_core::Error::wrap)?, &Device::Cpu)?
+            }
+            other => candle_core::bail!("the thd fast path has no {other:?} kernel"),
+        };
+        out.reshape(q.dims())
     }
 
     /// Useful attention FLOPs of the forward pass (`QKᵀ` and `PV`, 2 FLOPs per multiply-add):

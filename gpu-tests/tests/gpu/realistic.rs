@@ -1,13 +1,17 @@
 //! A realistic-size case, CUDA only: two 8192-token packs of causal GQA attention (H=32, KV=8,
 //! D=128) and their loss over a 32k vocabulary. Too slow for CPU CI (about 2 TFLOP of f64
-//! work with the oracle's padding), seconds on an H100.
+//! work with the oracle's padding); seconds on an H100, plus a few seconds of CPU for thd.
 //!
-//! The f64 truth is the oracle in f64 *on the GPU*, itself checked against the thd CPU fast
-//! path on the short segments (cheap on the CPU); the low dtypes are checked against it with
-//! the fixed attention tolerances and the mean error is printed.
+//! - f64 on the GPU vs thd's CPU fast path at every token (THD vs BSHD at scale; 1e-12).
+//! - f32: the FlashAttention rule with thd's f32 fast path as the same-dtype reference.
+//! - bf16 / f16: the FlashAttention rule where the CPU oracle can afford the same-dtype
+//!   reference (sequences ≤ 1000 tokens); whole-batch errors printed. A fixed elementwise
+//!   tolerance is no test here: the CPU oracle's own bf16 output misses `Check::Attention`'s
+//!   (1e-1, 1e-3) on 588k of 1.3M elements at 2.5k tokens (measured), through cancellation in
+//!   the weighted sums of few keys.
 
 use candle_core::{DType, Device, Result, Tensor};
-use gpu_tests::check::{assert_close, assert_scalar_close};
+use gpu_tests::check::{assert_close, assert_flash_rule, assert_scalar_close};
 use gpu_tests::data::{AttnCase, REALISTIC_PACKS, logits_and_labels};
 use gpu_tests::on_devices;
 use oracle::tolerance::{ATTENTION_F64, Check, tolerance};
@@ -25,64 +29,57 @@ fn realistic_attention(dev: &Device) -> Result<()> {
     let lens = &case.seqlens_q;
     let (q, k, v) = case.qkv(31)?;
     let on = |t: &Tensor, dtype| t.to_dtype(dtype)?.to_device(dev);
-    let truth = varlen_attention(
-        &on(&q, DType::F64)?,
-        &on(&k, DType::F64)?,
-        &on(&v, DType::F64)?,
-        lens,
-        lens,
-        &case.spec(),
-    )?;
+    let spec = case.spec();
+    let run = |dtype| {
+        varlen_attention(&on(&q, dtype)?, &on(&k, dtype)?, &on(&v, dtype)?, lens, lens, &spec)
+    };
 
-    // The f64 device result on the short segments (≤ 700 tokens) vs thd's f64 CPU fast path.
-    let mut start = 0;
-    for &len in lens {
-        let l = len as usize;
-        if len <= 700 {
-            let rows = |t: &Tensor| t.narrow(0, start, l);
-            let one = AttnCase { seqlens_q: vec![len], seqlens_k: vec![len], ..case.clone() };
-            let (shape, opts) = one.thd_shape();
-            let cu =
-                thd::SeqLens::new(vec![len]).to_cu_seqlens().map_err(candle_core::Error::wrap)?;
-            let flat = |t: Tensor| t.flatten_all()?.to_vec1::<f64>();
-            let fast = thd::varlen_attention(
-                &flat(rows(&q)?)?,
-                &flat(rows(&k)?)?,
-                &flat(rows(&v)?)?,
-                &cu,
-                &cu,
-                shape,
-                &opts,
-            )
-            .map_err(candle_core::Error::wrap)?;
-            let fast = Tensor::from_vec(fast, (l, case.heads, case.head_dim), &Device::Cpu)?;
-            assert_close(
-                &format!("segment_{len}_f64_vs_thd"),
-                &truth.narrow(0, start, l)?,
-                &fast,
-                &[len],
-                ATTENTION_F64,
-            )?;
+    // THD vs BSHD at scale: the oracle in f64 on the GPU (each sequence padded into a batch)
+    // equals thd's CPU fast path (segment by segment) at every token. It becomes the truth.
+    let truth = run(DType::F64)?;
+    let fast = case.thd_attention(&q, &k, &v)?;
+    assert_close(&format!("{}_f64_vs_thd", case.name), &truth, &fast, lens, ATTENTION_F64)?;
+
+    // f32: the FlashAttention rule, with thd's f32 fast path (CPU) as the same-dtype reference.
+    let f32 = |t: &Tensor| t.to_dtype(DType::F32);
+    let naive = case.thd_attention(&f32(&q)?, &f32(&k)?, &f32(&v)?)?;
+    assert_flash_rule(&format!("{}_f32", case.name), &run(DType::F32)?, &naive, &truth)?;
+
+    // bf16 / f16: the FlashAttention rule on every sequence short enough for the CPU oracle to
+    // be the same-dtype reference (≤ 1000 tokens, cut out of the full GPU batch); the error of
+    // the whole batch against the truth is printed, and must be finite.
+    for dtype in [DType::BF16, DType::F16] {
+        let out = run(dtype)?;
+        let mut start = 0;
+        for &len in lens {
+            let l = len as usize;
+            if len <= 1000 {
+                let rows = |t: &Tensor| t.narrow(0, start, l)?.to_dtype(dtype);
+                let naive =
+                    varlen_attention(&rows(&q)?, &rows(&k)?, &rows(&v)?, &[len], &[len], &spec)?;
+                let name = format!("{}_{dtype:?}_sequence_{len}", case.name);
+                assert_flash_rule(
+                    &name,
+                    &out.narrow(0, start, l)?,
+                    &naive,
+                    &truth.narrow(0, start, l)?,
+                )?;
+            }
+            start += l;
         }
-        start += l;
-    }
-
-    for dtype in [DType::F32, DType::BF16, DType::F16] {
-        let out = varlen_attention(
-            &on(&q, dtype)?,
-            &on(&k, dtype)?,
-            &on(&v, dtype)?,
-            lens,
-            lens,
-            &case.spec(),
-        )?;
-        assert_close(
-            &format!("{}_{dtype:?}", case.name),
+        let report = oracle::compare::compare(
+            case.name,
             &out,
             &truth,
             lens,
             tolerance(Check::Attention, dtype),
         )?;
+        let worst = report.max_abs.as_ref().map_or(f64::NAN, |d| d.diff);
+        eprintln!(
+            "{} {dtype:?} whole batch vs f64: max|Δ| {worst:.3e}, mean|Δ| {:.3e}",
+            case.name, report.mean_abs
+        );
+        assert!(worst.is_finite(), "{}: {dtype:?} output is not finite: {report}", case.name);
     }
     Ok(())
 }

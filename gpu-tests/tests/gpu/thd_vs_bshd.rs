@@ -28,32 +28,6 @@ fn offsets(lens: &[u32]) -> Vec<usize> {
         .collect()
 }
 
-/// The thd fast path on the CPU over the whole pack, as a `[T, H, D]` tensor of `q`'s dtype.
-fn thd_fast_path(case: &AttnCase, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
-    let cu_q = thd::SeqLens::new(case.seqlens_q.clone())
-        .to_cu_seqlens()
-        .map_err(candle_core::Error::wrap)?;
-    let cu_k = thd::SeqLens::new(case.seqlens_k.clone())
-        .to_cu_seqlens()
-        .map_err(candle_core::Error::wrap)?;
-    let (shape, opts) = case.thd_shape();
-    let flat = |t: &Tensor| t.flatten_all()?.to_vec1::<f64>();
-    let out = match q.dtype() {
-        DType::F64 => {
-            let o =
-                thd::varlen_attention(&flat(q)?, &flat(k)?, &flat(v)?, &cu_q, &cu_k, shape, &opts);
-            Tensor::new(o.map_err(candle_core::Error::wrap)?, &Device::Cpu)?
-        }
-        DType::F32 => {
-            let f = |t: &Tensor| t.flatten_all()?.to_vec1::<f32>();
-            let o = thd::varlen_attention(&f(q)?, &f(k)?, &f(v)?, &cu_q, &cu_k, shape, &opts);
-            Tensor::new(o.map_err(candle_core::Error::wrap)?, &Device::Cpu)?
-        }
-        other => candle_core::bail!("the thd fast path has no {other:?} kernel"),
-    };
-    out.reshape(q.dims())
-}
-
 /// In f64: the pack on the device == each sequence alone on the CPU == thd's fast path.
 fn packed_matches_each_sequence_alone(dev: &Device) -> Result<()> {
     for causal in [false, true] {
@@ -86,7 +60,7 @@ fn packed_matches_each_sequence_alone(dev: &Device) -> Result<()> {
         let name = format!("pack_vs_each_alone causal={causal}");
         assert_close(&name, &packed, &alone, lens, ATTENTION_F64)?;
 
-        let fast = thd_fast_path(&case, &q, &k, &v)?;
+        let fast = case.thd_attention(&q, &k, &v)?;
         let name = format!("pack_vs_thd_fast_path causal={causal}");
         assert_close(&name, &packed, &fast, lens, ATTENTION_F64)?;
     }
@@ -113,7 +87,7 @@ fn packed_f32_matches_thd_fast_path(dev: &Device) -> Result<()> {
         &case.spec(),
     )?;
     assert_flash_rule("pack_f32_oracle_on_device", &out, &naive, &reference)?;
-    let fast = thd_fast_path(&case, &q, &k, &v)?;
+    let fast = case.thd_attention(&q, &k, &v)?;
     assert_flash_rule("pack_f32_thd_fast_path", &fast, &naive, &reference)?;
     Ok(())
 }
