@@ -1,7 +1,9 @@
 //! PACKER as a state machine (proptest-state-machine): any built-in packer is driven by a
 //! random sequence of `push(batch)` and `end_epoch()` calls; after every call the packs emitted
 //! so far fit the capacity and never hold an example more often than it was pushed, and at the
-//! end `finish()` gives back everything (conservation). Shrinking removes calls, then examples.
+//! end `finish()` gives back everything (conservation). A push the packer must refuse (an
+//! example over the capacity under `OverLength::Error`) fails and consumes nothing. Shrinking
+//! removes calls, then examples.
 
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -15,6 +17,9 @@ use crate::strategies::{arb_packer_spec, spec_limits};
 #[derive(Debug, Clone)]
 enum Call {
     Push(Vec<(u32, u32)>),
+    /// A batch whose example `at` is one token over what the packer admits (only generated
+    /// under `OverLength::Error`): the push must fail and consume nothing.
+    PushInvalid(Vec<(u32, u32)>, usize),
     EndEpoch,
 }
 
@@ -41,11 +46,17 @@ impl ReferenceStateMachine for Model {
         let cap = state.spec.capacity();
         let (max_ok, _) = spec_limits(&state.spec);
         let max = max_ok.unwrap_or(cap + cap / 2);
-        prop_oneof![
-            4 => vec((0..=max, 0..=max), 0..=6).prop_map(Call::Push),
-            1 => Just(Call::EndEpoch),
-        ]
-        .boxed()
+        let push = vec((0..=max, 0..=max), 0..=6).prop_map(Call::Push);
+        match max_ok {
+            Some(limit) => prop_oneof![
+                4 => push,
+                1 => Just(Call::EndEpoch),
+                1 => (vec((0..=limit, 0..=limit), 1..=4), any::<prop::sample::Index>())
+                    .prop_map(|(lens, at)| { let k = at.index(lens.len()); Call::PushInvalid(lens, k) }),
+            ]
+            .boxed(),
+            None => prop_oneof![4 => push, 1 => Just(Call::EndEpoch)].boxed(),
+        }
     }
 
     fn apply(mut state: Model, call: &Call) -> Model {
@@ -92,6 +103,31 @@ impl StateMachineTest for PackerMachine {
         let packs = match call {
             Call::Push(_) => sut.packer.push(&model.last_batch),
             Call::EndEpoch => sut.packer.end_epoch(),
+            Call::PushInvalid(lens, at) => {
+                let (limit, _) = spec_limits(&model.spec);
+                let limit = limit.expect("only generated under OverLength::Error");
+                let batch: Vec<Example> = lens
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &(a, _))| {
+                        let len = if k == at { limit + 1 } else { a };
+                        Example::single(u64::MAX - k as u64, len)
+                    })
+                    .collect();
+                let pending = sut.packer.pending();
+                let dropped = sut.packer.dropped().len();
+                let name = sut.packer.name().to_string();
+                assert!(
+                    sut.packer.push(&batch).is_err(),
+                    "{name} accepted an example over its limit: {batch:?}"
+                );
+                assert_eq!(
+                    (sut.packer.pending(), sut.packer.dropped().len()),
+                    (pending, dropped),
+                    "{name}: a failed push consumed examples"
+                );
+                return sut;
+            }
         }
         .unwrap_or_else(|e| panic!("{} rejected a valid call: {e}", sut.packer.name()));
         let call = sut.run.packs.last().map_or(0, |p| p.call + 1);
