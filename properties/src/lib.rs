@@ -37,6 +37,8 @@ pub use violation::{Checked, Invariant, Location, Violation};
 #[cfg(test)]
 mod attn_props;
 #[cfg(test)]
+mod checks_props;
+#[cfg(test)]
 mod cp_props;
 #[cfg(test)]
 mod dpo_props;

@@ -91,6 +91,20 @@ pub fn zigzag_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
 pub fn check_cp_shard(view: &ShardView<'_>) -> Checked {
     let cp = view.cp;
     let total: usize = view.storage.iter().map(|&p| p as usize).sum();
+    if cp == 0 {
+        return Err(v("the CP size is at least 1", cp).expected(">= 1").got(0));
+    }
+    if view.lens.len() != view.storage.len() {
+        return Err(v("one storage length per segment", cp)
+            .expected(view.lens.len())
+            .got(view.storage.len()));
+    }
+    if let Some(i) = (0..view.lens.len()).find(|&i| view.lens[i] > view.storage[i]) {
+        return Err(v("padded length >= real length", cp)
+            .at(Location::default().cp(cp).segment(i))
+            .expected(format!(">= {}", view.lens[i]))
+            .got(view.storage[i]));
+    }
     if view.positions.len() != cp {
         return Err(v("one shard per rank", cp).expected(cp).got(view.positions.len()));
     }
@@ -148,7 +162,13 @@ pub fn check_cp_shard(view: &ShardView<'_>) -> Checked {
                 let Some(&g) = g.as_ref() else { continue };
                 let Some((i, j, real)) = locate(view.lens, view.storage, g) else { continue };
                 let s = view.lens[i] as usize;
-                let want = if real && j + 1 < s { unshifted[g + 1] } else { IGNORE_INDEX };
+                let want = if real && j + 1 < s {
+                    unshifted.get(g + 1).copied()
+                } else {
+                    Some(IGNORE_INDEX)
+                };
+                // A target past the end of the given labels cannot be judged.
+                let Some(want) = want else { continue };
                 let got = labels.get(r).and_then(|l| l.get(k)).copied();
                 if got != Some(want) {
                     let what = if !real {

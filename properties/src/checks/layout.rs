@@ -224,7 +224,8 @@ pub fn check_layout(view: &LayoutView<'_>) -> Checked {
 /// assert_eq!(v.at.segment, Some(1));
 /// ```
 pub fn check_documents(examples: &[&[i64]], view: &LayoutView<'_>) -> Checked {
-    check_offsets("cu_seqlens", view.cu_seqlens, view.num_tokens)?;
+    // The offsets must be sound before they can address anything.
+    check_layout(&LayoutView { position_ids: None, labels: None, num_real_seqs: None, ..*view })?;
     let b = view.cu_seqlens.len() - 1;
     let n_real = view.num_real_seqs.unwrap_or(b).min(b);
     if n_real != examples.len() {

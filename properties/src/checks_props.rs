@@ -1,0 +1,75 @@
+//! The checks themselves: on arbitrary plain data (what a dumped Python batch or a subprocess
+//! adapter may hand over) they return a verdict and never panic.
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use thd::LabelConvention;
+
+use crate::checks::{
+    DpoSegment, DpoView, LayoutView, ShardView, check_cp_shard, check_documents, check_dpo,
+    check_layout,
+};
+
+fn small() -> impl Strategy<Value = i64> {
+    -3i64..12
+}
+
+proptest! {
+    #[test]
+    fn layout_checks_never_panic(
+        t in 0usize..12,
+        cu in vec(small(), 0..6),
+        padded in prop::option::of(vec(small(), 0..6)),
+        pos in prop::option::of(vec(small(), 0..12)),
+        labels in prop::option::of(vec(small(), 0..12)),
+        ids in prop::option::of(vec(small(), 0..12)),
+        n_real in prop::option::of(0usize..6),
+        shifted in any::<bool>(),
+        docs in vec(vec(small(), 0..4), 0..4),
+    ) {
+        let view = LayoutView {
+            num_tokens: t,
+            input_ids: ids.as_deref(),
+            cu_seqlens: &cu,
+            cu_seqlens_padded: padded.as_deref(),
+            position_ids: pos.as_deref(),
+            labels: labels.as_deref(),
+            label_convention: if shifted { LabelConvention::Shifted } else { LabelConvention::Unshifted },
+            num_real_seqs: n_real,
+            position_base: 0,
+        };
+        let _ = check_layout(&view);
+        let docs: Vec<&[i64]> = docs.iter().map(Vec::as_slice).collect();
+        let _ = check_documents(&docs, &view);
+    }
+
+    #[test]
+    fn shard_and_dpo_checks_never_panic(
+        cp in 0usize..5,
+        lens in vec(0u32..6, 0..4),
+        storage in vec(0u32..9, 0..4),
+        positions in vec(vec(prop::option::of(0usize..20), 0..10), 0..5),
+        labels in vec(vec(small(), 0..10), 0..5),
+        unshifted in vec(small(), 0..20),
+        tags in vec(small(), 0..20),
+        cu in vec(small(), 0..6),
+        padded in prop::option::of(vec(small(), 0..6)),
+        segs in vec((0u64..3, any::<bool>(), small(), 0u32..6), 0..5),
+    ) {
+        let _ = check_cp_shard(&ShardView {
+            cp,
+            lens: &lens,
+            storage: &storage,
+            positions: &positions,
+            labels: Some(&labels),
+            unshifted_labels: Some(&unshifted),
+            position_ids: Some(&labels),
+        });
+        let expected: Vec<DpoSegment> = segs
+            .iter()
+            .map(|&(example, rejected, tag, len)| DpoSegment { example, rejected, tag, len })
+            .collect();
+        let view = DpoView { tags: &tags, cu_seqlens: &cu, cu_seqlens_padded: padded.as_deref(), seq_idx: Some(&tags) };
+        let _ = check_dpo(&view, &expected);
+    }
+}
