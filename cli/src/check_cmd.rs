@@ -93,6 +93,9 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         })
         .collect();
 
+    let mut outcomes = outcomes;
+    outcomes.extend(cp_groups(&outcomes, &read, &opts, &expectations));
+
     let unexpected_errors =
         outcomes.iter().filter(|o| !o.as_expected() && o.result.is_err()).count();
     let unexpected = outcomes.iter().filter(|o| !o.as_expected()).count();
@@ -125,6 +128,62 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
     Ok(code)
 }
 
+/// The CP groups among the files: shard files (`cp_rank`, `cp_size`) of one directory and one
+/// CP size, reassembled and checked as one batch, reported as `DIR/cp-group`.
+fn cp_groups(
+    outcomes: &[Outcome],
+    read: &ReadOptions,
+    opts: &CheckOptions,
+    expectations: &[Expectations],
+) -> Vec<Outcome> {
+    use std::collections::BTreeMap;
+    let mut groups: BTreeMap<(PathBuf, usize), Vec<&Outcome>> = BTreeMap::new();
+    for o in outcomes {
+        if let Ok(FileReport { cp_shard: Some((_, size)), .. }) = &o.result {
+            let dir = o.path.parent().map(Path::to_path_buf).unwrap_or_default();
+            groups.entry((dir, *size)).or_default().push(o);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((dir, size), members)| {
+            let path = dir.join("cp-group");
+            let result = (|| -> Result<FileReport, thdcheck::Error> {
+                let mut shards = Vec::new();
+                let mut meta = std::collections::BTreeMap::new();
+                for m in &members {
+                    let file = thdcheck::tensors::BatchFile::read(&m.path)?;
+                    if meta.is_empty() {
+                        meta = file.metadata().clone();
+                    }
+                    let parsed = thdcheck::dialect::parse(file, read)?;
+                    let (rank, size) = parsed.cp_shard.unwrap_or((0, size));
+                    if let Some(pack) = parsed.packs.into_iter().next() {
+                        shards.push(thdcheck::shards::Shard { rank, size, pack });
+                    }
+                }
+                let group = format!("{} (cp_size {size})", dir.display());
+                let pack = thdcheck::shards::reassemble(&group, &shards)?;
+                let opts = opts.with_metadata(&meta)?;
+                Ok(FileReport {
+                    dialect: thdcheck::Dialect::Te,
+                    cp_shard: None,
+                    packs: vec![thdcheck::checks::check_pack(&pack, &opts)],
+                    checks: Vec::new(),
+                    notes: Vec::new(),
+                })
+            })();
+            let covering = expectations.iter().find(|e| e.covers(&path));
+            Outcome {
+                expected: covering.map_or(Expected::Pass, |e| e.expected(&path)),
+                expect_source: covering.map(|e| e.source.clone()),
+                path,
+                result,
+            }
+        })
+        .collect()
+}
+
 /// Every `*.safetensors` under `dir`, sorted, recursively (depth-limited against link loops).
 fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
     if depth > 32 {
@@ -149,7 +208,9 @@ fn verdict_line(o: &Outcome) -> String {
     let base = match &o.result {
         Ok(r) => {
             let v = r.violated();
-            if v.is_empty() {
+            if v.is_empty() && r.cp_shard.is_some() {
+                "PASS (read; checked with its cp-group)".to_owned()
+            } else if v.is_empty() {
                 let n = r.all_checks().filter(|c| c.status == thdcheck::checks::Status::Ok).count();
                 format!("PASS ({n} checks hold)")
             } else {
@@ -204,8 +265,12 @@ fn print_summary(out: &mut impl Write, outcomes: &[Outcome], exp: &[Expectations
     let errors = outcomes.iter().filter(|o| o.result.is_err()).count();
     let fail = outcomes.len() - pass - errors;
     let unexpected: Vec<&Outcome> = outcomes.iter().filter(|o| !o.as_expected()).collect();
-    let files =
-        if outcomes.len() == 1 { "1 file".to_owned() } else { format!("{} files", outcomes.len()) };
+    let groups = outcomes.iter().filter(|o| o.path.ends_with("cp-group")).count();
+    let n = outcomes.len() - groups;
+    let mut files = if n == 1 { "1 file".to_owned() } else { format!("{n} files") };
+    if groups > 0 {
+        files.push_str(&format!(" + {groups} cp group{}", if groups == 1 { "" } else { "s" }));
+    }
     let mut line = format!("thdcheck: {files}: {pass} pass, {fail} fail, {errors} unreadable");
     if !exp.is_empty() {
         let sources: Vec<String> = exp.iter().map(|e| e.source.display().to_string()).collect();

@@ -12,6 +12,7 @@
 //! | `mask` | LAYOUT | the attention / padding mask agrees with the segments |
 //! | `seq-idx` | LAYOUT | one distinct `seq_idx` per segment, constant over its tokens |
 //! | `mock-marked` | MFU-PAD | an all-padding (mock) segment is marked by `num_real_seqs` |
+//! | `label-targets` | LOSS | with `--causal` (a causal LM): each valid label is the token it must predict |
 //! | `pad-multiple` | MFU-PAD | `T` is a multiple of `--pad-to-multiple-of` |
 //! | `cp-shard` | CP-SHARD | with `--cp-size`: every slot divisible by `2·cp`, every token on one rank |
 //! | `dpo-offsets` | DPO | concatenated offsets shift the rejected ones by the *padded* chosen length |
@@ -139,6 +140,9 @@ impl CheckOptions {
         if self.pad_to_multiple_of.is_none() {
             self.pad_to_multiple_of = get("pad_to_multiple_of")?;
         }
+        if let Some(v) = meta.get("causal") {
+            self.causal |= matches!(v.trim(), "1" | "true" | "True");
+        }
         Ok(self)
     }
 }
@@ -224,6 +228,9 @@ pub fn check_pack(pack: &Pack, opts: &CheckOptions) -> PackReport {
         seq_idx(pack, &mock, &mut notes),
         mock_marked(pack, &mock, &mut notes),
     ];
+    if opts.causal {
+        checks.push(label_targets(pack, &mock));
+    }
     if let Some(m) = opts.pad_to_multiple_of {
         checks.push(pad_multiple(pack, m));
     }
@@ -697,6 +704,48 @@ fn mock_marked(pack: &Pack, mock: &[bool], notes: &mut Vec<String>) -> Check {
             }
         }
     }
+}
+
+/// Causal LM: a valid label is the next token of the segment (shifted) or the token itself
+/// (unshifted). Catches labels rolled after a CP split, or rolled across the pack.
+fn label_targets(pack: &Pack, mock: &[bool]) -> Check {
+    const ID: &str = "label-targets";
+    let (Some(labels), Some(key)) = (&pack.labels, &pack.keys.labels) else {
+        return Check::skipped(ID, "LOSS", "no labels");
+    };
+    for i in 0..pack.segments() {
+        if mock[i] {
+            continue;
+        }
+        let r = pack.real(i);
+        for t in r.clone() {
+            let l = labels[t];
+            if l == IGNORE_INDEX {
+                continue;
+            }
+            let (want, what) = match pack.convention {
+                LabelConvention::Shifted if t + 1 < r.end => {
+                    (Some(pack.input_ids[t + 1]), "the next token")
+                }
+                LabelConvention::Shifted => (None, "nothing (the segment's last token)"),
+                LabelConvention::Unshifted => (Some(pack.input_ids[t]), "the token itself"),
+            };
+            if want != Some(l) {
+                let shown = want.map_or("-100".to_owned(), |w| w.to_string());
+                return Check::violated(
+                    ID,
+                    "LOSS",
+                    format!(
+                        "segment {i}: `{key}`[{t}] = {l}, expected {shown} ({what}, offset {} of the \
+                         segment): labels rolled after a split, or across segments?",
+                        t - r.start
+                    ),
+                    key_loc(key, Some(i), Some(t)),
+                );
+            }
+        }
+    }
+    Check::ok(ID, "LOSS", "every valid label is the token it must predict")
 }
 
 fn pad_multiple(pack: &Pack, m: usize) -> Check {

@@ -258,6 +258,51 @@ pub fn examples() -> Result<Vec<ExampleBatch>> {
         encode(&te(&cp2), &[("cp_size", "4")])?,
     );
 
+    // One file per CP rank (Automodel's shard keys: global cu_seqlens, cp_rank, cp_size), cp = 2.
+    let layout = thd::cp::CpLayout::from_batch(&cp2, 2)?;
+    let pad_mask: Vec<i64> =
+        thd::collate::attention_mask(&cp2).iter().map(|&r| i64::from(r == 0)).collect();
+    let rolled = shift_labels(&cp2);
+    let shard = |rank: usize, labels: Vec<i64>| -> Result<Vec<u8>> {
+        let split = |v: &[i64]| layout.split(v, rank);
+        let keys = vec![
+            tok("input_ids", &split(cp2.input_ids())?),
+            tok("labels", &labels),
+            tok("position_ids", &split(cp2.position_ids())?),
+            cu("cu_seqlens", &widen(cp2.storage_cu_seqlens())),
+            mask("padding_mask", &split(&pad_mask)?.iter().map(|&p| p == 1).collect::<Vec<_>>()),
+            scalar("cp_rank", rank as i64),
+            scalar("cp_size", 2),
+        ];
+        encode(&keys, &[("causal", "true")])
+    };
+    for rank in 0..2 {
+        let path = if rank == 0 {
+            "good/cp_shards/rank0.safetensors"
+        } else {
+            "good/cp_shards/rank1.safetensors"
+        };
+        push(
+            path,
+            "one file per CP rank (cp = 2, zigzag), labels rolled on the full sequences before the split",
+            &[][..],
+            shard(rank, layout.split(&rolled, rank)?)?,
+        );
+    }
+    for rank in 0..2 {
+        let path = if rank == 0 {
+            "bad/cp_rolled_after_split/rank0.safetensors"
+        } else {
+            "bad/cp_rolled_after_split/rank1.safetensors"
+        };
+        push(
+            path,
+            "AReaL before #1223: labels rolled on each rank's shard after the split, so a chunk's last token targets the rank's other chunk",
+            &[][..],
+            shard(rank, thd::cp::shift_after_split(&cp2, &layout, rank)?)?,
+        );
+    }
+
     // NeMo Automodel BSHD packs: seq_lens / seq_lens_padded [B, K] with the -1000 sentinel.
     // Two rows of S = 6: row 0 holds a (3 tokens + 1 pad slot) and b (2), row 1 holds c (6).
     let automodel = |ids: [i64; 12],
@@ -401,6 +446,16 @@ pub fn examples() -> Result<Vec<ExampleBatch>> {
     Ok(out)
 }
 
+/// CP groups (the shard files of one directory, reassembled) and the checks they must violate.
+pub const GROUPS: &[(&str, &[&str], &str)] = &[
+    ("good/cp_shards/cp-group", &[], "the two rank files of good/cp_shards, reassembled"),
+    (
+        "bad/cp_rolled_after_split/cp-group",
+        &["label-targets"],
+        "the two rank files of bad/cp_rolled_after_split, reassembled: labels rolled after the split",
+    ),
+];
+
 /// The `expected.toml` that goes with [`examples`].
 pub fn expected_toml(examples: &[ExampleBatch]) -> String {
     let mut s = String::from(
@@ -413,6 +468,10 @@ pub fn expected_toml(examples: &[ExampleBatch]) -> String {
         ids.sort_unstable();
         let list: Vec<String> = ids.iter().map(|i| format!("\"{i}\"")).collect();
         s.push_str(&format!("\"{}\" = [{}]\n", e.path, list.join(", ")));
+    }
+    for (path, ids, _) in GROUPS.iter().filter(|g| !g.1.is_empty()) {
+        let list: Vec<String> = ids.iter().map(|i| format!("\"{i}\"")).collect();
+        s.push_str(&format!("\"{path}\" = [{}]\n", list.join(", ")));
     }
     s
 }
@@ -430,6 +489,10 @@ pub fn readme(examples: &[ExampleBatch]) -> String {
     for e in examples {
         let verdict = if e.violates.is_empty() { "pass".to_owned() } else { e.violates.join(", ") };
         s.push_str(&format!("| `{}` | {verdict} | {} |\n", e.path, e.summary));
+    }
+    for (path, ids, summary) in GROUPS {
+        let verdict = if ids.is_empty() { "pass".to_owned() } else { ids.join(", ") };
+        s.push_str(&format!("| `{path}` | {verdict} | {summary} |\n"));
     }
     s
 }

@@ -136,6 +136,7 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
         None => detect(file.keys())?,
     };
     let sentinel = opts.sentinel.unwrap_or(-1000);
+    let cp_shard = cp_shard(&file)?;
     let mut notes = Vec::new();
     let mut dpo = None;
     let packs = match dialect {
@@ -153,7 +154,8 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
                 };
             vec![hf_pack(&file, prefix, None, opts)?]
         }
-        Dialect::Te => vec![te_pack(&file, sentinel, opts)?],
+        // A shard's offsets may be the global ones (Automodel keeps cu_seqlens_padded).
+        Dialect::Te => vec![te_pack(&file, sentinel, opts, cp_shard.map_or(1, |(_, s)| s))?],
         Dialect::Dpo => {
             let chosen = hf_pack(&file, "chosen_", Some("chosen"), opts)?;
             let rejected = hf_pack(&file, "rejected_", Some("rejected"), opts)?;
@@ -164,7 +166,6 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
             packs
         }
     };
-    let cp_shard = cp_shard(&file)?;
     Ok(Parsed { dialect, packs, dpo, cp_shard, notes })
 }
 
@@ -397,7 +398,7 @@ fn hf_pack(file: &BatchFile, prefix: &str, part: Option<&str>, opts: &ReadOption
 }
 
 /// A TE / Megatron / Automodel pack.
-fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions) -> Result<Pack> {
+fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) -> Result<Pack> {
     let d = Dialect::Te;
     if !file.contains("input_ids") {
         return Err(missing(file, "input_ids", d));
@@ -410,10 +411,10 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions) -> Result<Pack> 
     let padded_key = first_present(file, &["cu_seqlens_padded", "cu_seqlens_q_padded"]);
     let (cu_name, cu, cu_padded, padded_name) = match cu_key {
         Some(key) => {
-            let cu = offsets(file, key, tokens, Some(sentinel), &mut notes)?;
+            let cu = offsets(file, key, tokens * scale, Some(sentinel), &mut notes)?;
             let padded = match padded_key {
                 Some(pk) => {
-                    let p = offsets(file, pk, tokens, Some(sentinel), &mut notes)?;
+                    let p = offsets(file, pk, tokens * scale, Some(sentinel), &mut notes)?;
                     padded_count(pk, &p, key, &cu)?;
                     Some(p)
                 }

@@ -34,6 +34,7 @@ pub mod expect;
 pub mod pack;
 pub mod protocol;
 pub mod report;
+pub mod shards;
 pub mod tensors;
 
 pub use checks::CheckOptions;

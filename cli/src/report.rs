@@ -26,6 +26,20 @@ pub struct FileReport {
 impl FileReport {
     /// Checks a parsed file.
     pub fn new(parsed: &Parsed, opts: &CheckOptions) -> Self {
+        if let Some((rank, size)) = parsed.cp_shard {
+            // A rank's tokens are zigzag chunks, not whole segments: they are checked together,
+            // reassembled, as the directory's `cp-group`.
+            return Self {
+                dialect: parsed.dialect,
+                cp_shard: parsed.cp_shard,
+                packs: Vec::new(),
+                checks: Vec::new(),
+                notes: vec![format!(
+                    "CP shard of rank {rank} of {size}: its checks run on the reassembled batch \
+                     (`cp-group` of its directory)"
+                )],
+            };
+        }
         Self {
             dialect: parsed.dialect,
             cp_shard: parsed.cp_shard,

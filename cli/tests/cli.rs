@@ -423,3 +423,28 @@ fn metrics_expect_gates_a_logger() {
     let o = run_expect(&["metrics", "--recipe", "no/such.toml"], 2);
     assert!(stderr(&o).contains("no/such.toml"), "{}", stderr(&o));
 }
+
+#[test]
+fn cp_rank_files_are_reassembled_and_an_incomplete_group_is_unreadable() {
+    let o = run_expect(&["check", "--json", "examples/batches/good/cp_shards"], 0);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let group = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"].as_str().unwrap().ends_with("cp-group"))
+        .unwrap();
+    assert_eq!(group["verdict"], "pass");
+    assert_eq!(group["report"]["packs"][0]["facts"]["tokens"], 16);
+    let o = run_expect(&["check", "examples/batches/bad/cp_rolled_after_split"], 1);
+    assert!(stdout(&o).contains("VIOLATED label-targets"), "{}", stdout(&o));
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        repo().join("examples/batches/good/cp_shards/rank0.safetensors"),
+        dir.path().join("rank0.safetensors"),
+    )
+    .unwrap();
+    let o = run_expect(&["check", dir.path().to_str().unwrap()], 2);
+    assert!(stderr(&o).contains("missing ranks [1] of cp_size 2"), "{}", stderr(&o));
+}

@@ -1,0 +1,132 @@
+//! CP shard files: one file per context-parallel rank (`cp_rank`, `cp_size` keys or metadata),
+//! reassembled into the full pack so that every check runs on what the ranks hold together.
+
+use thd::cp::CpLayout;
+use thd::{CuSeqlens, LabelConvention};
+
+use crate::pack::{KeyNames, Pack};
+use crate::{Error, Result};
+
+/// One rank's shard as read from its file.
+#[derive(Debug, Clone)]
+pub struct Shard {
+    /// The rank.
+    pub rank: usize,
+    /// The CP size.
+    pub size: usize,
+    /// Its pack (local tokens; offsets local or global).
+    pub pack: Pack,
+}
+
+/// Reassembles the shards of one CP group (zigzag, labels rolled before the split) into the
+/// full pack: storage offsets from the shards' offsets (local ones are multiplied by `cp`),
+/// real lengths from the padding mask (the real tokens lead each slot), labels `shifted`.
+///
+/// # Errors
+/// [`Error::Shards`] when the shards do not form one batch: ranks missing or repeated,
+/// different token counts or offsets, offsets that are neither local nor global, lengths that
+/// do not split into `2·cp` chunks.
+pub fn reassemble(group: &str, shards: &[Shard]) -> Result<Pack> {
+    let bad = |detail: String| Error::Shards { group: group.to_owned(), detail };
+    let Some(first) = shards.first() else { return Err(bad("no shards".into())) };
+    let cp = first.size;
+    let mut by_rank: Vec<Option<&Shard>> = vec![None; cp];
+    for s in shards {
+        if s.size != cp {
+            return Err(bad(format!(
+                "rank {} says cp_size {}, rank {} says {cp}",
+                s.rank, s.size, first.rank
+            )));
+        }
+        match by_rank.get_mut(s.rank) {
+            Some(slot @ None) => *slot = Some(s),
+            Some(Some(_)) => return Err(bad(format!("two files for rank {}", s.rank))),
+            None => return Err(bad(format!("rank {} ≥ cp_size {cp}", s.rank))),
+        }
+    }
+    let ranks: Vec<&Shard> = match by_rank.iter().copied().collect::<Option<Vec<_>>>() {
+        Some(r) => r,
+        None => {
+            let missing: Vec<usize> = (0..cp).filter(|&r| by_rank[r].is_none()).collect();
+            return Err(bad(format!("missing ranks {missing:?} of cp_size {cp}")));
+        }
+    };
+    let local = ranks[0].pack.tokens();
+    let stored = ranks[0].pack.storage().to_vec();
+    for s in &ranks {
+        if s.pack.tokens() != local {
+            return Err(bad(format!(
+                "rank {} has {} tokens, rank 0 has {local}",
+                s.rank,
+                s.pack.tokens()
+            )));
+        }
+        if s.pack.storage() != stored.as_slice() {
+            return Err(bad(format!("rank {} has other offsets than rank 0", s.rank)));
+        }
+    }
+    let last = *stored.last().unwrap_or(&0) as usize;
+    let global: Vec<i64> = if last == local * cp {
+        stored
+    } else if last == local {
+        stored.iter().map(|&x| x * cp as i64).collect()
+    } else {
+        return Err(bad(format!(
+            "offsets end at {last}: neither the local token count {local} nor cp·{local} = {}",
+            local * cp
+        )));
+    };
+    let cu = CuSeqlens::from_i64("cu_seqlens", &global).map_err(|e| bad(e.to_string()))?;
+    let layout = CpLayout::new(&cu, None, cp).map_err(|e| bad(e.to_string()))?;
+    let join = |get: &dyn Fn(&Pack) -> Option<Vec<i64>>| -> Result<Option<Vec<i64>>> {
+        let parts: Option<Vec<Vec<i64>>> = ranks.iter().map(|s| get(&s.pack)).collect();
+        parts.map(|p| layout.reassemble(&p, 1).map_err(|e| bad(e.to_string()))).transpose()
+    };
+    let input_ids = join(&|p| Some(p.input_ids.clone()))?.unwrap_or_default();
+    let labels = join(&|p| p.labels.clone())?;
+    let position_ids = join(&|p| p.position_ids.clone())?;
+    let mask = join(&|p| p.real_mask.as_ref().map(|m| m.iter().map(|&b| i64::from(b)).collect()))?
+        .map(|m| m.into_iter().map(|x| x == 1).collect::<Vec<bool>>());
+    // Real lengths: the leading real tokens of each slot (all of it without a mask).
+    let mut real = vec![0i64];
+    for w in global.windows(2) {
+        let slot = w[0] as usize..w[1] as usize;
+        let n = match &mask {
+            Some(m) => m[slot.clone()].iter().take_while(|&&r| r).count(),
+            None => slot.len(),
+        };
+        real.push(real[real.len() - 1] + n as i64);
+    }
+    let keys = &ranks[0].pack.keys;
+    Ok(Pack {
+        part: Some(format!("{cp} ranks reassembled")),
+        keys: KeyNames {
+            cu: format!("{} (real lengths from the mask)", keys.cu),
+            cu_padded: Some(format!("{} (global)", keys.cu)),
+            max_seqlen: None,
+            mask: keys.mask.clone(),
+            labels: keys.labels.clone(),
+            position_ids: keys.position_ids.clone(),
+            seq_idx: None,
+            cu_k: None,
+        },
+        rows: 1,
+        input_ids,
+        labels,
+        convention: LabelConvention::Shifted,
+        position_ids,
+        cu: real,
+        cu_padded: Some(global),
+        padded_in_file: true,
+        absorbed: false,
+        max_seqlen: None,
+        real_mask: mask,
+        seq_idx: None,
+        num_real_seqs: None,
+        row_slots: None,
+        cu_k: None,
+        notes: vec![format!(
+            "reassembled from {cp} rank files (zigzag, labels rolled before the split)"
+        )],
+    })
+}
