@@ -168,7 +168,7 @@ pub struct Facts {
     pub pad_tokens: u64,
     /// Loss positions with a valid target, if the file has labels.
     pub valid_labels: Option<u64>,
-    /// Label convention used (`unshifted`: labels[t] is token t; `shifted`: already rolled).
+    /// Label convention used (`unshifted`: `labels[t]` is token `t`; `shifted`: already rolled).
     pub labels: &'static str,
     /// Useful attention work: real segments at real lengths.
     pub useful: AttnSums,
