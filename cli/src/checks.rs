@@ -124,12 +124,12 @@ impl CheckOptions {
             match meta.get(key) {
                 None => Ok(None),
                 Some(v) => match v.trim().parse::<usize>() {
-                    Ok(n) if n > 0 => Ok(Some(n)),
+                    Ok(n) if n > 0 && n <= 1 << 16 => Ok(Some(n)),
                     _ => Err(crate::Error::Value {
                         key: format!("__metadata__.{key}"),
                         index: 0,
                         value: v.clone(),
-                        expected: "a positive integer",
+                        expected: "an integer in 1..=65536",
                     }),
                 },
             }

@@ -690,10 +690,24 @@ pub fn malformed() -> Result<Vec<Malformed>> {
         )?,
         "`seq_lens (cumulative)` ends beyond the tokens: [2]=9 > T=6",
     );
+    // Found by the cargo-fuzz target: a shard's cp_size near 2^62 overflowed `T · cp_size`.
+    case(
+        "cp_size_huge.safetensors",
+        encode(
+            &[
+                tok("input_ids", &ids(4)),
+                cu("cu_seqlens", &[0, 4]),
+                scalar("cp_rank", 0),
+                scalar("cp_size", 1 << 62),
+            ],
+            &[],
+        )?,
+        "`cp_size`[0] = 4611686018427387904, expected a CP size of at most 65536",
+    );
     case(
         "metadata_cp_size.safetensors",
         encode(&hf(&[0, 3, 5]), &[("cp_size", "two")])?,
-        "`__metadata__.cp_size`[0] = two, expected a positive integer",
+        "`__metadata__.cp_size`[0] = two, expected an integer in 1..=65536",
     );
     Ok(out)
 }

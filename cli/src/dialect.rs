@@ -411,10 +411,16 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
     let padded_key = first_present(file, &["cu_seqlens_padded", "cu_seqlens_q_padded"]);
     let (cu_name, cu, cu_padded, padded_name) = match cu_key {
         Some(key) => {
-            let cu = offsets(file, key, tokens * scale, Some(sentinel), &mut notes)?;
+            let cu = offsets(file, key, tokens.saturating_mul(scale), Some(sentinel), &mut notes)?;
             let padded = match padded_key {
                 Some(pk) => {
-                    let p = offsets(file, pk, tokens * scale, Some(sentinel), &mut notes)?;
+                    let p = offsets(
+                        file,
+                        pk,
+                        tokens.saturating_mul(scale),
+                        Some(sentinel),
+                        &mut notes,
+                    )?;
                     padded_count(pk, &p, key, &cu)?;
                     Some(p)
                 }
@@ -706,6 +712,9 @@ fn dpo_concatenated(
     Ok((Some(pack), offsets))
 }
 
+/// The largest CP size a file may state (no real job comes near it; it bounds allocations).
+pub const MAX_CP: i64 = 1 << 16;
+
 /// `(cp_rank, cp_size)` from `cp_rank` / `cp_size` tensors or `__metadata__` entries.
 fn cp_shard(file: &BatchFile) -> Result<Option<(usize, usize)>> {
     let get = |key: &str| -> Result<Option<i64>> {
@@ -723,6 +732,12 @@ fn cp_shard(file: &BatchFile) -> Result<Option<(usize, usize)>> {
         }
     };
     match (get("cp_rank")?, get("cp_size")?) {
+        (Some(_), Some(s)) if s > MAX_CP => Err(Error::Value {
+            key: "cp_size".into(),
+            index: 0,
+            value: s.to_string(),
+            expected: "a CP size of at most 65536",
+        }),
         (Some(r), Some(s)) if s >= 1 && (0..s).contains(&r) => Ok(Some((r as usize, s as usize))),
         (Some(r), Some(s)) => Err(Error::Value {
             key: "cp_rank".into(),
