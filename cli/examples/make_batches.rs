@@ -1,15 +1,28 @@
-//! Writes the example batches and their `expected.toml` under `examples/batches/` (or the
-//! directory given as the first argument):
+//! Writes the example batches, their `expected.toml` and `README.md` under `examples/batches/`
+//! (or the directory given as the first argument); with `--malformed DIR`, writes the
+//! malformed-input corpus instead (seeds for the fuzz target):
 //!
 //! ```text
 //! cargo run -p thdcheck --example make_batches
+//! cargo run -p thdcheck --example make_batches -- --malformed fuzz/corpus/batch_reader
 //! ```
 
 use std::path::PathBuf;
 
 fn main() -> anyhow::Result<()> {
-    let root = std::env::args_os()
-        .nth(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, dir] = args.as_slice()
+        && flag == "--malformed"
+    {
+        std::fs::create_dir_all(dir)?;
+        for m in thdcheck::corpus::malformed()? {
+            std::fs::write(PathBuf::from(dir).join(m.name), &m.bytes)?;
+            println!("{:<40} {}", m.name, m.message);
+        }
+        return Ok(());
+    }
+    let root = args
+        .first()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/batches"));
     let examples = thdcheck::corpus::examples()?;
