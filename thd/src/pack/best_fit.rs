@@ -1,4 +1,4 @@
-use super::bins::{Offline, Rule};
+use super::bins::{Offline, Rule, offline_packer};
 use super::{BinPackingOptions, Dropped, Example, Pack, Packer};
 use crate::Result;
 
@@ -35,32 +35,8 @@ impl BestFit {
     /// assert!(BestFit::new(0, BinPackingOptions::default()).is_err());
     /// ```
     pub fn new(capacity: u32, options: BinPackingOptions) -> Result<Self> {
-        Ok(Self(Offline::new("best_fit", Rule::BestFit, capacity, options)?))
+        Ok(Self(Offline::new(Self::NAME, Rule::BestFit, capacity, options)?))
     }
 }
 
-impl Packer for BestFit {
-    fn name(&self) -> &str {
-        "best_fit"
-    }
-
-    fn capacity(&self) -> u32 {
-        self.0.capacity
-    }
-
-    fn push(&mut self, batch: &[Example]) -> Result<Vec<Pack>> {
-        self.0.push(batch)
-    }
-
-    fn end_epoch(&mut self) -> Result<Vec<Pack>> {
-        Ok(self.0.end_epoch())
-    }
-
-    fn pending(&self) -> usize {
-        self.0.pending()
-    }
-
-    fn dropped(&self) -> &[Dropped] {
-        &self.0.dropped
-    }
-}
+offline_packer!(BestFit, "best_fit");

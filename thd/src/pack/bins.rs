@@ -127,6 +127,43 @@ pub(super) fn place(items: &[Example], capacity: u32, rule: Rule) -> Vec<Pack> {
     bins.into_iter().map(|(p, _)| p).collect()
 }
 
+/// The `Packer` impl shared by the offline bin packers (first fit, best fit, first fit
+/// decreasing): each wraps an [`Offline`] and differs only in its rule and name.
+macro_rules! offline_packer {
+    ($ty:ident, $name:literal) => {
+        impl $ty {
+            const NAME: &'static str = $name;
+        }
+
+        impl Packer for $ty {
+            fn name(&self) -> &str {
+                Self::NAME
+            }
+
+            fn capacity(&self) -> u32 {
+                self.0.capacity
+            }
+
+            fn push(&mut self, batch: &[Example]) -> Result<Vec<Pack>> {
+                self.0.push(batch)
+            }
+
+            fn end_epoch(&mut self) -> Result<Vec<Pack>> {
+                Ok(self.0.end_epoch())
+            }
+
+            fn pending(&self) -> usize {
+                self.0.pending()
+            }
+
+            fn dropped(&self) -> &[Dropped] {
+                &self.0.dropped
+            }
+        }
+    };
+}
+pub(super) use offline_packer;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,4 +1,4 @@
-use super::bins::{Offline, Rule};
+use super::bins::{Offline, Rule, offline_packer};
 use super::{BinPackingOptions, Dropped, Example, Pack, Packer};
 use crate::Result;
 
@@ -36,32 +36,8 @@ impl FirstFit {
     /// assert!(FirstFit::new(0, BinPackingOptions::default()).is_err());
     /// ```
     pub fn new(capacity: u32, options: BinPackingOptions) -> Result<Self> {
-        Ok(Self(Offline::new("first_fit", Rule::FirstFit, capacity, options)?))
+        Ok(Self(Offline::new(Self::NAME, Rule::FirstFit, capacity, options)?))
     }
 }
 
-impl Packer for FirstFit {
-    fn name(&self) -> &str {
-        "first_fit"
-    }
-
-    fn capacity(&self) -> u32 {
-        self.0.capacity
-    }
-
-    fn push(&mut self, batch: &[Example]) -> Result<Vec<Pack>> {
-        self.0.push(batch)
-    }
-
-    fn end_epoch(&mut self) -> Result<Vec<Pack>> {
-        Ok(self.0.end_epoch())
-    }
-
-    fn pending(&self) -> usize {
-        self.0.pending()
-    }
-
-    fn dropped(&self) -> &[Dropped] {
-        &self.0.dropped
-    }
-}
+offline_packer!(FirstFit, "first_fit");

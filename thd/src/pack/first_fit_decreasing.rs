@@ -1,4 +1,4 @@
-use super::bins::{Offline, Rule};
+use super::bins::{Offline, Rule, offline_packer};
 use super::{BinPackingOptions, Dropped, Example, Pack, Packer};
 use crate::Result;
 
@@ -37,32 +37,8 @@ impl FirstFitDecreasing {
     /// assert!(FirstFitDecreasing::new(0, BinPackingOptions::default()).is_err());
     /// ```
     pub fn new(capacity: u32, options: BinPackingOptions) -> Result<Self> {
-        Ok(Self(Offline::new("first_fit_decreasing", Rule::FirstFitDecreasing, capacity, options)?))
+        Ok(Self(Offline::new(Self::NAME, Rule::FirstFitDecreasing, capacity, options)?))
     }
 }
 
-impl Packer for FirstFitDecreasing {
-    fn name(&self) -> &str {
-        "first_fit_decreasing"
-    }
-
-    fn capacity(&self) -> u32 {
-        self.0.capacity
-    }
-
-    fn push(&mut self, batch: &[Example]) -> Result<Vec<Pack>> {
-        self.0.push(batch)
-    }
-
-    fn end_epoch(&mut self) -> Result<Vec<Pack>> {
-        Ok(self.0.end_epoch())
-    }
-
-    fn pending(&self) -> usize {
-        self.0.pending()
-    }
-
-    fn dropped(&self) -> &[Dropped] {
-        &self.0.dropped
-    }
-}
+offline_packer!(FirstFitDecreasing, "first_fit_decreasing");
