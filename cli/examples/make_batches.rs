@@ -9,13 +9,17 @@
 
 use std::path::PathBuf;
 
+// The fixture generators, shared with the integration tests (not part of the library API).
+#[path = "../tests/support/corpus.rs"]
+mod corpus;
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let [flag, dir] = args.as_slice()
         && flag == "--malformed"
     {
         std::fs::create_dir_all(dir)?;
-        for m in thdcheck::corpus::malformed()? {
+        for m in corpus::malformed()? {
             std::fs::write(PathBuf::from(dir).join(m.name), &m.bytes)?;
             println!("{:<40} {}", m.name, m.message);
         }
@@ -25,7 +29,7 @@ fn main() -> anyhow::Result<()> {
         .first()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/batches"));
-    let examples = thdcheck::corpus::examples()?;
+    let examples = corpus::examples()?;
     for e in &examples {
         let path = root.join(e.path);
         if let Some(dir) = path.parent() {
@@ -34,11 +38,8 @@ fn main() -> anyhow::Result<()> {
         std::fs::write(&path, &e.bytes)?;
         println!("{:<56} {}", e.path, e.summary);
     }
-    std::fs::write(
-        root.join(thdcheck::expect::FILE_NAME),
-        thdcheck::corpus::expected_toml(&examples),
-    )?;
-    std::fs::write(root.join("README.md"), thdcheck::corpus::readme(&examples))?;
+    std::fs::write(root.join(thdcheck::expect::FILE_NAME), corpus::expected_toml(&examples))?;
+    std::fs::write(root.join("README.md"), corpus::readme(&examples))?;
     println!(
         "wrote {} batches, {} and README.md to {}",
         examples.len(),

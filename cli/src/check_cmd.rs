@@ -40,6 +40,7 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
             Labels::Shifted => LabelConvention::Shifted,
         }),
         sentinel: Some(args.sentinel),
+        position_base: args.position_base,
     };
     let opts = CheckOptions {
         cp_size: args.cp_size.map(|c| c as usize),
@@ -164,7 +165,7 @@ fn cp_groups(
                 }
                 let group = format!("{} (cp_size {size})", dir.display());
                 let pack = thdcheck::shards::reassemble(&group, &shards)?;
-                let opts = opts.with_metadata(&meta)?;
+                let opts = thdcheck::checks::with_metadata(*opts, &meta)?;
                 Ok(FileReport {
                     dialect: thdcheck::Dialect::Te,
                     cp_shard: None,

@@ -167,8 +167,13 @@ pub struct CheckArgs {
     /// Empty-slot sentinel of seq_lens and trailing cu_seqlens entries.
     #[arg(long, default_value_t = -1000, allow_hyphen_values = true)]
     pub sentinel: i64,
-    /// Check that each batch shards over this many context-parallel ranks (zigzag).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    /// The models' first position id (RoBERTa/ESM: padding_idx + 1). Without it, position ids
+    /// may start at 0, or at one base shared by every segment (noted in the report).
+    #[arg(long, allow_hyphen_values = true)]
+    pub position_base: Option<i64>,
+    /// Check that each batch shards over this many context-parallel ranks (zigzag), at most
+    /// 65536 (what a file may state).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub cp_size: Option<u32>,
     /// Check that the token count is a multiple of this (the collator's pad_to_multiple_of).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]

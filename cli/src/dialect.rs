@@ -1,4 +1,4 @@
-//! Dialects: which keys a stack's collator writes, and how they become [`Pack`]s.
+//! Dialects: which keys a stack's collator writes, and how they become [`BatchData`]s.
 //!
 //! | dialect | stacks | offsets | mask | labels |
 //! |---|---|---|---|---|
@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use thd::LabelConvention;
 
-use crate::pack::{KeyNames, Pack, validate_offsets};
+use properties::checks::{DpoConcat, KeyNames};
+
+use crate::pack::{BatchData, validate_offsets};
 use crate::tensors::{BatchFile, Ints};
 use crate::{Error, Result};
 
@@ -59,6 +61,9 @@ pub struct ReadOptions {
     pub labels: Option<LabelConvention>,
     /// The empty-slot sentinel of `seq_lens` / trailing `cu_seqlens` entries (default -1000).
     pub sentinel: Option<i64>,
+    /// The model's first position id (`padding_idx + 1` for RoBERTa/ESM); `None`: 0, or one
+    /// base shared by every segment, noted.
+    pub position_base: Option<i64>,
 }
 
 /// A file understood: its dialect, its packs, and what ties the packs together.
@@ -67,31 +72,13 @@ pub struct Parsed {
     /// The dialect.
     pub dialect: Dialect,
     /// One pack, or for DPO the chosen, rejected and (if present) concatenated ones.
-    pub packs: Vec<Pack>,
+    pub packs: Vec<BatchData>,
     /// DPO only: the file's concatenated offsets and how they should have been built.
-    pub dpo: Option<DpoOffsets>,
+    pub dpo: Option<DpoConcat>,
     /// `(cp_rank, cp_size)` when the file is one CP rank's shard.
     pub cp_shard: Option<(usize, usize)>,
     /// Notes about the file as a whole.
     pub notes: Vec<String>,
-}
-
-/// The inputs of the DPO offset check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DpoOffsets {
-    /// The key of the concatenated offsets (`concatenated_cu_seq_lens_k` or `_q`).
-    pub key: String,
-    /// Their values.
-    pub concatenated: Vec<i64>,
-    /// Chosen real offsets.
-    pub chosen: Vec<i64>,
-    /// Rejected real offsets.
-    pub rejected: Vec<i64>,
-    /// Stored chosen tokens (the padded length the rejected offsets must be shifted by).
-    pub chosen_tokens: usize,
-    /// The concatenated tensors as stored, if present, against `cat(chosen, rejected)`:
-    /// `(key, stored, expected)`.
-    pub tensors: Vec<(String, Vec<i64>, Vec<i64>)>,
 }
 
 /// Detects the dialect from the keys (after renaming).
@@ -302,6 +289,19 @@ fn scalar(file: &BatchFile, key: &str) -> Result<Option<i64>> {
     }
 }
 
+/// A count: a scalar that is not negative.
+fn count(file: &BatchFile, key: &str) -> Result<Option<usize>> {
+    match scalar(file, key)? {
+        Some(v) if v < 0 => Err(Error::Value {
+            key: key.to_owned(),
+            index: 0,
+            value: v.to_string(),
+            expected: "a count >= 0",
+        }),
+        v => Ok(v.map(|v| v as usize)),
+    }
+}
+
 fn first_present<'a>(file: &BatchFile, keys: &[&'a str]) -> Option<&'a str> {
     keys.iter().copied().find(|k| file.contains(k))
 }
@@ -321,7 +321,12 @@ fn padded_count(key: &str, padded: &[i64], real_key: &str, real: &[i64]) -> Resu
 }
 
 /// An HF / bionemo pack, keys under `prefix`.
-fn hf_pack(file: &BatchFile, prefix: &str, part: Option<&str>, opts: &ReadOptions) -> Result<Pack> {
+fn hf_pack(
+    file: &BatchFile,
+    prefix: &str,
+    part: Option<&str>,
+    opts: &ReadOptions,
+) -> Result<BatchData> {
     let d = if part.is_some() { Dialect::Dpo } else { Dialect::Hf };
     let k = |name: &str| format!("{prefix}{name}");
     let ids_key = k("input_ids");
@@ -366,18 +371,22 @@ fn hf_pack(file: &BatchFile, prefix: &str, part: Option<&str>, opts: &ReadOption
     let seq_idx_key = k("seq_idx");
     let mask_key = k("attention_mask");
     let max_key = k("max_length_q");
-    Ok(Pack {
+    Ok(BatchData {
         part: part.map(str::to_owned),
         keys: KeyNames {
-            cu: cu_key,
-            cu_padded: cu_padded.as_ref().map(|_| padded_key),
-            max_seqlen: file.contains(&max_key).then(|| max_key.clone()),
-            mask: file.contains(&mask_key).then(|| mask_key.clone()),
-            labels: labels_key,
-            position_ids: file.contains(&pos_key).then(|| pos_key.clone()),
-            seq_idx: file.contains(&seq_idx_key).then(|| seq_idx_key.clone()),
-            cu_k: cu_k.as_ref().map(|_| cu_k_key),
+            input_ids: ids_key.clone(),
+            cu_seqlens: cu_key,
+            cu_seqlens_padded: padded_key,
+            cu_seqlens_k: cu_k_key,
+            max_seqlen: max_key.clone(),
+            mask: mask_key.clone(),
+            labels: labels_key.clone().unwrap_or_else(|| k("labels")),
+            position_ids: pos_key.clone(),
+            seq_idx: seq_idx_key.clone(),
+            num_real_seqs: k("num_real_seqs"),
         },
+        mask_is_padding: false,
+        position_base: opts.position_base,
         rows,
         labels,
         convention: opts.labels.unwrap_or(convention),
@@ -390,7 +399,7 @@ fn hf_pack(file: &BatchFile, prefix: &str, part: Option<&str>, opts: &ReadOption
         max_seqlen: scalar(file, &max_key)?,
         real_mask: opt_mask(file, &mask_key, &ids_key, tokens, false)?,
         seq_idx: opt_tokens(file, &seq_idx_key, &ids_key, tokens)?,
-        num_real_seqs: scalar(file, &k("num_real_seqs"))?,
+        num_real_seqs: count(file, &k("num_real_seqs"))?,
         row_slots: None,
         notes,
         input_ids,
@@ -398,7 +407,7 @@ fn hf_pack(file: &BatchFile, prefix: &str, part: Option<&str>, opts: &ReadOption
 }
 
 /// A TE / Megatron / Automodel pack.
-fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) -> Result<Pack> {
+fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) -> Result<BatchData> {
     let d = Dialect::Te;
     if !file.contains("input_ids") {
         return Err(missing(file, "input_ids", d));
@@ -455,18 +464,22 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
     };
     let max_key = first_present(file, &["max_seqlen", "max_seqlen_q"]);
     let labels_key = first_present(file, &["labels", "shift_labels"]);
-    let mut pack = Pack {
+    let mut pack = BatchData {
         part: None,
         keys: KeyNames {
-            cu: cu_name,
-            cu_padded: padded_name,
-            max_seqlen: max_key.map(str::to_owned),
-            mask: mask_key.map(str::to_owned),
-            labels: labels_key.map(str::to_owned),
-            position_ids: file.contains("position_ids").then(|| "position_ids".to_owned()),
-            seq_idx: file.contains("seq_idx").then(|| "seq_idx".to_owned()),
-            cu_k: cu_k_key.map(str::to_owned),
+            input_ids: "input_ids".into(),
+            cu_seqlens: cu_name,
+            cu_seqlens_padded: padded_name.unwrap_or_else(|| "cu_seqlens_padded".into()),
+            cu_seqlens_k: cu_k_key.unwrap_or("cu_seqlens_kv").into(),
+            max_seqlen: max_key.unwrap_or("max_seqlen").into(),
+            mask: mask_key.unwrap_or("padding_mask").into(),
+            labels: labels_key.unwrap_or("labels").into(),
+            position_ids: "position_ids".into(),
+            seq_idx: "seq_idx".into(),
+            num_real_seqs: "num_real_seqs".into(),
         },
+        mask_is_padding: invert,
+        position_base: opts.position_base,
         rows,
         labels: match labels_key {
             Some(k) => opt_tokens(file, k, "input_ids", tokens)?,
@@ -485,7 +498,7 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         },
         real_mask,
         seq_idx: opt_tokens(file, "seq_idx", "input_ids", tokens)?,
-        num_real_seqs: scalar(file, "num_real_seqs")?,
+        num_real_seqs: count(file, "num_real_seqs")?,
         row_slots,
         notes,
         input_ids,
@@ -497,7 +510,7 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
 /// Automodel's trailing-pad absorption (#2316) grows the last segment over the pack padding
 /// and drops `cu_seqlens_padded`; the padding mask still tells the pad tokens. Recover the real
 /// length so that they are counted as padding, not as real tokens.
-fn unabsorb(pack: &mut Pack) {
+fn unabsorb(pack: &mut BatchData) {
     let (Some(mask), None, n) = (&pack.real_mask, &pack.cu_padded, pack.segments()) else {
         return;
     };
@@ -615,11 +628,11 @@ fn from_seq_lens(
 /// and the inputs of the offset check.
 fn dpo_concatenated(
     file: &BatchFile,
-    chosen: &Pack,
-    rejected: &Pack,
+    chosen: &BatchData,
+    rejected: &BatchData,
     opts: &ReadOptions,
     notes: &mut Vec<String>,
-) -> Result<(Option<Pack>, Option<DpoOffsets>)> {
+) -> Result<(Option<BatchData>, Option<DpoConcat>)> {
     let off_key =
         first_present(file, &["concatenated_cu_seq_lens_k", "concatenated_cu_seq_lens_q"]);
     let ids_key = "concatenated_input_ids";
@@ -645,7 +658,7 @@ fn dpo_concatenated(
             let v = file.ints(key)?.values;
             let total = stored_ids.as_ref().map_or(expected_ids.len(), Vec::len);
             validate_offsets(key, &v, total)?;
-            Some(DpoOffsets {
+            Some(DpoConcat {
                 key: key.to_owned(),
                 concatenated: v,
                 chosen: chosen.cu.clone(),
@@ -676,22 +689,19 @@ fn dpo_concatenated(
     slots.extend(rejected.storage()[1..].iter().map(|&x| x + tc as i64));
     let read =
         |key: &str| -> Result<Option<Vec<i64>>> { opt_tokens(file, key, ids_key, ids.len()) };
-    let pack = Pack {
+    let pack = BatchData {
         part: Some("concatenated".into()),
         keys: KeyNames {
-            cu: format!("{} (rebuilt from the branches)", off_key.unwrap_or("offsets")),
-            cu_padded: None,
-            max_seqlen: file
-                .contains("concatenated_max_length_q")
-                .then(|| "concatenated_max_length_q".into()),
-            mask: None,
-            labels: file.contains("concatenated_labels").then(|| "concatenated_labels".into()),
-            position_ids: file
-                .contains("concatenated_position_ids")
-                .then(|| "concatenated_position_ids".into()),
-            seq_idx: file.contains("concatenated_seq_idx").then(|| "concatenated_seq_idx".into()),
-            cu_k: None,
+            input_ids: ids_key.into(),
+            cu_seqlens: format!("{} (rebuilt from the branches)", off_key.unwrap_or("offsets")),
+            max_seqlen: "concatenated_max_length_q".into(),
+            labels: "concatenated_labels".into(),
+            position_ids: "concatenated_position_ids".into(),
+            seq_idx: "concatenated_seq_idx".into(),
+            ..KeyNames::default()
         },
+        mask_is_padding: false,
+        position_base: opts.position_base,
         rows: 1,
         labels: read("concatenated_labels")?,
         convention: opts.labels.unwrap_or(LabelConvention::Unshifted),

@@ -3,7 +3,7 @@
 //! can prove on its own. The `thdcheck` command, the fuzz target and the benchmarks use it.
 //!
 //! ```text
-//! bytes ──tensors::BatchFile──▶ dialect::parse ──▶ [pack::Pack] ──checks──▶ report::FileReport
+//! bytes ──tensors::BatchFile──▶ dialect::parse ──▶ [pack::BatchData] ──properties::checks──▶ report::FileReport
 //!        (Error: exit 2)                                          (violations: exit 1)
 //! ```
 //!
@@ -27,7 +27,6 @@
 //! ```
 
 pub mod checks;
-pub mod corpus;
 pub mod dialect;
 pub mod error;
 pub mod expect;
@@ -48,7 +47,7 @@ pub use report::FileReport;
 /// Any [`Error`]: the file could not be read or understood (exit code 2).
 pub fn check_bytes(bytes: Vec<u8>, read: &ReadOptions, opts: &CheckOptions) -> Result<FileReport> {
     let file = tensors::BatchFile::from_bytes(bytes)?;
-    let opts = opts.with_metadata(file.metadata())?;
+    let opts = checks::with_metadata(*opts, file.metadata())?;
     let parsed = dialect::parse(file, read)?;
     Ok(FileReport::new(&parsed, &opts))
 }

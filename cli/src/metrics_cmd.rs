@@ -99,8 +99,9 @@ fn batch_metrics(path: &Path, recipe: &golden::Recipe) -> Result<Value> {
     for pack in parsed.packs.iter().filter(|p| p.part.as_deref() != Some("concatenated")) {
         let report = check_pack(pack, &thdcheck::CheckOptions::default());
         let n = pack.segments();
-        let real = SeqLens::new((0..n).map(|i| pack.real(i).len() as u32).collect());
-        let slots = SeqLens::new((0..n).map(|i| pack.slot(i).len() as u32).collect());
+        let view = pack.view();
+        let real = SeqLens::new((0..n).map(|i| view.real(i).len() as u32).collect());
+        let slots = SeqLens::new((0..n).map(|i| view.slot(i).len() as u32).collect());
         let mut w = BatchWork::from_seq_lens(
             &real,
             &slots,

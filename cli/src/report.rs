@@ -4,7 +4,9 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::checks::{Check, CheckOptions, PackReport, Status, check_dpo, check_pack};
+use properties::checks::Outcome;
+
+use crate::checks::{CheckOptions, PackReport, Status, check_pack, dpo_outcomes};
 use crate::dialect::{Dialect, Parsed};
 
 /// Everything checked in one file.
@@ -18,7 +20,7 @@ pub struct FileReport {
     /// One report per pack (DPO: chosen, rejected, concatenated).
     pub packs: Vec<PackReport>,
     /// Checks that tie packs together (DPO offsets).
-    pub checks: Vec<Check>,
+    pub checks: Vec<Outcome>,
     /// Notes about the file as a whole.
     pub notes: Vec<String>,
 }
@@ -44,20 +46,20 @@ impl FileReport {
             dialect: parsed.dialect,
             cp_shard: parsed.cp_shard,
             packs: parsed.packs.iter().map(|p| check_pack(p, opts)).collect(),
-            checks: parsed.dpo.as_ref().map(check_dpo).unwrap_or_default(),
+            checks: parsed.dpo.as_ref().map(dpo_outcomes).unwrap_or_default(),
             notes: parsed.notes.clone(),
         }
     }
 
     /// Every check of the file, pack checks first.
-    pub fn all_checks(&self) -> impl Iterator<Item = &Check> {
+    pub fn all_checks(&self) -> impl Iterator<Item = &Outcome> {
         self.packs.iter().flat_map(|p| p.checks.iter()).chain(&self.checks)
     }
 
     /// The ids of the violated checks, sorted and deduplicated.
     pub fn violated(&self) -> Vec<&'static str> {
         let mut v: Vec<&'static str> =
-            self.all_checks().filter(|c| c.status == Status::Violated).map(|c| c.id).collect();
+            self.all_checks().filter(|c| c.status == Status::Violated).map(|c| c.rule).collect();
         v.sort_unstable();
         v.dedup();
         v
@@ -115,13 +117,13 @@ impl FileReport {
     }
 }
 
-fn render_check(out: &mut String, indent: &str, c: &Check) {
+fn render_check(out: &mut String, indent: &str, c: &Outcome) {
     let status = match c.status {
         Status::Ok => "ok",
         Status::Violated => "VIOLATED",
         Status::Skipped => "skipped",
     };
-    let _ = writeln!(out, "{indent}{status:<9}{:<16} {}", c.id, c.detail);
+    let _ = writeln!(out, "{indent}{status:<9}{:<16} {}", c.rule, c.detail);
 }
 
 /// `"1 segment"`, `"3 segments"`.

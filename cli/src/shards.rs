@@ -1,10 +1,10 @@
 //! CP shard files: one file per context-parallel rank (`cp_rank`, `cp_size` keys or metadata),
 //! reassembled into the full pack so that every check runs on what the ranks hold together.
 
-use thd::cp::CpLayout;
-use thd::{CuSeqlens, LabelConvention};
+use properties::checks::{KeyNames, zigzag_reassemble};
+use thd::LabelConvention;
 
-use crate::pack::{KeyNames, Pack};
+use crate::pack::{BatchData, validate_offsets};
 use crate::{Error, Result};
 
 /// One rank's shard as read from its file.
@@ -15,7 +15,7 @@ pub struct Shard {
     /// The CP size.
     pub size: usize,
     /// Its pack (local tokens; offsets local or global).
-    pub pack: Pack,
+    pub pack: BatchData,
 }
 
 /// Reassembles the shards of one CP group (zigzag, labels rolled before the split) into the
@@ -26,7 +26,7 @@ pub struct Shard {
 /// [`Error::Shards`] when the shards do not form one batch: ranks missing or repeated,
 /// different token counts or offsets, offsets that are neither local nor global, lengths that
 /// do not split into `2·cp` chunks.
-pub fn reassemble(group: &str, shards: &[Shard]) -> Result<Pack> {
+pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
     let bad = |detail: String| Error::Shards { group: group.to_owned(), detail };
     let Some(first) = shards.first() else { return Err(bad("no shards".into())) };
     let cp = first.size;
@@ -76,11 +76,11 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<Pack> {
             local * cp
         )));
     };
-    let cu = CuSeqlens::from_i64("cu_seqlens", &global).map_err(|e| bad(e.to_string()))?;
-    let layout = CpLayout::new(&cu, None, cp).map_err(|e| bad(e.to_string()))?;
-    let join = |get: &dyn Fn(&Pack) -> Option<Vec<i64>>| -> Result<Option<Vec<i64>>> {
+    validate_offsets(&ranks[0].pack.keys.cu_seqlens, &global, local * cp)?;
+    let storage: Vec<u32> = global.windows(2).map(|w| (w[1] - w[0]) as u32).collect();
+    let join = |get: &dyn Fn(&BatchData) -> Option<Vec<i64>>| -> Result<Option<Vec<i64>>> {
         let parts: Option<Vec<Vec<i64>>> = ranks.iter().map(|s| get(&s.pack)).collect();
-        parts.map(|p| layout.reassemble(&p, 1).map_err(|e| bad(e.to_string()))).transpose()
+        parts.map(|p| zigzag_reassemble(&storage, cp, &p).map_err(&bad)).transpose()
     };
     let input_ids = join(&|p| Some(p.input_ids.clone()))?.unwrap_or_default();
     let labels = join(&|p| p.labels.clone())?;
@@ -98,18 +98,18 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<Pack> {
         real.push(real[real.len() - 1] + n as i64);
     }
     let keys = &ranks[0].pack.keys;
-    Ok(Pack {
+    Ok(BatchData {
         part: Some(format!("{cp} ranks reassembled")),
         keys: KeyNames {
-            cu: format!("{} (real lengths from the mask)", keys.cu),
-            cu_padded: Some(format!("{} (global)", keys.cu)),
-            max_seqlen: None,
+            cu_seqlens: format!("{} (real lengths from the mask)", keys.cu_seqlens),
+            cu_seqlens_padded: format!("{} (global)", keys.cu_seqlens),
             mask: keys.mask.clone(),
             labels: keys.labels.clone(),
             position_ids: keys.position_ids.clone(),
-            seq_idx: None,
-            cu_k: None,
+            ..KeyNames::default()
         },
+        mask_is_padding: ranks[0].pack.mask_is_padding,
+        position_base: ranks[0].pack.position_base,
         rows: 1,
         input_ids,
         labels,

@@ -4,8 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use thdcheck::corpus;
 use thdcheck::tensors::write_ints;
+
+#[path = "support/corpus.rs"]
+mod corpus;
 
 fn thdcheck<I, S>(args: I) -> Output
 where
@@ -117,7 +119,14 @@ fn json_names_the_violation_and_its_location() {
     let checks = v["files"][0]["report"]["packs"][0]["checks"].as_array().unwrap();
     let c = checks.iter().find(|c| c["id"] == "position-ids").unwrap();
     assert_eq!(c["status"], "violated");
-    assert_eq!(c["location"], serde_json::json!({"segment": 1, "token": 4, "key": "position_ids"}));
+    assert_eq!(
+        c["violation"]["at"],
+        serde_json::json!({"segment": 1, "token": 4, "key": "position_ids"})
+    );
+    assert_eq!(
+        (c["violation"]["expected"].as_str(), c["violation"]["got"].as_str()),
+        (Some("0"), Some("4"))
+    );
     assert_eq!(v["files"][0]["report"]["packs"][0]["facts"]["useful"]["sum_squares"], 50);
 }
 
@@ -283,7 +292,10 @@ fn fuzz_packer_passes_the_greedy_packer_and_shrinks_the_one_that_drops_the_overf
     let f = &v["failure"];
     assert_eq!(f["kind"], "violation");
     assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]));
-    assert!(f["detail"].as_str().unwrap().contains("not reported dropped: lost"), "{f}");
+    assert!(
+        f["detail"].as_str().unwrap().contains("lost (neither emitted nor reported dropped)"),
+        "{f}"
+    );
     // Shrunk: two examples that do not fit together, the second one lost.
     assert_eq!(f["request"]["examples"].as_array().unwrap().len(), 2, "{f}");
     assert!(f["replay"].as_str().unwrap().starts_with("echo '{"), "{f}");

@@ -36,7 +36,8 @@ proptest! {
             labels: labels.as_deref(),
             label_convention: if shifted { LabelConvention::Shifted } else { LabelConvention::Unshifted },
             num_real_seqs: n_real,
-            position_base: 0,
+            position_base: Some(0),
+            ..Default::default()
         };
         let _ = check_layout(&view);
         let docs: Vec<&[i64]> = docs.iter().map(Vec::as_slice).collect();

@@ -21,7 +21,12 @@
 //!     ..Default::default()
 //! };
 //! let v = check_layout(&batch).unwrap_err();
-//! assert_eq!(v.to_string(), "LAYOUT: position ids restart at each segment start\n  at: segment 1, token 3\n  expected: 0\n  got: 3\n  note: offset 0 within segment 1");
+//! assert_eq!(v.id, "position-ids");
+//! assert_eq!(
+//!     v.to_string(),
+//!     "LAYOUT: position ids restart at each segment start\n  at: segment 1, token 3, `position_ids`\n  \
+//!      expected: 0\n  got: 3\n  note: offset 0 within segment 1 (previous position 2); 1 segment not restarting"
+//! );
 //! ```
 
 pub mod checks;

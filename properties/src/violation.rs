@@ -121,6 +121,9 @@ pub struct Location {
     /// The attention head.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub head: Option<usize>,
+    /// The key (tensor name) of a batch file at fault, as the user's file spells it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 macro_rules! setter {
@@ -142,6 +145,12 @@ impl Location {
     setter!(segment, usize);
     setter!(token, usize);
     setter!(head, usize);
+
+    /// Sets the key (tensor name) at fault.
+    pub fn key(mut self, v: impl Into<String>) -> Self {
+        self.key = Some(v.into());
+        self
+    }
 
     /// Sets the context (what produced the data).
     pub fn context(mut self, v: impl Into<String>) -> Self {
@@ -174,6 +183,9 @@ impl fmt::Display for Location {
             ("head", self.head.map(|v| v as u64)),
         ];
         parts.extend(named.iter().filter_map(|(k, v)| v.map(|v| format!("{k} {v}"))));
+        if let Some(k) = &self.key {
+            parts.push(format!("`{k}`"));
+        }
         f.write_str(&parts.join(", "))
     }
 }
@@ -194,6 +206,10 @@ impl fmt::Display for Location {
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Violation {
+    /// The id of the rule (`position-ids`, `packer-conservation`, ...; see
+    /// [`crate::checks::RULES`]), empty for a check that has no rule id of its own.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub id: &'static str,
     /// The invariant.
     pub invariant: Invariant,
     /// The rule within the invariant, in words.
@@ -206,13 +222,14 @@ pub struct Violation {
     pub got: String,
     /// Extra context (the numbers behind the values, the likely cause).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
+    pub note: Option<Box<str>>,
 }
 
 impl Violation {
     /// A violation of `rule` of `invariant`, with no location or values yet.
     pub fn new(invariant: Invariant, rule: impl Into<String>) -> Self {
         Self {
+            id: "",
             invariant,
             rule: rule.into(),
             at: Box::default(),
@@ -220,6 +237,18 @@ impl Violation {
             got: String::new(),
             note: None,
         }
+    }
+
+    /// Replaces the rule text (a rule whose statement has several parts names the part).
+    pub fn rule_text(mut self, rule: impl Into<String>) -> Self {
+        self.rule = rule.into();
+        self
+    }
+
+    /// Sets the rule id.
+    pub fn id(mut self, id: &'static str) -> Self {
+        self.id = id;
+        self
     }
 
     /// Sets the location.
@@ -242,7 +271,7 @@ impl Violation {
 
     /// Adds a note.
     pub fn note(mut self, v: impl Into<String>) -> Self {
-        self.note = Some(v.into());
+        self.note = Some(v.into().into_boxed_str());
         self
     }
 
@@ -259,6 +288,36 @@ impl Violation {
     pub fn with_cp(mut self, cp: usize) -> Self {
         self.at.cp = Some(cp);
         self
+    }
+}
+
+impl Violation {
+    /// The violation on one line, for a report row: where, expected, got and the note.
+    ///
+    /// # Example
+    /// ```
+    /// use properties::{Invariant, Location, Violation};
+    /// let v = Violation::new(Invariant::Layout, "position ids restart at each segment start")
+    ///     .at(Location::default().segment(1).token(4).key("position_ids"))
+    ///     .expected(0)
+    ///     .got(4);
+    /// assert_eq!(v.summary(), "segment 1, token 4, `position_ids`: expected 0, got 4");
+    /// ```
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        if !self.at.is_empty() {
+            s = format!("{}: ", self.at);
+        }
+        match (self.expected.is_empty(), self.got.is_empty()) {
+            (false, false) => s += &format!("expected {}, got {}", self.expected, self.got),
+            (false, true) => s += &format!("expected {}", self.expected),
+            (true, false) => s += &self.got,
+            (true, true) => s += &self.rule,
+        }
+        if let Some(n) = &self.note {
+            s += &format!(" — {n}");
+        }
+        s
     }
 }
 

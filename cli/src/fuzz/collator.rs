@@ -1,14 +1,14 @@
 //! Collators: the batch they return is checked like a dumped file (`thdcheck check`), and it
 //! must hold exactly the examples it was given.
 
+use properties::checks::{Outcome, check_documents, check_static_shape};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use serde::Deserialize;
 use serde_json::Value;
-use thdcheck::checks::Status;
 use thdcheck::dialect::{ReadOptions, parse};
-use thdcheck::pack::Pack;
+use thdcheck::pack::BatchData;
 use thdcheck::protocol::{CollatorExample, CollatorMode, CollatorRequest, batch_to_safetensors};
 use thdcheck::tensors::BatchFile;
 use thdcheck::{CheckOptions, FileReport};
@@ -123,15 +123,14 @@ fn check(req: &CollatorRequest, batch: &serde_json::Map<String, Value>) -> Resul
     let file = BatchFile::from_bytes(bytes).map_err(unreadable)?;
     let parsed = parse(file, &ReadOptions::default()).map_err(unreadable)?;
     let report = FileReport::new(&parsed, &CheckOptions::default());
-    let violated: Vec<&thdcheck::checks::Check> =
-        report.all_checks().filter(|c| c.status == Status::Violated).collect();
+    let violated: Vec<&Outcome> = report.all_checks().filter(|c| c.is_violated()).collect();
     if !violated.is_empty() {
         return Err(Failure {
             kind: "violation",
-            checks: violated.iter().map(|c| c.id.to_owned()).collect(),
+            checks: violated.iter().map(|c| c.rule.to_owned()).collect(),
             detail: violated
                 .iter()
-                .map(|c| format!("{}: {}", c.id, c.detail))
+                .map(|c| format!("{}: {}", c.rule, c.detail))
                 .collect::<Vec<_>>()
                 .join("\n"),
             response: None,
@@ -174,43 +173,19 @@ fn check(req: &CollatorRequest, batch: &serde_json::Map<String, Value>) -> Resul
     }
 }
 
-/// The pack's real segments are exactly the examples, in order; with a `max_seq_length` the
-/// pack is exactly that long.
+/// The pack's real segments are exactly the examples, in order ([`check_documents`]); with a
+/// `max_seq_length` the pack is exactly that long ([`check_static_shape`]).
 fn documents(
-    pack: &Pack,
+    pack: &BatchData,
     docs: &[&[i64]],
     max_seq_length: Option<u64>,
     what: &str,
 ) -> Result<(), Failure> {
-    let real = match pack.num_real_seqs {
-        Some(k) if k >= 0 => (k as usize).min(pack.segments()),
-        _ => pack.segments(),
-    };
-    if real != docs.len() {
-        return Err(Failure::violation(
-            "documents",
-            format!("{what}: {real} real segments for {} examples", docs.len()),
-        ));
-    }
-    for (i, doc) in docs.iter().enumerate() {
-        let got = &pack.input_ids[pack.real(i)];
-        if got != *doc {
-            return Err(Failure::violation(
-                "documents",
-                format!("{what}: segment {i} holds tokens {got:?}, example {i} is {doc:?}"),
-            ));
-        }
-    }
-    if let Some(m) = max_seq_length
-        && pack.tokens() as u64 != m
-    {
-        return Err(Failure::violation(
-            "static-shape",
-            format!(
-                "{what}: {} tokens, expected max_seq_length = {m} (the examples fit)",
-                pack.tokens()
-            ),
-        ));
+    let view = pack.view();
+    let within = |v: properties::Violation| Failure::from_violation(v.within(what));
+    check_documents(docs, &view).map_err(within)?;
+    if let Some(m) = max_seq_length {
+        check_static_shape(&view, m).map_err(within)?;
     }
     Ok(())
 }

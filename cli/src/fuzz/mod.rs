@@ -35,6 +35,16 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// A violation of a rule of `properties::checks`.
+    pub(crate) fn from_violation(v: properties::Violation) -> Self {
+        Self {
+            kind: "violation",
+            checks: vec![v.id.to_owned()],
+            detail: format!("{}: {}", v.id, v.summary()),
+            response: None,
+        }
+    }
+
     fn violation(check: &str, detail: impl Into<String>) -> Self {
         Self {
             kind: "violation",

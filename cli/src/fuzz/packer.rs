@@ -1,10 +1,15 @@
 //! Packers: conservation (nothing lost or duplicated unless dropped explicitly), capacity,
-//! determinism, and optionally the first-fit property.
+//! determinism, and optionally the first-fit property — the PACKER rules of
+//! `properties::checks`.
 
+use properties::checks::{
+    EmittedPack, PackerRun, check_conservation, check_deterministic, check_pairwise_full,
+};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use serde_json::Value;
+use thd::pack::{DropReason, Dropped, Example, Pack};
 use thdcheck::protocol::{PackerExample, PackerRequest, PackerResponse};
 
 use super::{Failure, Target, response};
@@ -68,81 +73,53 @@ impl Target for PackerTarget {
         };
         check(case, &first, self.first_fit).map_err(with)?;
         let (second, line2) = response::<PackerResponse>(send)?;
-        if second != first {
-            let mut f = Failure::violation(
-                "packer-deterministic",
-                format!("the same request twice gave different packs:\n{line}\n{line2}"),
-            );
-            f.response = Some(line2);
-            return Err(f);
-        }
+        let emitted = |r: &PackerResponse| -> Vec<EmittedPack> {
+            // The dropped list is the packer's answer too: compared as a last pseudo-pack.
+            r.packs
+                .iter()
+                .chain(std::iter::once(&r.dropped))
+                .map(|p| EmittedPack {
+                    epoch: 0,
+                    call: 0,
+                    pack: Pack::new(p.iter().map(|&id| Example::single(id, 0).item()).collect()),
+                })
+                .collect()
+        };
+        check_deterministic(&emitted(&first), &emitted(&second)).map_err(|v| {
+            let mut f = Failure::from_violation(v);
+            f.detail += &format!("\n(the last pack listed is the dropped list)\n{line}\n{line2}");
+            f.response = Some(line2.clone());
+            f
+        })?;
         Ok(())
     }
 }
 
+/// Judges one answer with the PACKER rules of `properties::checks`: conservation and capacity
+/// over the request's own ids (any ids, repeated ones too), and first fit when asked.
 fn check(req: &PackerRequest, resp: &PackerResponse, first_fit: bool) -> Result<(), Failure> {
-    let n = req.examples.len();
-    let len = |id: u64| req.examples.get(id as usize).map_or(0, |e| e.len);
-    let mut seen: Vec<Option<String>> = vec![None; n];
-    let mut place = |id: u64, at: String| -> Result<(), Failure> {
-        let Some(slot) = seen.get_mut(id as usize) else {
-            return Err(Failure::violation(
-                "packer-conservation",
-                format!("{at} holds example {id}, which was not offered (ids are 0..{n})"),
-            ));
-        };
-        if let Some(before) = slot {
-            return Err(Failure::violation(
-                "packer-conservation",
-                format!("example {id} appears twice: in {before} and in {at} (duplicated)"),
-            ));
-        }
-        *slot = Some(at);
-        Ok(())
+    let cap = u32::try_from(req.capacity).unwrap_or(u32::MAX);
+    let as_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    let len = |id: u64| req.examples.iter().find(|e| e.id == id).map_or(0, |e| as_u32(e.len));
+    let item = |id: u64| Example::single(id, len(id)).item();
+    let packs: Vec<Pack> =
+        resp.packs.iter().map(|p| Pack::new(p.iter().map(|&id| item(id)).collect())).collect();
+    let run = PackerRun {
+        pushed: req.examples.iter().map(|e| Example::single(e.id, as_u32(e.len))).collect(),
+        packs: packs
+            .iter()
+            .map(|pack| EmittedPack { epoch: 0, call: 0, pack: pack.clone() })
+            .collect(),
+        dropped: resp
+            .dropped
+            .iter()
+            .map(|&id| Dropped { item: item(id), reason: DropReason::OverLength })
+            .collect(),
+        pending_after_finish: 0,
     };
-    for (p, pack) in resp.packs.iter().enumerate() {
-        for &id in pack {
-            place(id, format!("pack {p}"))?;
-        }
-    }
-    for &id in &resp.dropped {
-        place(id, "the dropped list".into())?;
-    }
-    if let Some(id) = seen.iter().position(Option::is_none) {
-        return Err(Failure::violation(
-            "packer-conservation",
-            format!(
-                "example {id} ({} tokens) is in no pack and not reported dropped: lost",
-                len(id as u64)
-            ),
-        ));
-    }
-    let loads: Vec<u64> = resp.packs.iter().map(|p| p.iter().map(|&id| len(id)).sum()).collect();
-    for (p, (&load, pack)) in loads.iter().zip(&resp.packs).enumerate() {
-        if pack.is_empty() {
-            return Err(Failure::violation("packer-capacity", format!("pack {p} is empty")));
-        }
-        if load > req.capacity {
-            return Err(Failure::violation(
-                "packer-capacity",
-                format!("pack {p} holds {load} tokens {pack:?} > capacity {}", req.capacity),
-            ));
-        }
-    }
+    check_conservation(&run, cap).map_err(Failure::from_violation)?;
     if first_fit {
-        for a in 0..loads.len() {
-            for b in a + 1..loads.len() {
-                if loads[a] + loads[b] <= req.capacity {
-                    return Err(Failure::violation(
-                        "packer-first-fit",
-                        format!(
-                            "packs {a} ({} tokens) and {b} ({} tokens) fit together in capacity {}",
-                            loads[a], loads[b], req.capacity
-                        ),
-                    ));
-                }
-            }
-        }
+        check_pairwise_full(&packs, cap).map_err(Failure::from_violation)?;
     }
     Ok(())
 }

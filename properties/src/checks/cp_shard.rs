@@ -65,6 +65,56 @@ pub fn zigzag_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
     out
 }
 
+/// Reassembles per-rank zigzag shards into the global storage order, the obvious way: rank
+/// `r`'s local slot `k` goes to global index [`zigzag_positions`]`(storage, cp, r)[k]`.
+///
+/// # Errors
+/// A sentence for a slot that does not split into `2·cp` chunks, a wrong number of shards, or a
+/// shard whose length is not what the zigzag gives its rank.
+///
+/// # Example
+/// ```
+/// use properties::checks::zigzag_reassemble;
+/// // One sequence of 4 over cp = 2: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2.
+/// let parts = vec![vec![10, 13], vec![11, 12]];
+/// assert_eq!(zigzag_reassemble(&[4], 2, &parts).unwrap(), vec![10, 11, 12, 13]);
+/// assert!(zigzag_reassemble(&[6], 2, &parts).is_err()); // 6 is not a multiple of 2·cp
+/// ```
+pub fn zigzag_reassemble<T: Clone + Default>(
+    storage: &[u32],
+    cp: usize,
+    parts: &[Vec<T>],
+) -> Result<Vec<T>, String> {
+    if cp == 0 || parts.len() != cp {
+        return Err(format!("{} shards for cp = {cp}", parts.len()));
+    }
+    if cp > 1
+        && let Some(i) = storage.iter().position(|&p| !(p as usize).is_multiple_of(2 * cp))
+    {
+        return Err(format!(
+            "segment {i}: slot of {} tokens is not divisible by 2*cp = {}",
+            storage[i],
+            2 * cp
+        ));
+    }
+    let total: usize = storage.iter().map(|&p| p as usize).sum();
+    let mut out = vec![T::default(); total];
+    for (r, part) in parts.iter().enumerate() {
+        let pos = zigzag_positions(storage, cp, r);
+        if pos.len() != part.len() {
+            return Err(format!(
+                "rank {r} holds {} tokens, the zigzag gives it {}",
+                part.len(),
+                pos.len()
+            ));
+        }
+        for (g, x) in pos.into_iter().zip(part) {
+            out[g] = x.clone();
+        }
+    }
+    Ok(out)
+}
+
 /// CP-SHARD on the shards of one batch.
 ///
 /// ```text

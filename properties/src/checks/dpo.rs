@@ -35,7 +35,7 @@ pub struct DpoView<'a> {
 /// ```text
 /// #segments = 2·bs
 /// tokens[storageⱼ .. storageⱼ + sⱼ] all carry tagⱼ, and sⱼ = lenⱼ
-/// seq_idx = j on segment j's tokens (when given)
+/// seq_idx: constant per segment, distinct between segments (the LAYOUT `seq-idx` rule)
 /// ```
 ///
 /// # Errors
@@ -102,14 +102,135 @@ pub fn check_dpo(view: &DpoView<'_>, expected: &[DpoSegment]) -> Checked {
                 .expected(format!("{} tokens of {branch} example {}", seg.len, seg.example))
                 .got(format!("{len} tokens (tokens {range:?})")));
         }
-        if let Some(idx) = view.seq_idx
-            && let Some(t) = range.clone().find(|&t| idx.get(t) != Some(&(j as i64)))
-        {
-            return Err(v("seq_idx numbers every segment's tokens with the segment")
-                .at(at.token(t))
-                .expected(j)
-                .got(idx.get(t).map_or("nothing".to_string(), i64::to_string)));
-        }
+    }
+    // seq_idx: the shared LAYOUT rule (constant per segment, distinct between segments).
+    if view.seq_idx.is_some() {
+        let layout = crate::checks::LayoutView {
+            num_tokens: view.tags.len(),
+            cu_seqlens: cu,
+            cu_seqlens_padded: view.cu_seqlens_padded,
+            seq_idx: view.seq_idx,
+            ..Default::default()
+        };
+        let mock = vec![false; expected.len()];
+        crate::checks::first_violation(&[crate::checks::seq_idx(&layout, &mock)])?;
     }
     Ok(())
+}
+
+/// A DPO batch file's concatenation as plain data: what `dpo-offsets` and `dpo-concat` judge.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DpoConcat {
+    /// The key of the concatenated offsets (`concatenated_cu_seq_lens_k` or `_q`).
+    pub key: String,
+    /// Their values.
+    pub concatenated: Vec<i64>,
+    /// Chosen real offsets.
+    pub chosen: Vec<i64>,
+    /// Rejected real offsets.
+    pub rejected: Vec<i64>,
+    /// Stored chosen tokens (the padded length the rejected offsets must be shifted by).
+    pub chosen_tokens: usize,
+    /// The concatenated tensors as stored, against `cat(chosen, rejected)`:
+    /// `(key, stored, expected)`.
+    pub tensors: Vec<(String, Vec<i64>, Vec<i64>)>,
+}
+
+/// DPO, `dpo-offsets`: the concatenated offsets are the chosen ones, then the rejected ones
+/// shifted by the *padded* chosen length (open-instruct OI-B1 shifted by the real length).
+///
+/// # Example
+/// ```
+/// use properties::checks::{DpoConcat, dpo_offsets};
+/// let d = DpoConcat {
+///     key: "concatenated_cu_seq_lens_k".into(),
+///     concatenated: vec![0, 3, 5, 7], // shifted by the real chosen length 3
+///     chosen: vec![0, 3],
+///     rejected: vec![0, 2, 4],
+///     chosen_tokens: 4,
+///     tensors: vec![],
+/// };
+/// let o = dpo_offsets(&d);
+/// assert!(o.detail.contains("real chosen length 3, not the padded length 4"), "{}", o.detail);
+/// ```
+pub fn dpo_offsets(d: &DpoConcat) -> crate::checks::Outcome {
+    use crate::checks::DPO_OFFSETS;
+    let tc = d.chosen_tokens as i64;
+    let shift = |by: i64| -> Vec<i64> {
+        let mut v = d.chosen.clone();
+        v.extend(d.rejected.iter().skip(1).map(|&x| x + by));
+        v
+    };
+    let expected = shift(tc);
+    let key = &d.key;
+    let n_chosen = d.chosen.len().saturating_sub(1);
+    if d.concatenated == expected {
+        return DPO_OFFSETS
+            .ok(format!("`{key}` shifts the rejected offsets by the padded chosen length {tc}"));
+    }
+    let real_len = *d.chosen.last().unwrap_or(&0);
+    let i = d
+        .concatenated
+        .iter()
+        .zip(&expected)
+        .position(|(a, b)| a != b)
+        .unwrap_or(d.concatenated.len().min(expected.len()));
+    let show = |v: Option<&i64>| v.map_or("end".into(), i64::to_string);
+    let mut v = DPO_OFFSETS
+        .violation()
+        .at(Location::default().segment(i.saturating_sub(1)).key(key.as_str()))
+        .expected(format!("{key}[{i}] = {}", show(expected.get(i))))
+        .got(format!("{key}[{i}] = {}", show(d.concatenated.get(i))));
+    if d.concatenated == shift(real_len) {
+        let j = i.saturating_sub(n_chosen + 1);
+        let got = |k: usize| d.concatenated.get(k).copied().unwrap_or(0);
+        v = v.note(format!(
+            "the rejected offsets are shifted by the real chosen length {real_len}, not the padded \
+             length {tc} (open-instruct OI-B1): rejected segment {j} (segment {}) covers tokens \
+             {}..{}, but its tokens are {}..{}",
+            n_chosen + j,
+            got(n_chosen + j),
+            got(n_chosen + j + 1),
+            tc + d.rejected.get(j).copied().unwrap_or(0),
+            tc + d.rejected.get(j + 1).copied().unwrap_or(0),
+        ));
+    } else {
+        v = v.note(format!("chosen offsets, then rejected offsets + padded chosen length {tc}"));
+    }
+    DPO_OFFSETS.violated(v)
+}
+
+/// DPO, `dpo-concat`: every stored concatenated tensor is `chosen ++ rejected`. `None` when the
+/// file stores none.
+pub fn dpo_concat(d: &DpoConcat) -> Option<crate::checks::Outcome> {
+    use crate::checks::DPO_CONCAT;
+    if d.tensors.is_empty() {
+        return None;
+    }
+    for (key, stored, want) in &d.tensors {
+        if stored.len() != want.len() {
+            return Some(
+                DPO_CONCAT.violated(
+                    DPO_CONCAT
+                        .violation()
+                        .at(Location::default().key(key.as_str()))
+                        .expected(format!("{} tokens (chosen + rejected)", want.len()))
+                        .got(format!("{} tokens", stored.len())),
+                ),
+            );
+        }
+        if let Some(t) = stored.iter().zip(want).position(|(a, b)| a != b) {
+            let side = if t < d.chosen_tokens { "chosen" } else { "rejected" };
+            return Some(
+                DPO_CONCAT.violated(
+                    DPO_CONCAT
+                        .violation()
+                        .at(Location::default().token(t).key(key.as_str()))
+                        .expected(format!("{} ({side} token)", want[t]))
+                        .got(format!("{key}[{t}] = {}", stored[t])),
+                ),
+            );
+        }
+    }
+    Some(DPO_CONCAT.ok("concatenated tensors are chosen ++ rejected"))
 }

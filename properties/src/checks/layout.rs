@@ -1,16 +1,80 @@
-//! LAYOUT: offsets, position ids, boundary labels and documents of one packed batch.
+//! LAYOUT: offsets, position ids, boundary labels, masks and documents of one packed batch.
+//!
+//! Every rule here takes a [`LayoutView`] (plain slices, as a collator emits them) and returns
+//! an [`Outcome`]. [`check_layout`] is the first-violation form the property tests use;
+//! [`crate::checks::check_batch`] runs every rule for `thdcheck check` and the fuzzers.
+
+use std::collections::HashMap;
+use std::ops::Range;
 
 use thd::{IGNORE_INDEX, LabelConvention};
 
-use crate::{Checked, Invariant, Location, Violation};
+use crate::checks::rules::{
+    CROSS_DOC_LABEL, DOCUMENTS, MASK, MAX_SEQLEN, MOCK_NONEMPTY, NUM_REAL_SEQS, OFFSETS, Outcome,
+    PADDED_SLOTS, POSITION_IDS, QK_OFFSETS, ROW_SLOTS, SEQ_IDX, STATIC_SHAPE, TOKEN_COUNTS,
+    first_violation,
+};
+use crate::{Checked, Location, Violation};
 
-/// A packed batch as plain data (the tensors a collator emits, int64 like PyTorch).
+/// The names of a batch's tensors, as the user's file spells them: messages quote these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyNames {
+    /// Token ids.
+    pub input_ids: String,
+    /// Real offsets (`cu_seq_lens_q`, `cu_seqlens`, `seq_lens`, ...).
+    pub cu_seqlens: String,
+    /// Storage offsets.
+    pub cu_seqlens_padded: String,
+    /// Key offsets (`cu_seq_lens_k`, `cu_seqlens_kv`).
+    pub cu_seqlens_k: String,
+    /// The declared maximum segment length (`max_length_q`, `max_seqlen`).
+    pub max_seqlen: String,
+    /// The mask (`attention_mask`, 1 = real; `padding_mask`, 1 = pad).
+    pub mask: String,
+    /// Labels.
+    pub labels: String,
+    /// Position ids.
+    pub position_ids: String,
+    /// Sequence index.
+    pub seq_idx: String,
+    /// The number of leading real segments.
+    pub num_real_seqs: String,
+}
+
+impl Default for KeyNames {
+    fn default() -> Self {
+        Self {
+            input_ids: "input_ids".into(),
+            cu_seqlens: "cu_seqlens".into(),
+            cu_seqlens_padded: "cu_seqlens_padded".into(),
+            cu_seqlens_k: "cu_seqlens_k".into(),
+            max_seqlen: "max_seqlen".into(),
+            mask: "attention_mask".into(),
+            labels: "labels".into(),
+            position_ids: "position_ids".into(),
+            seq_idx: "seq_idx".into(),
+            num_real_seqs: "num_real_seqs".into(),
+        }
+    }
+}
+
+/// The default key names, for views that do not name their own.
+fn default_keys() -> &'static KeyNames {
+    static KEYS: std::sync::OnceLock<KeyNames> = std::sync::OnceLock::new();
+    KEYS.get_or_init(KeyNames::default)
+}
+
+/// A packed batch as plain data (the tensors a collator emits, int64 like PyTorch), flattened
+/// row-major to `T` tokens.
 ///
 /// Only `num_tokens` and `cu_seqlens` are required; every other field is checked when present.
+/// Nothing here is a `thd` layout type: the rules validate the offsets themselves.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LayoutView<'a> {
     /// Stored tokens `T` (the length of `input_ids`).
     pub num_tokens: usize,
+    /// Rows of the stored tensors (`B` of `[B, S]`); 0 or 1 for `[T]`.
+    pub rows: usize,
     /// Token ids, `[T]`, when at hand.
     pub input_ids: Option<&'a [i64]>,
     /// Real offsets, `B + 1` entries.
@@ -18,63 +82,583 @@ pub struct LayoutView<'a> {
     /// Storage offsets when segments are padded; real tokens of segment `i` start at
     /// `cu_seqlens_padded[i]`.
     pub cu_seqlens_padded: Option<&'a [i64]>,
+    /// The kernel is given the storage slots: the padded offsets were stored in the file, or the
+    /// last segment absorbed the trailing padding (`max_seqlen` must then cover the slots).
+    pub kernel_sees_slots: bool,
+    /// Key offsets (`cu_seq_lens_k`), as stored.
+    pub cu_seqlens_k: Option<&'a [i64]>,
+    /// The offsets the key offsets must equal (the stored query offsets); `cu_seqlens` if `None`.
+    pub cu_seqlens_q_stored: Option<&'a [i64]>,
+    /// `max_seqlen` / `max_length_q` as declared.
+    pub max_seqlen: Option<i64>,
     /// Position ids, `[T]`.
     pub position_ids: Option<&'a [i64]>,
     /// Labels, `[T]`, -100 where ignored.
     pub labels: Option<&'a [i64]>,
     /// How labels line up with logits.
     pub label_convention: LabelConvention,
-    /// How many leading segments are real; the rest are mock. `None`: all real.
+    /// `true` where the mask says the token is real (attention_mask 1, padding_mask 0).
+    pub mask: Option<&'a [bool]>,
+    /// The mask is a padding mask (1 = pad): messages show its values that way.
+    pub mask_is_padding: bool,
+    /// Sequence index of every token.
+    pub seq_idx: Option<&'a [i64]>,
+    /// How many leading segments are real; the rest are mock. `None`: not stated.
     pub num_real_seqs: Option<usize>,
+    /// Automodel BSHD rows: per row, the sum of its slots (checked against `S = T / rows`).
+    pub row_slots: Option<&'a [i64]>,
     /// The first position id of every sequence: 0 for most models, `padding_idx + 1` for
-    /// RoBERTa-family models (transformers #47496).
-    pub position_base: i64,
+    /// RoBERTa-family models (transformers #47496). `None`: 0, or one base shared by every
+    /// segment, which is noted.
+    pub position_base: Option<i64>,
+    /// The file's key names; `None` for the default names.
+    pub keys: Option<&'a KeyNames>,
 }
 
-fn violation(rule: &str) -> Violation {
-    Violation::new(Invariant::Layout, rule)
+impl<'a> LayoutView<'a> {
+    /// The key names.
+    pub fn keys(&self) -> &'a KeyNames {
+        match self.keys {
+            Some(k) => k,
+            None => default_keys(),
+        }
+    }
+
+    /// Segments `B`, mock ones included.
+    pub fn segments(&self) -> usize {
+        self.cu_seqlens.len().saturating_sub(1)
+    }
+
+    /// Storage offsets: padded if present, real otherwise.
+    pub fn storage(&self) -> &'a [i64] {
+        self.cu_seqlens_padded.unwrap_or(self.cu_seqlens)
+    }
+
+    /// Tokens of segment `i`'s slot. Valid offsets assumed ([`check_offsets`]).
+    pub fn slot(&self, i: usize) -> Range<usize> {
+        let s = self.storage();
+        s[i] as usize..s[i + 1] as usize
+    }
+
+    /// Real length `sᵢ`.
+    pub fn real_len(&self, i: usize) -> usize {
+        (self.cu_seqlens[i + 1] - self.cu_seqlens[i]) as usize
+    }
+
+    /// Tokens of segment `i`'s real part: the first `sᵢ` tokens of its slot (clamped to the
+    /// slot, so that a slot shorter than the real length never indexes past it).
+    pub fn real(&self, i: usize) -> Range<usize> {
+        let slot = self.slot(i);
+        slot.start..slot.start + self.real_len(i).min(slot.len())
+    }
+
+    /// The segment whose slot holds token `t`.
+    pub fn segment_of(&self, t: usize) -> Option<usize> {
+        let s = self.storage();
+        let i = s.partition_point(|&c| c as usize <= t);
+        (i >= 1 && i < s.len()).then(|| i - 1)
+    }
+
+    /// `true` on the real tokens of the segments not marked in `mock`.
+    pub fn real_token_mask(&self, mock: &[bool]) -> Vec<bool> {
+        let mut real = vec![false; self.num_tokens];
+        for i in 0..self.segments() {
+            if !mock.get(i).copied().unwrap_or(false) {
+                let r = self.real(i);
+                if let Some(s) = real.get_mut(r) {
+                    s.fill(true);
+                }
+            }
+        }
+        real
+    }
 }
 
-/// Checks one offsets vector: non-empty, starts at 0, non-decreasing, int32, ends within `T`.
-fn check_offsets(name: &str, cu: &[i64], tokens: usize) -> Checked {
+pub(crate) fn plural(n: usize, one: &str) -> String {
+    if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") }
+}
+
+/// LAYOUT, `offsets`: one offsets vector is non-empty, starts at 0, is non-decreasing, fits
+/// int32 and ends within `tokens`. The command calls it on every offsets tensor it reads and
+/// refuses a file that fails it (exit 2: offsets that are not offsets address nothing).
+///
+/// # Errors
+/// The first rule broken, naming the key, the index and the value.
+///
+/// # Example
+/// ```
+/// use properties::checks::check_offsets;
+/// assert!(check_offsets("cu_seqlens", &[0, 3, 5], 5).is_ok());
+/// let v = check_offsets("cu_seqlens", &[0, 5, 3], 5).unwrap_err();
+/// assert_eq!(v.summary(), "`cu_seqlens`: expected cu_seqlens[2] >= 5, got cu_seqlens[2] = 3");
+/// ```
+pub fn check_offsets(name: &str, cu: &[i64], tokens: usize) -> Checked {
+    let v = |rule: String| {
+        Violation::new(OFFSETS.invariant, rule).id(OFFSETS.id).at(Location::default().key(name))
+    };
     let Some(&first) = cu.first() else {
-        return Err(violation(&format!("{name} has at least one entry"))
-            .expected("[0, ...]")
-            .got("[]"));
+        return Err(v(format!("{name} has at least one entry")).expected("[0, ...]").got("[]"));
     };
     if first != 0 {
-        return Err(violation(&format!("{name} starts at 0")).expected(0).got(first));
+        return Err(v(format!("{name} starts at 0"))
+            .expected(0)
+            .got(format!("{name}[0] = {first}")));
     }
     for (i, w) in cu.windows(2).enumerate() {
         if w[1] < w[0] {
-            return Err(violation(&format!("{name} is non-decreasing"))
-                .at(Location::default().segment(i))
+            return Err(v(format!("{name} is non-decreasing"))
                 .expected(format!("{name}[{}] >= {}", i + 1, w[0]))
                 .got(format!("{name}[{}] = {}", i + 1, w[1])));
         }
     }
-    let last = *cu.last().expect("non-empty");
-    if last > i64::from(i32::MAX) {
-        return Err(violation(&format!("{name} fits int32"))
+    if let Some(i) = cu.iter().position(|&x| x > i64::from(i32::MAX)) {
+        return Err(v(format!("{name} fits int32"))
             .expected(format!("<= {}", i32::MAX))
-            .got(last));
+            .got(format!("{name}[{i}] = {}", cu[i])));
     }
+    let last = cu[cu.len() - 1];
     if last as u64 > tokens as u64 {
-        return Err(violation(&format!("{name} ends at or before the token count"))
-            .expected(format!("{name}[-1] <= {tokens}"))
-            .got(format!("{name}[-1] = {last}")));
+        return Err(v(format!("{name} ends at or before the token count"))
+            .expected(format!("{name}[{}] <= T = {tokens}", cu.len() - 1))
+            .got(format!("{name}[{}] = {last}", cu.len() - 1)));
     }
     Ok(())
 }
 
-/// The storage range of segment `i`'s real tokens.
-fn real_range(view: &LayoutView<'_>, i: usize) -> std::ops::Range<usize> {
-    let storage = view.cu_seqlens_padded.unwrap_or(view.cu_seqlens);
-    let start = storage[i] as usize;
-    start..start + (view.cu_seqlens[i + 1] - view.cu_seqlens[i]) as usize
+/// LAYOUT, `offsets` on a view: the real and storage offsets, and one storage entry per real one.
+pub fn offsets(view: &LayoutView<'_>) -> Outcome {
+    let k = view.keys();
+    let t = view.num_tokens;
+    let mut checked = check_offsets(&k.cu_seqlens, view.cu_seqlens, t);
+    if let (Ok(()), Some(p)) = (&checked, view.cu_seqlens_padded) {
+        checked = check_offsets(&k.cu_seqlens_padded, p, t);
+        if checked.is_ok() && p.len() != view.cu_seqlens.len() {
+            checked = Err(Violation::new(
+                OFFSETS.invariant,
+                "cu_seqlens_padded has one entry per segment, like cu_seqlens",
+            )
+            .at(Location::default().key(&k.cu_seqlens_padded))
+            .expected(format!("{} entries", view.cu_seqlens.len()))
+            .got(format!("{} entries", p.len())));
+        }
+    }
+    if let (Ok(()), Some(ck)) = (&checked, view.cu_seqlens_k) {
+        checked = check_offsets(&k.cu_seqlens_k, ck, t);
+    }
+    OFFSETS.from_checked(checked, format!("{} valid", plural(view.segments(), "segment")))
 }
 
-/// LAYOUT on one packed batch.
+/// LAYOUT, `token-counts`: every per-token tensor has `T` entries.
+pub fn token_counts(view: &LayoutView<'_>) -> Outcome {
+    let k = view.keys();
+    let t = view.num_tokens;
+    let lens = [
+        (&k.input_ids, "input_ids", view.input_ids.map(<[i64]>::len)),
+        (&k.position_ids, "position_ids", view.position_ids.map(<[i64]>::len)),
+        (&k.labels, "labels", view.labels.map(<[i64]>::len)),
+        (&k.mask, "mask", view.mask.map(<[bool]>::len)),
+        (&k.seq_idx, "seq_idx", view.seq_idx.map(<[i64]>::len)),
+    ];
+    for (key, what, len) in lens {
+        if let Some(len) = len
+            && len != t
+        {
+            return TOKEN_COUNTS.violated(
+                Violation::new(TOKEN_COUNTS.invariant, format!("{what} has one entry per token"))
+                    .at(Location::default().key(key.as_str()))
+                    .expected(t)
+                    .got(len),
+            );
+        }
+    }
+    TOKEN_COUNTS.ok(format!("{t} tokens"))
+}
+
+/// LAYOUT, `padded-slots`: every storage slot holds its real tokens, `pᵢ ≥ sᵢ`.
+pub fn padded_slots(view: &LayoutView<'_>) -> Outcome {
+    let k = view.keys();
+    let Some(p) = view.cu_seqlens_padded else {
+        return PADDED_SLOTS.skipped("");
+    };
+    let cu = view.cu_seqlens;
+    let bad: Vec<usize> =
+        (0..view.segments()).filter(|&i| p[i + 1] - p[i] < cu[i + 1] - cu[i]).collect();
+    let Some(&i) = bad.first() else {
+        return PADDED_SLOTS
+            .ok(format!("every slot of `{}` holds its real tokens", k.cu_seqlens_padded));
+    };
+    PADDED_SLOTS.violated(
+        Violation::new(PADDED_SLOTS.invariant, "padded length >= real length")
+            .at(Location::default().segment(i).token(p[i] as usize).key(&k.cu_seqlens_padded))
+            .expected(format!(">= {}", cu[i + 1] - cu[i]))
+            .got(p[i + 1] - p[i])
+            .note(format!(
+                "the slot in `{}` is shorter than the real length in `{}` ({} affected)",
+                k.cu_seqlens_padded,
+                k.cu_seqlens,
+                plural(bad.len(), "segment")
+            )),
+    )
+}
+
+/// LAYOUT, `qk-offsets`: key offsets equal the stored query offsets (self-attention packing
+/// has one set of offsets).
+pub fn qk_offsets(view: &LayoutView<'_>) -> Outcome {
+    let k = view.keys();
+    let Some(ck) = view.cu_seqlens_k else { return QK_OFFSETS.skipped("") };
+    let q = view.cu_seqlens_q_stored.unwrap_or(view.cu_seqlens);
+    if ck == q {
+        return QK_OFFSETS.ok(format!("`{}` equals `{}`", k.cu_seqlens_k, k.cu_seqlens));
+    }
+    let i = ck.iter().zip(q).position(|(a, b)| a != b).unwrap_or(ck.len().min(q.len()));
+    let show = |v: Option<&i64>| v.map_or("end".into(), i64::to_string);
+    QK_OFFSETS.violated(
+        QK_OFFSETS
+            .violation()
+            .at(Location::default().key(&k.cu_seqlens_k))
+            .expected(format!("{}[{i}] = {}", k.cu_seqlens, show(q.get(i))))
+            .got(format!("{}[{i}] = {}", k.cu_seqlens_k, show(ck.get(i)))),
+    )
+}
+
+/// LAYOUT, `row-slots`: Automodel BSHD rows; every row but the last is filled exactly by its
+/// slots (the offsets are one cumulative sum over rows).
+pub fn row_slots(view: &LayoutView<'_>) -> Outcome {
+    let k = view.keys();
+    let Some(rows) = view.row_slots else { return ROW_SLOTS.skipped("") };
+    let s = (view.num_tokens / view.rows.max(1)) as i64;
+    let last = rows.len().saturating_sub(1);
+    for (r, &sum) in rows.iter().enumerate() {
+        let ok = if r < last { sum == s } else { sum <= s };
+        if !ok {
+            let key =
+                if view.cu_seqlens_padded.is_some() { &k.cu_seqlens_padded } else { &k.cu_seqlens };
+            return ROW_SLOTS.violated(
+                ROW_SLOTS
+                    .violation()
+                    .at(Location::default().pack(r).token(r * s as usize).key(key))
+                    .expected(format!("row {r}'s slots hold S = {s} tokens"))
+                    .got(format!("{sum} tokens"))
+                    .note(
+                        "the offsets are one cumulative sum over rows, so every later row's \
+                         segments point at the wrong tokens",
+                    ),
+            );
+        }
+    }
+    ROW_SLOTS.ok(format!("each of {} fills its S={s} tokens", plural(rows.len(), "row")))
+}
+
+/// LAYOUT, `max-seqlen`: the declared maximum covers the widest slot the kernel is given (the
+/// real lengths, or the storage slots when the kernel sees them).
+pub fn max_seqlen(view: &LayoutView<'_>) -> Outcome {
+    let k = view.keys();
+    let Some(declared) = view.max_seqlen else {
+        return MAX_SEQLEN.skipped("no max_seqlen / max_length_q");
+    };
+    let slots = view.kernel_sees_slots;
+    let width = |i: usize| if slots { view.slot(i).len() } else { view.real_len(i) };
+    let widest = (0..view.segments()).max_by_key(|&i| (width(i), std::cmp::Reverse(i)));
+    let Some(i) = widest else { return MAX_SEQLEN.ok("no segments") };
+    let w = width(i);
+    let what = if slots { "slot" } else { "segment" };
+    if declared >= w as i64 {
+        return MAX_SEQLEN
+            .ok(format!("`{}` = {declared} ≥ widest {what} {w} (segment {i})", k.max_seqlen));
+    }
+    MAX_SEQLEN.violated(
+        MAX_SEQLEN
+            .violation()
+            .at(Location::default().segment(i).token(view.slot(i).start).key(&k.max_seqlen))
+            .expected(format!(">= {w} (the widest {what}, segment {i})"))
+            .got(format!("{} = {declared}", k.max_seqlen))
+            .note("the kernel sizes its grid by max_seqlen and skips or corrupts the rest"),
+    )
+}
+
+/// LAYOUT, `num-real-seqs`: at most `B` leading real segments.
+pub fn num_real_seqs(view: &LayoutView<'_>) -> Outcome {
+    let b = view.segments();
+    match view.num_real_seqs {
+        None => NUM_REAL_SEQS.skipped(""),
+        Some(n) if n <= b => NUM_REAL_SEQS.ok(format!("{n} of {}", plural(b, "segment"))),
+        Some(n) => NUM_REAL_SEQS.violated(
+            NUM_REAL_SEQS
+                .violation()
+                .at(Location::default().key(&view.keys().num_real_seqs))
+                .expected(format!("<= {b}"))
+                .got(n),
+        ),
+    }
+}
+
+/// LAYOUT, `mock-nonempty`: every segment past `num_real_seqs` holds at least one token (a
+/// duplicated offset appended when nothing needed padding, AReaL #1103).
+pub fn mock_nonempty(view: &LayoutView<'_>) -> Outcome {
+    let k = view.keys();
+    let b = view.segments();
+    let Some(n_real) = view.num_real_seqs.filter(|&n| n <= b) else {
+        return MOCK_NONEMPTY.skipped("");
+    };
+    let (name, storage) = match view.cu_seqlens_padded {
+        Some(p) => (&k.cu_seqlens_padded, p),
+        None => (&k.cu_seqlens, view.cu_seqlens),
+    };
+    for i in n_real..b {
+        if storage[i + 1] == storage[i] {
+            return MOCK_NONEMPTY.violated(
+                MOCK_NONEMPTY
+                    .violation()
+                    .at(Location::default().segment(i).key(name.as_str()))
+                    .expected("a non-empty mock segment (or none at all)")
+                    .got(format!(
+                        "a zero-length segment: {name}[{i}] = {name}[{}] = {}",
+                        i + 1,
+                        storage[i]
+                    ))
+                    .note("a duplicated offset appended when nothing needed padding (AReaL #1103)"),
+            );
+        }
+    }
+    MOCK_NONEMPTY.ok(format!("{} non-empty", plural(b - n_real, "mock segment")))
+}
+
+/// LAYOUT, `position-ids`: `position_ids[startᵢ + j] = base + j` for every real token. With no
+/// stated base, 0 or one base shared by every segment (RoBERTa/ESM start at `padding_idx + 1`)
+/// is accepted and a non-zero one noted.
+pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
+    let k = view.keys();
+    let Some(pos) = view.position_ids else { return POSITION_IDS.skipped("no position_ids") };
+    let b = view.segments();
+    let base = view.position_base.unwrap_or_else(|| {
+        let firsts: Vec<i64> =
+            (0..b).filter(|&i| !view.real(i).is_empty()).map(|i| pos[view.real(i).start]).collect();
+        match firsts.first() {
+            Some(&f) if f > 0 && firsts.iter().all(|&x| x == f) => f,
+            _ => 0,
+        }
+    });
+    let mut first = None;
+    let mut bad = 0usize;
+    for i in 0..b {
+        let r = view.real(i);
+        let start = r.start;
+        if let Some(j) = pos[r].iter().enumerate().position(|(j, &p)| p != base + j as i64) {
+            bad += 1;
+            first.get_or_insert((i, start + j, j));
+        }
+    }
+    match first {
+        None => {
+            let mut o =
+                POSITION_IDS.ok(format!("restart at {base} in each of {}", plural(b, "segment")));
+            if base != 0 && view.position_base.is_none() {
+                o.notes.push(format!(
+                    "`{}` start at {base} in every segment (RoBERTa/ESM-style padding_idx + 1); \
+                     pass the position base to pin it",
+                    k.position_ids
+                ));
+            }
+            o
+        }
+        Some((i, t, j)) => {
+            let prev =
+                if t > 0 { format!(" (previous position {})", pos[t - 1]) } else { String::new() };
+            POSITION_IDS.violated(
+                POSITION_IDS
+                    .violation()
+                    .at(Location::default().segment(i).token(t).key(&k.position_ids))
+                    .expected(base + j as i64)
+                    .got(pos[t])
+                    .note(format!(
+                        "offset {j} within segment {i}{prev}; {} not restarting",
+                        plural(bad, "segment")
+                    )),
+            )
+        }
+    }
+}
+
+/// LAYOUT, `cross-doc-label`: no segment's last prediction targets the next document.
+///
+/// ```text
+/// Unshifted: labels[startᵢ + sᵢ] = -100   Shifted: labels[startᵢ + sᵢ − 1] = -100
+/// ```
+pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
+    let k = view.keys();
+    let Some(labels) = view.labels else { return CROSS_DOC_LABEL.skipped("no labels") };
+    for i in 0..view.segments() {
+        let r = view.real(i);
+        if r.is_empty() {
+            continue;
+        }
+        let tok = match view.label_convention {
+            LabelConvention::Unshifted => r.end,
+            LabelConvention::Shifted => r.end - 1,
+        };
+        let Some(&y) = labels.get(tok).filter(|&&y| y != IGNORE_INDEX) else { continue };
+        let what = match view.label_convention {
+            LabelConvention::Unshifted => "the first label after the segment",
+            LabelConvention::Shifted => "the label of the segment's last token",
+        };
+        let next = match (i + 1 < view.segments()).then(|| view.real(i + 1).start) {
+            Some(s) if view.input_ids.and_then(|ids| ids.get(s)) == Some(&y) => {
+                format!(": it is segment {}'s first token (input_ids[{s}] = {y})", i + 1)
+            }
+            _ => String::new(),
+        };
+        return CROSS_DOC_LABEL.violated(
+            CROSS_DOC_LABEL
+                .violation()
+                .at(Location::default().segment(i).token(tok).key(&k.labels))
+                .expected(format!("{what} = -100"))
+                .got(format!("labels[{tok}] = {y}"))
+                .note(format!(
+                    "the last token of segment {i} would learn to predict {y} across the boundary{next}"
+                )),
+        );
+    }
+    CROSS_DOC_LABEL.ok("no prediction crosses a segment boundary")
+}
+
+/// LAYOUT, `mask`: the attention / padding mask marks exactly the real tokens of real segments.
+pub fn mask(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
+    let k = view.keys();
+    let Some(m) = view.mask else { return MASK.skipped("no attention_mask / padding_mask") };
+    let show = |real: bool| if view.mask_is_padding { u8::from(!real) } else { u8::from(real) };
+    let real = view.real_token_mask(mock);
+    let mut bad = m.iter().zip(&real).enumerate().filter(|(_, (m, r))| m != r);
+    let Some((t, (&mv, &r))) = bad.next() else {
+        return MASK.ok(format!("`{}` agrees with the segments", k.mask));
+    };
+    let n = 1 + bad.count();
+    let seg = view.segment_of(t);
+    let (expected, note) = if r {
+        let i = seg.unwrap_or(0);
+        // The commonest id among the tokens that are padding by the layout.
+        let mut counts: HashMap<i64, usize> = HashMap::new();
+        if let Some(ids) = view.input_ids {
+            for (tok, &is_real) in ids.iter().zip(&real) {
+                if !is_real {
+                    *counts.entry(*tok).or_default() += 1;
+                }
+            }
+        }
+        let pad_id =
+            counts.into_iter().max_by_key(|&(id, c)| (c, std::cmp::Reverse(id))).map(|(id, _)| id);
+        let why = match (pad_id, view.input_ids.and_then(|ids| ids.get(t))) {
+            (Some(p), Some(&id)) if p == id => {
+                format!("; its id {p} is the padding id: was the mask built from token values?")
+            }
+            _ => String::new(),
+        };
+        (
+            format!(
+                "{} (a real token: segment {i}, offset {})",
+                show(true),
+                t - view.real(i).start
+            ),
+            format!("{}{why}", plural(n, "token") + " disagreeing"),
+        )
+    } else {
+        let what = match seg {
+            Some(i) if mock.get(i).copied().unwrap_or(false) => format!("in mock segment {i}"),
+            Some(i) => format!("padding in segment {i}'s slot"),
+            None => "padding past the last segment".into(),
+        };
+        (format!("{} (the token is {what})", show(false)), plural(n, "token") + " disagreeing")
+    };
+    let mut at = Location::default().token(t).key(&k.mask);
+    at.segment = seg;
+    MASK.violated(
+        MASK.violation()
+            .at(at)
+            .expected(expected)
+            .got(format!("{}[{t}] = {}", k.mask, show(mv)))
+            .note(note),
+    )
+}
+
+/// LAYOUT, `seq-idx`: `seq_idx` is constant over each segment's real tokens and distinct between
+/// segments (what a kernel keyed on `seq_idx`, e.g. Mamba's, needs). A padding token reusing a
+/// segment's id is noted.
+pub fn seq_idx(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
+    let k = view.keys();
+    let Some(idx) = view.seq_idx.filter(|i| i.len() == view.num_tokens) else {
+        return SEQ_IDX.skipped("");
+    };
+    let real = view.real_token_mask(mock);
+    let mut owner: HashMap<i64, usize> = HashMap::new();
+    for i in 0..view.segments() {
+        let r = view.real(i);
+        let Some(&v) = idx.get(r.start).filter(|_| !r.is_empty()) else { continue };
+        if let Some(j) = idx[r.clone()].iter().position(|&x| x != v) {
+            let t = r.start + j;
+            return SEQ_IDX.violated(
+                SEQ_IDX
+                    .violation()
+                    .at(Location::default().segment(i).token(t).key(&k.seq_idx))
+                    .expected(format!("{v} (the segment's first value)"))
+                    .got(format!("{}[{t}] = {}", k.seq_idx, idx[t])),
+            );
+        }
+        if let Some(&j) = owner.get(&v) {
+            return SEQ_IDX.violated(
+                SEQ_IDX
+                    .violation()
+                    .at(Location::default().segment(i).token(r.start).key(&k.seq_idx))
+                    .expected(format!("an id other than segment {j}'s"))
+                    .got(format!("{}[{}] = {v}, shared with segment {j}", k.seq_idx, r.start))
+                    .note("a kernel keyed on seq_idx runs the two segments as one sequence"),
+            );
+        }
+        owner.insert(v, i);
+        // Causal kernels keyed on seq_idx carry state forward: padding just before a segment
+        // that carries the segment's id runs into it.
+        if r.start > 0 && !real[r.start - 1] && idx[r.start - 1] == v {
+            let t = r.start - 1;
+            return SEQ_IDX.violated(
+                SEQ_IDX
+                    .violation()
+                    .at(Location::default().segment(i).token(t).key(&k.seq_idx))
+                    .expected(format!("an id other than segment {i}'s on the padding before it"))
+                    .got(format!("{}[{t}] = {v}, segment {i}'s id", k.seq_idx))
+                    .note("a causal kernel keyed on seq_idx runs the padding into the segment"),
+            );
+        }
+    }
+    let mut o = SEQ_IDX.ok(format!("one distinct id per segment ({})", plural(owner.len(), "id")));
+    if let Some(t) = (0..view.num_tokens).find(|&t| !real[t] && owner.contains_key(&idx[t])) {
+        o.notes.push(format!(
+            "`{}`[{t}] = {} on a padding token reuses segment {}'s id",
+            k.seq_idx, idx[t], owner[&idx[t]]
+        ));
+    }
+    o
+}
+
+/// The rules [`check_layout`] runs, in order: a batch's layout on its own.
+pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
+    let off = offsets(view);
+    if off.is_violated() {
+        return vec![off];
+    }
+    let counts = token_counts(view);
+    if counts.is_violated() {
+        return vec![off, counts];
+    }
+    vec![
+        off,
+        counts,
+        padded_slots(view),
+        num_real_seqs(view),
+        mock_nonempty(view),
+        position_ids(view),
+        cross_doc_label(view),
+    ]
+}
+
+/// LAYOUT on one packed batch: the first violation of [`layout_rules`].
 ///
 /// ```text
 /// cu[0] = 0, cu[i] ≤ cu[i+1], cu[B] ≤ T, every offset ≤ i32::MAX          (real and padded)
@@ -97,106 +681,10 @@ fn real_range(view: &LayoutView<'_>, i: usize) -> std::ops::Range<usize> {
 ///     ..Default::default()
 /// };
 /// let v = check_layout(&leak).unwrap_err();
-/// assert_eq!(v.at.segment, Some(0));
-/// assert_eq!(v.at.token, Some(3));
+/// assert_eq!((v.id, v.at.segment, v.at.token), ("cross-doc-label", Some(0), Some(3)));
 /// ```
 pub fn check_layout(view: &LayoutView<'_>) -> Checked {
-    let t = view.num_tokens;
-    check_offsets("cu_seqlens", view.cu_seqlens, t)?;
-    let b = view.cu_seqlens.len() - 1;
-    if let Some(p) = view.cu_seqlens_padded {
-        check_offsets("cu_seqlens_padded", p, t)?;
-        if p.len() != view.cu_seqlens.len() {
-            return Err(violation("cu_seqlens_padded has one entry per segment, like cu_seqlens")
-                .expected(format!("{} entries", view.cu_seqlens.len()))
-                .got(format!("{} entries", p.len())));
-        }
-        for i in 0..b {
-            let (s, pl) = (view.cu_seqlens[i + 1] - view.cu_seqlens[i], p[i + 1] - p[i]);
-            if pl < s {
-                return Err(violation("padded length >= real length")
-                    .at(Location::default().segment(i))
-                    .expected(format!(">= {s}"))
-                    .got(pl));
-            }
-        }
-    }
-    for (key, len) in [
-        ("input_ids", view.input_ids.map(<[i64]>::len)),
-        ("position_ids", view.position_ids.map(<[i64]>::len)),
-        ("labels", view.labels.map(<[i64]>::len)),
-    ] {
-        if let Some(len) = len
-            && len != t
-        {
-            return Err(violation(&format!("{key} has one entry per token")).expected(t).got(len));
-        }
-    }
-    let n_real = view.num_real_seqs.unwrap_or(b);
-    if n_real > b {
-        return Err(violation("num_real_seqs <= number of segments")
-            .expected(format!("<= {b}"))
-            .got(n_real));
-    }
-    for i in n_real..b {
-        let (name, storage) = match view.cu_seqlens_padded {
-            Some(p) => ("cu_seqlens_padded", p),
-            None => ("cu_seqlens", view.cu_seqlens),
-        };
-        if storage[i + 1] == storage[i] {
-            return Err(violation("every mock segment holds at least one token")
-                .at(Location::default().segment(i))
-                .expected("a non-empty mock segment (or none at all)")
-                .got(format!(
-                    "a zero-length segment: {name}[{i}] = {name}[{}] = {}",
-                    i + 1,
-                    storage[i]
-                ))
-                .note("a duplicated offset appended when nothing needed padding (AReaL #1103)"));
-        }
-    }
-    if let Some(pos) = view.position_ids {
-        for i in 0..b {
-            for (j, tok) in real_range(view, i).enumerate() {
-                let want = view.position_base + j as i64;
-                if pos[tok] != want {
-                    return Err(violation("position ids restart at each segment start")
-                        .at(Location::default().segment(i).token(tok))
-                        .expected(want)
-                        .got(pos[tok])
-                        .note(format!("offset {j} within segment {i}")));
-                }
-            }
-        }
-    }
-    if let Some(labels) = view.labels {
-        for i in 0..b {
-            let r = real_range(view, i);
-            if r.is_empty() {
-                continue;
-            }
-            let tok = match view.label_convention {
-                LabelConvention::Unshifted => r.end,
-                LabelConvention::Shifted => r.end - 1,
-            };
-            if let Some(&y) = labels.get(tok)
-                && y != IGNORE_INDEX
-            {
-                let what = match view.label_convention {
-                    LabelConvention::Unshifted => "the first label after the segment",
-                    LabelConvention::Shifted => "the label of the segment's last token",
-                };
-                return Err(violation("no label of a segment is a token of the next segment")
-                    .at(Location::default().segment(i).token(tok))
-                    .expected(format!("{what} = -100"))
-                    .got(format!("labels[{tok}] = {y}"))
-                    .note(format!(
-                        "the last token of segment {i} would learn to predict {y} across the boundary"
-                    )));
-            }
-        }
-    }
-    Ok(())
+    first_violation(&layout_rules(view))
 }
 
 /// LAYOUT, documents: the real segments are exactly the examples, in order.
@@ -225,18 +713,21 @@ pub fn check_layout(view: &LayoutView<'_>) -> Checked {
 /// ```
 pub fn check_documents(examples: &[&[i64]], view: &LayoutView<'_>) -> Checked {
     // The offsets must be sound before they can address anything.
-    check_layout(&LayoutView { position_ids: None, labels: None, num_real_seqs: None, ..*view })?;
-    let b = view.cu_seqlens.len() - 1;
+    first_violation(&[offsets(view)])?;
+    let v = || DOCUMENTS.violation();
+    let b = view.segments();
     let n_real = view.num_real_seqs.unwrap_or(b).min(b);
     if n_real != examples.len() {
-        return Err(violation("one real segment per example")
+        return Err(v()
+            .rule_text("one real segment per example")
             .expected(format!("{} real segments", examples.len()))
             .got(format!("{n_real} real segments (cu_seqlens {:?})", view.cu_seqlens)));
     }
     for (i, ex) in examples.iter().enumerate() {
-        let r = real_range(view, i);
+        let r = view.real(i);
         if r.len() != ex.len() {
-            return Err(violation("each real segment has its example's length")
+            return Err(v()
+                .rule_text("each real segment has its example's length")
                 .at(Location::default().segment(i))
                 .expected(ex.len())
                 .got(r.len()));
@@ -244,7 +735,8 @@ pub fn check_documents(examples: &[&[i64]], view: &LayoutView<'_>) -> Checked {
         if let Some(ids) = view.input_ids {
             let got = ids.get(r.clone()).unwrap_or(&[]);
             if let Some(j) = (0..ex.len()).find(|&j| got.get(j) != Some(&ex[j])) {
-                return Err(violation("each real segment holds its example's tokens")
+                return Err(v()
+                    .rule_text("each real segment holds its example's tokens")
                     .at(Location::default().segment(i).token(r.start + j))
                     .expected(ex[j])
                     .got(got.get(j).map_or("nothing".to_string(), i64::to_string)));
@@ -252,6 +744,30 @@ pub fn check_documents(examples: &[&[i64]], view: &LayoutView<'_>) -> Checked {
         }
     }
     Ok(())
+}
+
+/// LAYOUT, `static-shape`: a collator asked for a static `max_seq_length` returns exactly that
+/// many tokens (when the examples fit).
+///
+/// # Errors
+/// The token count, against the length asked for.
+///
+/// # Example
+/// ```
+/// use properties::checks::{LayoutView, check_static_shape};
+/// let view = LayoutView { num_tokens: 6, cu_seqlens: &[0, 6], ..Default::default() };
+/// assert!(check_static_shape(&view, 6).is_ok());
+/// assert_eq!(check_static_shape(&view, 8).unwrap_err().id, "static-shape");
+/// ```
+pub fn check_static_shape(view: &LayoutView<'_>, max_seq_length: u64) -> Checked {
+    if view.num_tokens as u64 == max_seq_length {
+        return Ok(());
+    }
+    Err(STATIC_SHAPE
+        .violation()
+        .at(Location::default().key(&view.keys().input_ids))
+        .expected(format!("max_seq_length = {max_seq_length} tokens (the examples fit)"))
+        .got(format!("{} tokens", view.num_tokens)))
 }
 
 #[cfg(test)]
@@ -288,5 +804,22 @@ mod tests {
             check_layout(&bad).unwrap_err().rule,
             "every mock segment holds at least one token"
         );
+    }
+
+    #[test]
+    fn a_shared_position_base_is_noted_and_a_stated_one_is_exact() {
+        let roberta = LayoutView {
+            num_tokens: 5,
+            cu_seqlens: &[0, 3, 5],
+            position_ids: Some(&[2, 3, 4, 2, 3]),
+            ..Default::default()
+        };
+        let o = position_ids(&roberta);
+        assert_eq!(o.status, crate::checks::Status::Ok);
+        assert!(o.notes[0].contains("start at 2"), "{o:?}");
+        assert!(position_ids(&LayoutView { position_base: Some(0), ..roberta }).is_violated());
+        // Positions that never restart are not a base.
+        let running = LayoutView { position_ids: Some(&[2, 3, 4, 5, 6]), ..roberta };
+        assert!(position_ids(&running).is_violated());
     }
 }

@@ -1,6 +1,11 @@
-//! One check per invariant, on plain data (slices, lengths, records), so that Rust property
-//! tests, batches dumped by a Python collator and subprocess adapters are judged by the same
-//! code. Each returns `Ok(())` or the first [`Violation`](crate::Violation).
+//! Every rule of the gate, once, on plain data (slices, lengths, records), so that Rust property
+//! tests, batches dumped by a Python collator (`thdcheck check`), subprocess adapters
+//! (`thdcheck fuzz`) and selfcheck are judged by the same code. A batch rule returns an
+//! [`Outcome`] (ok, violated with its [`Violation`](crate::Violation), skipped with why, plus
+//! notes) under its id in [`RULES`]; the `check_*` functions return `Ok(())` or the first
+//! violation, which is what the property tests use ([`first_violation`]). No rule here calls
+//! the `thd` code it judges: offsets, zigzag positions and sums are computed the obvious way.
+//! The table of rule ids and their functions is in `properties/README.md`.
 //!
 //! | invariant | checks |
 //! |---|---|
@@ -17,6 +22,7 @@
 //! | FLOPS | [`check_flops`], [`check_flops_additive`] |
 
 mod attn;
+mod batch;
 mod cp_loss;
 mod cp_shard;
 mod dpo;
@@ -25,22 +31,33 @@ mod layout;
 mod loss;
 mod mfu_pad;
 mod packer;
+mod rules;
 mod tokens_cp;
 mod work;
 
 pub use attn::{AttnView, check_attention, check_isolation};
+pub use batch::{
+    BatchFacts, BatchOptions, BatchReport, batch_facts, check_batch, cp_shard, label_targets,
+    mock_marked, mock_segments, pad_labels, pad_multiple,
+};
 pub use cp_loss::{PartLoss, Split, check_cp_loss};
 pub use cp_shard::{
     ShardView, check_cp_shard, check_reassembly, check_split_accepted, zigzag_positions,
+    zigzag_reassemble,
 };
-pub use dpo::{DpoSegment, DpoView, check_dpo};
+pub use dpo::{DpoConcat, DpoSegment, DpoView, check_dpo, dpo_concat, dpo_offsets};
 pub use flops::{FlopsStats, MicroBatchView, check_flops, check_flops_additive};
-pub use layout::{LayoutView, check_documents, check_layout};
+pub use layout::{
+    KeyNames, LayoutView, check_documents, check_layout, check_offsets, check_static_shape,
+    cross_doc_label, layout_rules, mask, max_seqlen, mock_nonempty, num_real_seqs, offsets,
+    padded_slots, position_ids, qk_offsets, row_slots, seq_idx, token_counts,
+};
 pub use loss::{LossRecord, check_loss};
 pub use mfu_pad::{MetricRecord, check_mfu_pad};
 pub use packer::{
     EmittedPack, PackerRun, QualityBound, check_conservation, check_deterministic,
     check_emitted_so_far, check_pairwise_full, check_quality,
 };
+pub use rules::*;
 pub use tokens_cp::{TokenCounts, TokenRecord, check_tokens_cp};
 pub use work::{HardwareKind, WorkSums, WorkView, check_work};

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use thd::pack::{Dropped, Example, Pack};
 
+use crate::checks::{PACKER_CAPACITY, PACKER_CONSERVATION, PACKER_DETERMINISTIC, PACKER_FIRST_FIT};
 use crate::{Checked, Invariant, Location, Violation};
 
 /// One packer run as plain data: what went in, what came out, and when.
@@ -33,7 +34,7 @@ pub struct EmittedPack {
 }
 
 fn v(rule: &str) -> Violation {
-    Violation::new(Invariant::Packer, rule)
+    Violation::new(Invariant::Packer, rule).id(PACKER_CONSERVATION.id)
 }
 
 /// PACKER, conservation and capacity: nothing lost, nothing duplicated, every pack fits.
@@ -96,12 +97,17 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
     for (index, e) in run.packs.iter().enumerate() {
         let at = Location::default().epoch(e.epoch).pack(index);
         if e.pack.is_empty() {
-            return Err(v("a pack is never empty").at(at).expected(">= 1 item").got("0 items"));
+            return Err(v("a pack is never empty")
+                .id(PACKER_CAPACITY.id)
+                .at(at)
+                .expected(">= 1 item")
+                .got("0 items"));
         }
         for item in &e.pack.items {
             let (l, p) = (item.lens.branches(), item.padded.branches());
             if p[0] < l[0] || p[1] < l[1] {
                 return Err(v("an item's storage is at least its real length")
+                    .id(PACKER_CAPACITY.id)
                     .at(at.clone().example(item.id))
                     .expected(format!(">= {l:?}"))
                     .got(format!("{p:?}")));
@@ -110,6 +116,7 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
         let load = e.pack.load();
         if let Some(b) = (0..2).find(|&b| load[b] > cap) {
             return Err(v("every pack respects the capacity")
+                .id(PACKER_CAPACITY.id)
                 .at(at)
                 .expected(format!("<= {capacity} tokens on branch {b}"))
                 .got(format!(
@@ -196,6 +203,7 @@ pub fn check_pairwise_full(packs: &[Pack], capacity: u32) -> Checked {
                 return Err(v(
                     "any two packs of a first-fit-like packer together exceed the capacity",
                 )
+                .id(PACKER_FIRST_FIT.id)
                 .at(Location::default().pack(j))
                 .expected(format!("load(pack {i}) + load(pack {j}) > {capacity}"))
                 .got(format!("{:?} + {:?}", loads[i], loads[j]))
@@ -243,6 +251,7 @@ pub fn check_quality(bound: QualityBound, bins: usize, opt: usize) -> Checked {
         Ok(())
     } else {
         Err(v("bins within the strategy's bound of the optimum")
+            .id("packer-quality")
             .expected(text)
             .got(format!("{bins} bins (OPT = {opt})")))
     }
@@ -266,6 +275,7 @@ pub fn check_deterministic(a: &[EmittedPack], b: &[EmittedPack]) -> Checked {
         let (x, y) = (a.get(k), b.get(k));
         if x != y {
             return Err(v("same input and options (and seed) give the same packs")
+                .id(PACKER_DETERMINISTIC.id)
                 .at(Location::default().pack(k))
                 .expected(x.map_or("no pack".to_string(), |p| {
                     format!("ids {:?} (epoch {})", ids(p), p.epoch)

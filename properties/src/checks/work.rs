@@ -3,7 +3,7 @@
 use crate::{Checked, Invariant, Location, Violation};
 
 /// Attention work of a set of sequences: `Σ sᵢ`, `Σ sᵢ²` and `Σ sᵢ(sᵢ+1)/2`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct WorkSums {
     /// `Σ sᵢ`.
     pub tokens: u64,

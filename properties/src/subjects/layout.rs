@@ -55,7 +55,8 @@ impl Collated {
             labels: Some(&self.labels),
             label_convention: self.label_convention,
             num_real_seqs: self.num_real_seqs,
-            position_base,
+            position_base: Some(position_base),
+            ..Default::default()
         }
     }
 }

@@ -136,7 +136,8 @@ pub const CATALOGUE: &[ZooEntry] = &[
         [14],
         "open-instruct PR #1900 (450-token padding segment)"
     ),
-    entry!("SeqIdxFromLastToken", Dpo, [], "open-instruct OI-B2 (fixed in 005366f75)"),
+    // Caught by the shared LAYOUT `seq-idx` rule, which check_dpo applies to the concatenation.
+    entry!("SeqIdxFromLastToken", Layout, [], "open-instruct OI-B2 (fixed in 005366f75)"),
     entry!("DropsOverflow", Packer, [21], "trl #482, unsloth #524; open-instruct OI-B7"),
     entry!(
         "KeepsOverLongExample",

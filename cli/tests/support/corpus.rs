@@ -13,8 +13,8 @@ use thd::collate::{
 };
 use thd::cp::shift_labels;
 
-use crate::Result;
-use crate::tensors::write_raw;
+use thdcheck::Result;
+use thdcheck::tensors::write_raw;
 
 /// One example batch file.
 #[derive(Debug, Clone)]
@@ -564,23 +564,27 @@ pub fn malformed() -> Result<Vec<Malformed>> {
     case(
         "cu_seqlens_decreasing.safetensors",
         encode(&hf(&[0, 5, 3]), &[])?,
-        "`cu_seq_lens_q` must be non-decreasing: [2]=3 < [1]=5",
+        "`cu_seq_lens_q` is non-decreasing: expected cu_seq_lens_q[2] >= 5, got cu_seq_lens_q[2] = 3",
     );
     case(
         "cu_seqlens_negative.safetensors",
         encode(&hf(&[0, -2, 5]), &[])?,
-        "`cu_seq_lens_q` has a negative offset [1]=-2",
+        "`cu_seq_lens_q` is non-decreasing: expected cu_seq_lens_q[1] >= 0, got cu_seq_lens_q[1] = -2",
     );
     case(
         "cu_seqlens_not_from_zero.safetensors",
         encode(&hf(&[1, 3, 5]), &[])?,
-        "`cu_seq_lens_q` must start at 0, got [0]=1",
+        "`cu_seq_lens_q` starts at 0: expected 0, got cu_seq_lens_q[0] = 1",
     );
-    case("cu_seqlens_empty.safetensors", encode(&hf(&[]), &[])?, "`cu_seq_lens_q` is empty");
+    case(
+        "cu_seqlens_empty.safetensors",
+        encode(&hf(&[]), &[])?,
+        "`cu_seq_lens_q` has at least one entry: expected [0, ...], got []",
+    );
     case(
         "cu_seqlens_beyond_tokens.safetensors",
         encode(&hf(&[0, 3, 9]), &[])?,
-        "`cu_seq_lens_q` ends beyond the tokens: [2]=9 > T=5",
+        "`cu_seq_lens_q` ends at or before the token count: expected cu_seq_lens_q[2] <= T = 5, got cu_seq_lens_q[2] = 9",
     );
     let overflow = vec![
         tok("input_ids", &ids(5)),
@@ -589,7 +593,7 @@ pub fn malformed() -> Result<Vec<Malformed>> {
     case(
         "cu_seqlens_overflow_int32.safetensors",
         encode(&overflow, &[])?,
-        "`cu_seqlens` overflows int32: [1]=3000000000 > 2147483647",
+        "`cu_seqlens` fits int32: expected <= 2147483647, got cu_seqlens[1] = 3000000000",
     );
     let padded_count = vec![
         tok("input_ids", &ids(5)),
@@ -688,7 +692,7 @@ pub fn malformed() -> Result<Vec<Malformed>> {
             &[tok("input_ids", &ids(6)), T("seq_lens".into(), Dtype::I64, vec![1, 2], vec![4, 5])],
             &[],
         )?,
-        "`seq_lens (cumulative)` ends beyond the tokens: [2]=9 > T=6",
+        "`seq_lens (cumulative)` ends at or before the token count: expected seq_lens (cumulative)[2] <= T = 6, got seq_lens (cumulative)[2] = 9",
     );
     // Found by the cargo-fuzz target: a shard's cp_size near 2^62 overflowed `T · cp_size`.
     case(

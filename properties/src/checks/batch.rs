@@ -1,0 +1,427 @@
+//! Every rule a batch file can prove on its own, run together: what `thdcheck check` and
+//! `thdcheck fuzz collator` print for one pack.
+//!
+//! | id | invariant | function |
+//! |---|---|---|
+//! | `offsets` | LAYOUT | [`offsets`](crate::checks::offsets) / [`check_offsets`](crate::checks::check_offsets) |
+//! | `token-counts` | LAYOUT | [`token_counts`](crate::checks::token_counts) |
+//! | `padded-slots` | LAYOUT | [`padded_slots`](crate::checks::padded_slots) |
+//! | `qk-offsets` | LAYOUT | [`qk_offsets`](crate::checks::qk_offsets) |
+//! | `row-slots` | LAYOUT | [`row_slots`](crate::checks::row_slots) |
+//! | `max-seqlen` | LAYOUT | [`max_seqlen`](crate::checks::max_seqlen) |
+//! | `num-real-seqs` | LAYOUT | [`num_real_seqs`](crate::checks::num_real_seqs) |
+//! | `mock-nonempty` | LAYOUT | [`mock_nonempty`](crate::checks::mock_nonempty) |
+//! | `position-ids` | LAYOUT | [`position_ids`](crate::checks::position_ids) |
+//! | `cross-doc-label` | LAYOUT | [`cross_doc_label`](crate::checks::cross_doc_label) |
+//! | `pad-labels` | LOSS | [`pad_labels`] |
+//! | `mask` | LAYOUT | [`mask`](crate::checks::mask) |
+//! | `seq-idx` | LAYOUT | [`seq_idx`](crate::checks::seq_idx) |
+//! | `mock-marked` | MFU-PAD | [`mock_marked`] |
+//! | `label-targets` | LOSS | [`label_targets`] (with `causal`) |
+//! | `pad-multiple` | MFU-PAD | [`pad_multiple`] (with `pad_to_multiple_of`) |
+//! | `cp-shard` | CP-SHARD | [`cp_shard`] (with `cp_size`) |
+
+use serde::Serialize;
+use thd::{IGNORE_INDEX, LabelConvention};
+
+use crate::Location;
+use crate::checks::layout::{self, LayoutView, plural};
+use crate::checks::rules::{
+    CP_SHARD, LABEL_TARGETS, MOCK_MARKED, Outcome, PAD_LABELS, PAD_MULTIPLE, Status,
+};
+use crate::checks::{WorkSums, zigzag_positions};
+
+/// What the user states that the batch cannot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchOptions {
+    /// Check that the batch shards over this many CP ranks.
+    pub cp_size: Option<usize>,
+    /// Check that `T` is a multiple of this.
+    pub pad_to_multiple_of: Option<usize>,
+    /// Causal LM: check every valid label against the token it predicts; useful work is the
+    /// exact triangle `Σ s(s+1)/2`.
+    pub causal: bool,
+}
+
+/// Layout facts of one pack: what the report shows above the rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BatchFacts {
+    /// Rows of the stored tensors.
+    pub rows: usize,
+    /// Stored tokens `T`.
+    pub tokens: usize,
+    /// Segments `B`, mock ones included.
+    pub segments: usize,
+    /// Real segments.
+    pub real_segments: usize,
+    /// Mock segments (padding dressed as sequences).
+    pub mock_segments: usize,
+    /// Tokens of real segments (real lengths).
+    pub real_tokens: u64,
+    /// Tokens of mock segments.
+    pub mock_tokens: u64,
+    /// Every other token: in-slot padding and the tail.
+    pub pad_tokens: u64,
+    /// Loss positions with a valid target, if the batch has labels.
+    pub valid_labels: Option<u64>,
+    /// Label convention used (`unshifted`: `labels[t]` is token `t`; `shifted`: already rolled).
+    pub labels: &'static str,
+    /// Useful attention work: real segments at real lengths.
+    pub useful: WorkSums,
+    /// Hardware attention work of a varlen kernel: every slot, mock ones included.
+    pub hardware: WorkSums,
+    /// Hardware attention work if the pack is one sequence (no offsets passed).
+    pub whole_pack: WorkSums,
+}
+
+/// The facts and rule outcomes of one pack.
+#[derive(Debug, Clone, Serialize)]
+pub struct BatchReport {
+    /// Layout facts.
+    pub facts: BatchFacts,
+    /// Every rule that applies, in report order.
+    pub outcomes: Vec<Outcome>,
+}
+
+/// Which segments are mock: past `num_real_seqs` when stated (and in range), else the non-empty
+/// segments whose real tokens are all masked out and carry no label.
+pub fn mock_segments(view: &LayoutView<'_>) -> Vec<bool> {
+    let n = view.segments();
+    match view.num_real_seqs {
+        Some(k) if k <= n => (0..n).map(|i| i >= k).collect(),
+        Some(_) => vec![false; n],
+        None => (0..n).map(|i| all_padding(view, i)).collect(),
+    }
+}
+
+/// A non-empty segment whose real tokens are all masked out and carry no label.
+fn all_padding(view: &LayoutView<'_>, i: usize) -> bool {
+    let r = view.real(i);
+    let Some(mask) = view.mask else { return false };
+    !r.is_empty()
+        && mask[r.clone()].iter().all(|&m| !m)
+        && view.labels.is_none_or(|l| l[r].iter().all(|&x| x == IGNORE_INDEX))
+}
+
+/// The layout facts of a pack whose offsets hold ([`layout::offsets`]).
+pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
+    let n = view.segments();
+    let (mut real_tokens, mut mock_tokens) = (0u64, 0u64);
+    let (mut useful, mut hardware) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n {
+        let len = view.real(i).len() as u64;
+        if mock[i] {
+            mock_tokens += view.slot(i).len() as u64;
+        } else {
+            real_tokens += len;
+            useful.push(len);
+        }
+        hardware.push(view.slot(i).len() as u64);
+    }
+    let t = view.num_tokens as u64;
+    let valid_labels = view.labels.map(|l| {
+        let skip = usize::from(view.label_convention == LabelConvention::Unshifted);
+        l.iter().skip(skip).filter(|&&x| x != IGNORE_INDEX).count() as u64
+    });
+    BatchFacts {
+        rows: view.rows.max(1),
+        tokens: view.num_tokens,
+        segments: n,
+        real_segments: mock.iter().filter(|&&m| !m).count(),
+        mock_segments: mock.iter().filter(|&&m| m).count(),
+        real_tokens,
+        mock_tokens,
+        pad_tokens: t.saturating_sub(real_tokens + mock_tokens),
+        valid_labels,
+        labels: match view.label_convention {
+            LabelConvention::Unshifted => "unshifted",
+            LabelConvention::Shifted => "shifted",
+        },
+        useful: WorkSums::of(useful),
+        hardware: WorkSums::of(hardware),
+        whole_pack: WorkSums::of([t]),
+    }
+}
+
+/// Runs every rule on one pack, in report order. Rules that need what the batch lacks are
+/// skipped; skips with nothing to say are left out.
+///
+/// # Example
+/// ```
+/// use properties::checks::{BatchOptions, LayoutView, check_batch};
+/// let view = LayoutView {
+///     num_tokens: 5,
+///     input_ids: Some(&[5, 6, 7, 8, 9]),
+///     cu_seqlens: &[0, 3, 5],
+///     position_ids: Some(&[0, 1, 2, 3, 4]),
+///     ..Default::default()
+/// };
+/// let report = check_batch(&view, &BatchOptions::default());
+/// let violated: Vec<_> = report.outcomes.iter().filter(|o| o.is_violated()).map(|o| o.rule).collect();
+/// assert_eq!(violated, ["position-ids"]);
+/// assert_eq!(report.facts.useful.sum_squares, 13);
+/// ```
+pub fn check_batch(view: &LayoutView<'_>, opts: &BatchOptions) -> BatchReport {
+    let off = layout::offsets(view);
+    let counts = layout::token_counts(view);
+    if off.is_violated() || counts.is_violated() {
+        // Nothing else can address the tokens.
+        return BatchReport { facts: BatchFacts::default(), outcomes: vec![off, counts] };
+    }
+    let mock = mock_segments(view);
+    let mut outcomes = vec![
+        layout::padded_slots(view),
+        layout::qk_offsets(view),
+        layout::row_slots(view),
+        layout::max_seqlen(view),
+        layout::num_real_seqs(view),
+        layout::mock_nonempty(view),
+        layout::position_ids(view),
+        layout::cross_doc_label(view),
+        pad_labels(view, &mock),
+        layout::mask(view, &mock),
+        layout::seq_idx(view, &mock),
+        mock_marked(view, &mock),
+    ];
+    if opts.causal {
+        outcomes.push(label_targets(view, &mock));
+    }
+    if let Some(m) = opts.pad_to_multiple_of {
+        outcomes.push(pad_multiple(view, m));
+    }
+    if let Some(cp) = opts.cp_size {
+        outcomes.push(cp_shard(view, cp));
+    }
+    outcomes.retain(|o| !(o.status == Status::Skipped && o.detail.is_empty()));
+    BatchReport { facts: batch_facts(view, &mock), outcomes }
+}
+
+/// LOSS, `pad-labels`: padding and mock tokens carry label -100.
+pub fn pad_labels(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
+    let k = view.keys();
+    let Some(labels) = view.labels else { return PAD_LABELS.skipped("") };
+    let real = view.real_token_mask(mock);
+    let mut bad =
+        labels.iter().zip(&real).enumerate().filter(|(_, (l, r))| !**r && **l != IGNORE_INDEX);
+    let Some((t, (l, _))) = bad.next() else {
+        return PAD_LABELS.ok("padding and mock tokens carry -100");
+    };
+    let n = 1 + bad.count();
+    let seg = view.segment_of(t);
+    let what = match seg {
+        Some(i) if mock[i] => format!("mock (segment {i})"),
+        _ => "padding".into(),
+    };
+    let mut at = Location::default().token(t).key(&k.labels);
+    at.segment = seg;
+    PAD_LABELS.violated(
+        PAD_LABELS
+            .violation()
+            .at(at)
+            .expected(format!("-100 on a {what} token"))
+            .got(format!("{}[{t}] = {l}", k.labels))
+            .note(format!(
+                "the loss trains on padding ({} with a label)",
+                plural(n, "padding token")
+            )),
+    )
+}
+
+/// MFU-PAD, `mock-marked`: an all-padding (mock) segment is marked by `num_real_seqs`, and a
+/// segment past `num_real_seqs` carries no valid label.
+pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
+    let k = view.keys();
+    let n = view.segments();
+    match view.num_real_seqs {
+        Some(kk) if kk > n => {
+            MOCK_MARKED.skipped("num_real_seqs exceeds the segments (num-real-seqs)")
+        }
+        Some(kk) => {
+            for i in kk..n {
+                let valid = view
+                    .labels
+                    .map_or(0, |l| l[view.real(i)].iter().filter(|&&x| x != IGNORE_INDEX).count());
+                if valid > 0 {
+                    return MOCK_MARKED.violated(
+                        MOCK_MARKED
+                            .violation()
+                            .at(Location::default().segment(i).key(&k.num_real_seqs))
+                            .expected(format!(
+                                "no valid label on segment {i}, past num_real_seqs = {kk} (mock)"
+                            ))
+                            .got(plural(valid, "valid label")),
+                    );
+                }
+            }
+            let notes = (0..kk)
+                .filter(|&i| all_padding(view, i))
+                .map(|i| {
+                    format!("segment {i} is all padding but num_real_seqs = {kk} counts it as real")
+                })
+                .collect();
+            MOCK_MARKED
+                .ok(format!(
+                    "num_real_seqs = {kk}: {} excluded from useful work",
+                    plural(n - kk, "mock segment")
+                ))
+                .with_notes(notes)
+        }
+        None => {
+            let mocks: Vec<usize> = (0..n).filter(|&i| mock[i]).collect();
+            let Some(&i) = mocks.first() else {
+                return if view.mask.is_none() {
+                    MOCK_MARKED.skipped(
+                        "no mask and no num_real_seqs: a mock segment cannot be told apart",
+                    )
+                } else {
+                    MOCK_MARKED.ok("no all-padding segment")
+                };
+            };
+            let mut notes = Vec::new();
+            if mocks.iter().enumerate().any(|(j, &m)| m != n - mocks.len() + j) {
+                notes.push("mock segments are not all at the end of the pack".into());
+            }
+            let r = view.slot(i);
+            MOCK_MARKED
+                .violated(
+                    MOCK_MARKED
+                        .violation()
+                        .at(Location::default().segment(i).token(r.start).key(&k.cu_seqlens))
+                        .expected(format!("num_real_seqs = {} marking the mock segment", n - mocks.len()))
+                        .got(format!(
+                            "segment {i} (tokens {}..{}) is all padding (mask 0, labels -100) and unmarked",
+                            r.start, r.end
+                        ))
+                        .note(format!(
+                            "a logger that counts `{}` counts it as useful work (bionemo #1561); {} \
+                             excluded here",
+                            k.cu_seqlens,
+                            plural(mocks.len(), "mock segment")
+                        )),
+                )
+                .with_notes(notes)
+        }
+    }
+}
+
+/// LOSS, `label-targets` (causal LM): a valid label is the next token of the segment (shifted)
+/// or the token itself (unshifted). Catches labels rolled after a CP split, or across the pack.
+pub fn label_targets(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
+    let k = view.keys();
+    let (Some(labels), Some(ids)) = (view.labels, view.input_ids) else {
+        return LABEL_TARGETS.skipped("no labels");
+    };
+    for i in 0..view.segments() {
+        if mock[i] {
+            continue;
+        }
+        let r = view.real(i);
+        for t in r.clone() {
+            let l = labels[t];
+            if l == IGNORE_INDEX {
+                continue;
+            }
+            let (want, what) = match view.label_convention {
+                LabelConvention::Shifted if t + 1 < r.end => (Some(ids[t + 1]), "the next token"),
+                LabelConvention::Shifted => (None, "nothing (the segment's last token)"),
+                LabelConvention::Unshifted => (Some(ids[t]), "the token itself"),
+            };
+            if want != Some(l) {
+                let shown = want.map_or("-100".to_owned(), |w| w.to_string());
+                return LABEL_TARGETS.violated(
+                    LABEL_TARGETS
+                        .violation()
+                        .at(Location::default().segment(i).token(t).key(&k.labels))
+                        .expected(format!(
+                            "{shown} ({what}, offset {} of the segment)",
+                            t - r.start
+                        ))
+                        .got(format!("{}[{t}] = {l}", k.labels))
+                        .note("labels rolled after a split, or across segments?"),
+                );
+            }
+        }
+    }
+    LABEL_TARGETS.ok("every valid label is the token it must predict")
+}
+
+/// MFU-PAD, `pad-multiple`: `T` is a multiple of `m`.
+pub fn pad_multiple(view: &LayoutView<'_>, m: usize) -> Outcome {
+    let t = view.num_tokens;
+    if m == 0 {
+        return PAD_MULTIPLE.skipped("pad_to_multiple_of 0");
+    }
+    if t.is_multiple_of(m) {
+        return PAD_MULTIPLE.ok(format!("T = {t} is a multiple of {m}"));
+    }
+    PAD_MULTIPLE.violated(
+        PAD_MULTIPLE
+            .violation()
+            .at(Location::default().token(t))
+            .expected(format!("a multiple of {m}"))
+            .got(format!("T = {t} is not a multiple of {m} (remainder {})", t % m)),
+    )
+}
+
+/// CP-SHARD, `cp-shard`: with `cp` ranks, every slot splits into `2·cp` equal zigzag chunks, the
+/// slots cover every stored token, and every token lands on exactly one rank. The zigzag is
+/// computed here the obvious way ([`zigzag_positions`]), never by the sharder under test.
+pub fn cp_shard(view: &LayoutView<'_>, cp: usize) -> Outcome {
+    let k = view.keys();
+    if cp == 0 {
+        return CP_SHARD.violated(CP_SHARD.violation().expected("cp >= 1").got("cp = 0"));
+    }
+    let key = if view.cu_seqlens_padded.is_some() { &k.cu_seqlens_padded } else { &k.cu_seqlens };
+    let storage: Vec<u32> = (0..view.segments()).map(|i| view.slot(i).len() as u32).collect();
+    if cp > 1
+        && let Some(i) = storage.iter().position(|&p| !(p as usize).is_multiple_of(2 * cp))
+    {
+        return CP_SHARD.violated(
+            CP_SHARD
+                .violation()
+                .with_cp(cp)
+                .at(Location::default().cp(cp).segment(i).token(view.slot(i).start).key(key))
+                .expected(format!("a slot length divisible by 2*cp = {}", 2 * cp))
+                .got(format!(
+                    "segment {i}: slot of {} tokens is not divisible by 2*cp = {}",
+                    storage[i],
+                    2 * cp
+                ))
+                .note("pad each sequence to a multiple of 2·cp before the split; a sharder that truncates drops tokens"),
+        );
+    }
+    let covered: usize = storage.iter().map(|&p| p as usize).sum();
+    if covered != view.num_tokens {
+        return CP_SHARD.violated(
+            CP_SHARD
+                .violation()
+                .at(Location::default().cp(cp).token(covered).key(key))
+                .expected(format!("slots covering all T = {} tokens", view.num_tokens))
+                .got(format!("tokens {covered}..{} lie past the last slot", view.num_tokens))
+                .note(
+                    "TransformerEngine's partitioner treats them as part of the last sequence and \
+                     hands the ranks overlapping tokens",
+                ),
+        );
+    }
+    let mut seen = vec![0u32; view.num_tokens];
+    for rank in 0..cp {
+        for g in zigzag_positions(&storage, cp, rank) {
+            seen[g] += 1;
+        }
+    }
+    if let Some(t) = seen.iter().position(|&s| s != 1) {
+        return CP_SHARD.violated(
+            CP_SHARD
+                .violation()
+                .at(Location::default().cp(cp).token(t))
+                .expected("on exactly 1 rank")
+                .got(format!("token {t} is on {} ranks", seen[t])),
+        );
+    }
+    CP_SHARD.ok(format!(
+        "zigzag over cp = {cp}: {} × {} tokens, every token on exactly one rank",
+        plural(cp, "rank"),
+        view.num_tokens / cp
+    ))
+}

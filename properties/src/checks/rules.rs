@@ -1,0 +1,196 @@
+//! Rule ids and report entries: what every caller (the property suites, `thdcheck check`,
+//! `thdcheck fuzz`, selfcheck) gets back from a rule.
+//!
+//! A [`Rule`] is a named part of an invariant (`position-ids` of LAYOUT). Applied to a view it
+//! gives an [`Outcome`]: it holds, it is violated (with the [`Violation`]: where, expected, got),
+//! it was skipped (the data lacks what it needs, and why), plus notes that are worth knowing but
+//! are not violations. [`first_violation`] turns a list of outcomes into the `Result` the
+//! property tests use, so the tests and the command run the same functions.
+
+use serde::Serialize;
+
+use crate::{Checked, Invariant, Violation};
+
+/// One rule of an invariant, with the id users see in reports and `expected.toml`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Rule {
+    /// The id (`position-ids`, `dpo-offsets`, ...).
+    pub id: &'static str,
+    /// The invariant it belongs to.
+    pub invariant: Invariant,
+    /// What it requires, in one line.
+    pub statement: &'static str,
+}
+
+/// How a rule came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The rule holds.
+    Ok,
+    /// The rule is broken.
+    Violated,
+    /// The data lacks what the rule needs.
+    Skipped,
+}
+
+/// One rule applied to one view: the report entry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    /// The rule's id (`id` in JSON, as reports always named it).
+    #[serde(rename = "id")]
+    pub rule: &'static str,
+    /// The invariant it belongs to.
+    pub invariant: Invariant,
+    /// How it came out.
+    pub status: Status,
+    /// What holds, why it was skipped, or the violation on one line.
+    pub detail: String,
+    /// The violation, when violated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub violation: Option<Violation>,
+    /// Facts worth knowing that are not violations.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Rule {
+    /// A violation of this rule, with the rule's statement as its text.
+    pub fn violation(&self) -> Violation {
+        Violation::new(self.invariant, self.statement).id(self.id)
+    }
+
+    /// The rule holds: `detail` says what was seen.
+    pub fn ok(&self, detail: impl Into<String>) -> Outcome {
+        self.outcome(Status::Ok, detail.into(), None)
+    }
+
+    /// The rule cannot run on this data: `why`.
+    pub fn skipped(&self, why: impl Into<String>) -> Outcome {
+        self.outcome(Status::Skipped, why.into(), None)
+    }
+
+    /// The rule is broken.
+    pub fn violated(&self, v: Violation) -> Outcome {
+        let v = v.id(self.id);
+        self.outcome(Status::Violated, v.summary(), Some(v))
+    }
+
+    /// `Ok` as [`Rule::ok`], `Err` as [`Rule::violated`].
+    pub fn from_checked(&self, c: Checked, ok: impl Into<String>) -> Outcome {
+        match c {
+            Ok(()) => self.ok(ok),
+            Err(v) => self.violated(v),
+        }
+    }
+
+    fn outcome(&self, status: Status, detail: String, violation: Option<Violation>) -> Outcome {
+        Outcome {
+            rule: self.id,
+            invariant: self.invariant,
+            status,
+            detail,
+            violation,
+            notes: Vec::new(),
+        }
+    }
+}
+
+impl Outcome {
+    /// Adds notes.
+    pub fn with_notes(mut self, notes: Vec<String>) -> Self {
+        self.notes.extend(notes);
+        self
+    }
+
+    /// True when violated.
+    pub fn is_violated(&self) -> bool {
+        self.status == Status::Violated
+    }
+}
+
+/// The first violation among `outcomes`, as the `Result` the property tests use.
+///
+/// # Errors
+/// The violation of the first violated outcome.
+///
+/// # Example
+/// ```
+/// use properties::checks::{POSITION_IDS, first_violation};
+/// let ok = [POSITION_IDS.ok("restart in every segment")];
+/// assert!(first_violation(&ok).is_ok());
+/// let bad = [POSITION_IDS.violated(POSITION_IDS.violation().expected(0).got(3))];
+/// assert_eq!(first_violation(&bad).unwrap_err().id, "position-ids");
+/// ```
+pub fn first_violation(outcomes: &[Outcome]) -> Checked {
+    match outcomes.iter().find_map(|o| o.violation.as_ref()) {
+        Some(v) => Err(v.clone()),
+        None => Ok(()),
+    }
+}
+
+macro_rules! rules {
+    ($($(#[$doc:meta])* $name:ident = $id:literal, $inv:ident, $statement:literal;)*) => {
+        $(
+            $(#[$doc])*
+            pub const $name: Rule =
+                Rule { id: $id, invariant: Invariant::$inv, statement: $statement };
+        )*
+        /// Every rule with an id, in report order.
+        pub const RULES: &[Rule] = &[$($name),*];
+    };
+}
+
+rules! {
+    /// `cu_seqlens` (and the padded / key offsets) are offsets: from 0, non-decreasing, int32,
+    /// within `T`. [`crate::checks::check_offsets`].
+    OFFSETS = "offsets", Layout, "offsets start at 0, never decrease, fit int32 and end within the tokens";
+    /// Every per-token tensor has `T` entries. [`crate::checks::token_counts`].
+    TOKEN_COUNTS = "token-counts", Layout, "every per-token tensor has one entry per token";
+    /// `pᵢ ≥ sᵢ` for every slot. [`crate::checks::padded_slots`].
+    PADDED_SLOTS = "padded-slots", Layout, "every storage slot holds its real tokens";
+    /// Key offsets equal query offsets. [`crate::checks::qk_offsets`].
+    QK_OFFSETS = "qk-offsets", Layout, "key offsets equal query offsets (self-attention packing)";
+    /// Automodel BSHD rows are filled by their slots. [`crate::checks::row_slots`].
+    ROW_SLOTS = "row-slots", Layout, "every row but the last is filled exactly by its slots";
+    /// The declared maximum covers the widest slot. [`crate::checks::max_seqlen`].
+    MAX_SEQLEN = "max-seqlen", Layout, "the declared max_seqlen covers the widest slot the kernel is given";
+    /// `num_real_seqs ≤ B`. [`crate::checks::num_real_seqs`].
+    NUM_REAL_SEQS = "num-real-seqs", Layout, "num_real_seqs <= number of segments";
+    /// No zero-length mock segment. [`crate::checks::mock_nonempty`].
+    MOCK_NONEMPTY = "mock-nonempty", Layout, "every mock segment holds at least one token";
+    /// Position ids restart at the base in every segment. [`crate::checks::position_ids`].
+    POSITION_IDS = "position-ids", Layout, "position ids restart at each segment start";
+    /// No prediction crosses a segment boundary. [`crate::checks::cross_doc_label`].
+    CROSS_DOC_LABEL = "cross-doc-label", Layout, "no label of a segment is a token of the next segment";
+    /// Padding and mock tokens carry -100. [`crate::checks::pad_labels`].
+    PAD_LABELS = "pad-labels", Loss, "padding and mock tokens carry label -100";
+    /// The mask agrees with the segments. [`crate::checks::mask`].
+    MASK = "mask", Layout, "the attention / padding mask agrees with the segments";
+    /// One distinct `seq_idx` per segment. [`crate::checks::seq_idx`].
+    SEQ_IDX = "seq-idx", Layout, "seq_idx is constant over a segment and distinct between segments";
+    /// A mock segment is marked. [`crate::checks::mock_marked`].
+    MOCK_MARKED = "mock-marked", MfuPad, "an all-padding (mock) segment is marked by num_real_seqs and carries no label";
+    /// Valid labels are the tokens they predict. [`crate::checks::label_targets`].
+    LABEL_TARGETS = "label-targets", Loss, "each valid label is the token it must predict (causal LM)";
+    /// `T` is a multiple of `pad_to_multiple_of`. [`crate::checks::pad_multiple`].
+    PAD_MULTIPLE = "pad-multiple", MfuPad, "T is a multiple of pad_to_multiple_of";
+    /// The batch shards over the CP ranks. [`crate::checks::cp_shard`].
+    CP_SHARD = "cp-shard", CpShard, "every slot splits into 2·cp zigzag chunks and every token lands on one rank";
+    /// DPO concatenated offsets. [`crate::checks::dpo_offsets`].
+    DPO_OFFSETS = "dpo-offsets", Dpo, "concatenated offsets shift the rejected ones by the padded chosen length";
+    /// DPO concatenated tensors. [`crate::checks::dpo_concat`].
+    DPO_CONCAT = "dpo-concat", Dpo, "concatenated tensors are chosen ++ rejected";
+    /// A collator keeps its documents. [`crate::checks::check_documents`].
+    DOCUMENTS = "documents", Layout, "the real segments are exactly the examples, in order";
+    /// A static-shape collator fills exactly its length. [`crate::checks::check_static_shape`].
+    STATIC_SHAPE = "static-shape", Layout, "with a static max_seq_length the pack holds exactly that many tokens";
+    /// Packers conserve their input. [`crate::checks::check_conservation`].
+    PACKER_CONSERVATION = "packer-conservation", Packer, "every example is emitted or reported dropped, exactly once";
+    /// Packs fit. [`crate::checks::check_conservation`].
+    PACKER_CAPACITY = "packer-capacity", Packer, "every pack is non-empty and respects the capacity";
+    /// First-fit-like packers leave no two packs that fit together. [`crate::checks::check_pairwise_full`].
+    PACKER_FIRST_FIT = "packer-first-fit", Packer, "any two packs together exceed the capacity";
+    /// Same input, same packs. [`crate::checks::check_deterministic`].
+    PACKER_DETERMINISTIC = "packer-deterministic", Packer, "same input and options give the same packs";
+}
