@@ -460,3 +460,32 @@ fn cp_rank_files_are_reassembled_and_an_incomplete_group_is_unreadable() {
     let o = run_expect(&["check", dir.path().to_str().unwrap()], 2);
     assert!(stderr(&o).contains("missing ranks [1] of cp_size 2"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_zero_length_mock_segment_is_a_layout_violation() {
+    // AReaL #1103: a duplicated offset appended when nothing needed padding. The property suite
+    // caught it; the command passed it until both ran the same rule.
+    let dir = tempfile::tempdir().unwrap();
+    let p = temp_batch(
+        dir.path(),
+        "zero_len_mock.safetensors",
+        &[
+            ("input_ids", vec![12], (1..=12).collect()),
+            ("cu_seq_lens_q", vec![5], vec![0, 4, 7, 12, 12]),
+            ("num_real_seqs", vec![], vec![3]),
+        ],
+    );
+    let o = run_expect(&["check", p.to_str().unwrap()], 1);
+    let out = stdout(&o);
+    assert!(out.contains("VIOLATED mock-nonempty"), "{out}");
+    assert!(out.contains("cu_seq_lens_q[3] = cu_seq_lens_q[4] = 12"), "{out}");
+}
+
+#[test]
+fn a_cp_size_beyond_what_a_file_may_state_is_a_usage_error() {
+    let o = run_expect(
+        &["check", "--cp-size", "4294967295", "examples/batches/good/te_thd_cp2.safetensors"],
+        2,
+    );
+    assert!(stderr(&o).contains("--cp-size"), "{}", stderr(&o));
+}
