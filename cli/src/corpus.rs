@@ -299,7 +299,7 @@ pub fn examples() -> Result<Vec<ExampleBatch>> {
             path,
             "AReaL before #1223: labels rolled on each rank's shard after the split, so a chunk's last token targets the rank's other chunk",
             &[][..],
-            shard(rank, thd::cp::shift_after_split(&cp2, &layout, rank)?)?,
+            shard(rank, properties::zoo::shift_after_split(&cp2, &layout, rank)?)?,
         );
     }
 

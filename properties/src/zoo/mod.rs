@@ -7,6 +7,11 @@
 //!
 //! [`CATALOGUE`] lists every variant with the invariant that catches it and the bug classes of
 //! `oracle-anchors.md` §4 it reproduces.
+//!
+//! Some bugs are also kept as plain functions on `thd`'s public types, for callers that need
+//! the wrong value itself (the CLI's fixture generator, the AReaL twins in `upstream_areal`):
+//! [`shift_after_split`] (labels rolled after the CP split), [`rank_local_stats`] (one rank's
+//! shard logged as the batch) and [`mean_of_rank_means`] (the classic CP-loss reduction).
 
 mod attn;
 mod cp;
@@ -15,6 +20,8 @@ mod layout;
 mod loss;
 mod metrics;
 mod packer;
+#[cfg(test)]
+mod upstream_areal;
 
 pub use attn::{
     AttendsToPadding, IgnoresPaddedOffsets, NanOnKeylessRows, NoDocumentMask,
@@ -22,12 +29,13 @@ pub use attn::{
 };
 pub use cp::{
     LocalPositionIds, LossTimesCp, PaddedTokensCounted, RankZeroStats, RollWithUnpaddedOffsets,
-    SplitThenRoll, TruncatingSplit,
+    SplitThenRoll, TruncatingSplit, rank_local_stats, shift_after_split,
 };
 pub use dpo::{PlainOpenInstructOffsets, SeqIdxFromLastToken, UnpaddedChosenOffset};
 pub use layout::{DuplicateZeroLengthSegment, LabelLeak, PositionsNotReset, ZeroBasedPositions};
 pub use loss::{
     LabelsNotShifted, MeanOfRankMeans, NanOnEmptyRank, NanWhenAllIgnored, OneShardDenominator,
+    mean_of_rank_means,
 };
 pub use metrics::{
     AbsorbedTrailingPad, ConfigSeqLength, FirstSampleOffsets, FullSquareCausal,
