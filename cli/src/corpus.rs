@@ -7,9 +7,9 @@
 use safetensors::Dtype;
 use thd::PackedBatch;
 use thd::collate::{
-    BoundaryLabels, CpPadding, DpoExample, DpoOptions, Example as Doc, FlattenOptions, MockPadding,
-    Overflow, StaticPadding, attention_mask, collate_dpo, flatten, pad_for_cp, pad_to_multiple_of,
-    seq_idx,
+    BoundaryLabels, CpPadding, Document as Doc, DpoExample, DpoOptions, FlattenOptions,
+    MockPadding, Overflow, StaticPadding, attention_mask, collate_dpo, flatten, pad_for_cp,
+    pad_to_multiple_of, seq_idx,
 };
 use thd::cp::shift_labels;
 

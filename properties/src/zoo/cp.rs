@@ -5,7 +5,7 @@ use thd::cp::{CpLayout, LoggerStats, shift_labels};
 use thd::{IGNORE_INDEX, PackedBatch};
 
 use crate::checks::TokenRecord;
-use crate::subjects::{Logger, Reference, Shard, Sharder};
+use crate::subjects::{Logger, Shard, Sharder, ThdSubject};
 
 fn err(e: thd::Error) -> String {
     e.to_string()
@@ -131,7 +131,7 @@ pub fn rank_local_stats(
 }
 
 fn reassemble(batch: &PackedBatch, cp: usize, shards: &[Vec<i64>]) -> Result<Vec<i64>, String> {
-    Reference.reassemble(batch, cp, shards)
+    ThdSubject.reassemble(batch, cp, shards)
 }
 
 /// Labels split first and rolled on each rank's local segments, whose two zigzag chunks are
@@ -193,7 +193,7 @@ impl Sharder for TruncatingSplit {
 
     fn shard(&self, batch: &PackedBatch, cp: usize) -> Result<Vec<Shard>, String> {
         if cp == 1 {
-            return Reference.shard(batch, cp); // upstream returns early for C <= 1
+            return ThdSubject.shard(batch, cp); // upstream returns early for C <= 1
         }
         let storage: Vec<i64> =
             batch.storage_cu_seqlens().as_slice().iter().map(|&c| i64::from(c)).collect();
@@ -342,7 +342,7 @@ impl Logger for LossTimesCp {
         nll: &[Vec<f64>],
         labels: &[Vec<i64>],
     ) -> Result<TokenRecord, String> {
-        let mut r = Reference.stats(layout, nll, labels)?;
+        let mut r = ThdSubject.stats(layout, nll, labels)?;
         let share = r.n_valid_tokens as f64 / layout.cp() as f64;
         let local: Vec<f64> = nll
             .iter()
@@ -372,7 +372,7 @@ impl Logger for PaddedTokensCounted {
         nll: &[Vec<f64>],
         labels: &[Vec<i64>],
     ) -> Result<TokenRecord, String> {
-        let mut r = Reference.stats(layout, nll, labels)?;
+        let mut r = ThdSubject.stats(layout, nll, labels)?;
         r.n_tokens = layout.num_tokens() as u64;
         r.prompt_tokens = r.n_tokens - r.n_valid_tokens;
         Ok(r)
@@ -396,6 +396,6 @@ impl crate::subjects::CpLossPipeline for SplitThenRoll {
     }
 
     fn reduce(&self, parts: &[crate::checks::PartLoss]) -> f64 {
-        crate::subjects::CpLossPipeline::reduce(&Reference, parts)
+        crate::subjects::CpLossPipeline::reduce(&ThdSubject, parts)
     }
 }

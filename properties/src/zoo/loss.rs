@@ -5,7 +5,7 @@ use thd::{LabelConvention, LossSum, packed_cross_entropy};
 
 use crate::checks::{LossRecord, PartLoss};
 use crate::strategies::SftCase;
-use crate::subjects::{CpLossPipeline, PackedLoss, Reference};
+use crate::subjects::{CpLossPipeline, PackedLoss, ThdSubject};
 
 /// The mean taken as `nll / count` with no guard: an all-ignored batch gives NaN (Megatron-LM
 /// #7498: "the empty mask must produce exactly zero"; open-instruct OI-B4).
@@ -18,7 +18,7 @@ impl PackedLoss for NanWhenAllIgnored {
     }
 
     fn loss(&self, case: &SftCase) -> Result<LossRecord, String> {
-        let r = Reference.loss(case)?;
+        let r = ThdSubject.loss(case)?;
         Ok(LossRecord { mean: r.nll / r.count as f64, ..r })
     }
 }

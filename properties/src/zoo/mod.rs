@@ -1,6 +1,6 @@
 //! The bug zoo: buggy variants of collators, attention, losses, sharders, loggers, accounting
 //! and packers, each reproducing a historical bug class. Every variant implements the same
-//! subject trait as [`crate::subjects::Reference`], and a test (`zoo_props`) runs the
+//! subject trait as [`crate::subjects::ThdSubject`], and a test (`zoo_props`) runs the
 //! invariant's property against it with a fixed-seed runner, expects a failure, and pins the
 //! shrunk counterexample in an insta snapshot. A property is trusted only once it has been seen
 //! to fail here.

@@ -13,9 +13,9 @@
 //!
 //! # Example
 //! ```
-//! use thd::collate::{CpPadding, Example, FlattenOptions, flatten, pad_for_cp};
+//! use thd::collate::{CpPadding, Document, FlattenOptions, flatten, pad_for_cp};
 //! use thd::cp::shard_batch;
-//! let batch = flatten(&[Example::new(vec![1, 2, 3]), Example::new(vec![5, 6])], &FlattenOptions::default())?;
+//! let batch = flatten(&[Document::new(vec![1, 2, 3]), Document::new(vec![5, 6])], &FlattenOptions::default())?;
 //! let padded = pad_for_cp(&batch, &CpPadding::for_cp(2, 0))?;
 //! let (layout, shards) = shard_batch(&padded, 2)?;
 //! assert_eq!(shards[0].input_ids, vec![1, 0, 5, 0]);
@@ -97,7 +97,7 @@ pub fn shard_batch(batch: &PackedBatch, cp: usize) -> Result<(CpLayout, Vec<CpSh
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collate::{CpPadding, Example, FlattenOptions, flatten, pad_for_cp};
+    use crate::collate::{CpPadding, Document, FlattenOptions, flatten, pad_for_cp};
     use crate::{LabelConvention, packed_cross_entropy};
 
     fn lcg(seed: u64, n: usize) -> Vec<f64> {
@@ -116,14 +116,14 @@ mod tests {
     #[test]
     fn cp_local_loss_equals_the_global_loss_for_every_cp() {
         let vocab = 7;
-        let examples: Vec<Example> = [9usize, 1, 4, 13, 2]
+        let examples: Vec<Document> = [9usize, 1, 4, 13, 2]
             .iter()
             .enumerate()
             .map(|(i, &n)| {
                 let ids: Vec<i64> = (0..n as i64).map(|t| (t * 3 + i as i64) % vocab).collect();
                 let mut labels = ids.clone();
                 labels[..n / 3].fill(-100); // a prompt
-                Example::with_labels(ids, labels)
+                Document::with_labels(ids, labels)
             })
             .collect();
         let batch = flatten(&examples, &FlattenOptions::default()).unwrap();
