@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
 use oracle::cases::{self, AttnCase};
 use oracle::compare::compare;
-use oracle::tolerance::{Check, flash_rule, tolerance};
+use oracle::tolerance::{ToleranceClass, flash_rule, tolerance};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -109,7 +109,7 @@ fn attention_row(case: &AttnCase, seed: u64, dev: &Device) -> Result<AttnRow> {
         &out64,
         &reference,
         &case.lens_q,
-        tolerance(Check::Attention, DType::F64),
+        tolerance(ToleranceClass::Attention, DType::F64),
     )?;
     let f64_max = report.max_abs.as_ref().map_or(0.0, |d| d.diff);
 
@@ -195,6 +195,6 @@ fn loss_row(lens: &[u32], vocab: usize, dtype: DType, seed: u64, dev: &Device) -
         }
     }
     .mean();
-    let ok = tolerance(Check::Loss, dtype).allows(got, expected);
+    let ok = tolerance(ToleranceClass::Loss, dtype).allows(got, expected);
     Ok(LossRow { thd: got, oracle: expected, ok })
 }

@@ -155,7 +155,7 @@ impl<'a> Docs<'a> {
     }
 
     /// The collator example of one pack item (a whole document or a piece of one).
-    fn example(&self, item: &pack::PackItem) -> collate::Example {
+    fn example(&self, item: &pack::PackItem) -> collate::Document {
         let ids = self.tokens(item.id, 0);
         let labels = self.labels(item.id, &ids);
         let (a, n) = (item.offset as usize, item.lens.branches()[0] as usize);
@@ -166,14 +166,14 @@ impl<'a> Docs<'a> {
             // Labels sit at their own position: a piece's end is a sequence end.
             *last = IGNORE_INDEX;
         }
-        collate::Example::with_labels(ids[a..a + n].to_vec(), piece)
+        collate::Document::with_labels(ids[a..a + n].to_vec(), piece)
     }
 
     fn dpo_example(&self, id: u64) -> DpoExample {
         let branch = |b: u64| {
             let ids = self.tokens(id, b);
             let labels = self.labels(id, &ids);
-            collate::Example::with_labels(ids, labels)
+            collate::Document::with_labels(ids, labels)
         };
         DpoExample { chosen: branch(0), rejected: branch(1), index: id as i64 }
     }
@@ -282,7 +282,7 @@ fn stream_packs(
 
 /// One THD row: flatten the pack's items, then the recipe's CP and mock padding.
 fn thd_row(recipe: &Recipe, docs: &Docs<'_>, pack: &Pack) -> Result<PackedBatch> {
-    let examples: Vec<collate::Example> = pack.items.iter().map(|i| docs.example(i)).collect();
+    let examples: Vec<collate::Document> = pack.items.iter().map(|i| docs.example(i)).collect();
     let mut row = collate::flatten(&examples, &FlattenOptions::default())
         .map_err(pipeline_err(recipe, "flatten"))?;
     if recipe.batch.objective == Objective::Mlm {

@@ -3,7 +3,7 @@
 
 use candle_core::{Device, Tensor};
 use thd::cp::{cp_local_loss, logger_stats, shard_batch, token_nll};
-use thd::{LabelConvention, PackedBatch, PackedBatchParts, packed_cross_entropy};
+use thd::{LabelConvention, LossSum, PackedBatch, PackedBatchParts, packed_cross_entropy};
 
 use crate::data::widen;
 use crate::dist::SplitMix64;
@@ -71,7 +71,7 @@ pub(crate) fn loss_sample(recipe: &Recipe, row: &PackedBatch) -> Result<LossSamp
         global_loss: global.mean(),
         oracle_loss,
         cp_local_loss: cp_local,
-        mean_of_rank_means: loss.mean_of_rank_means(),
+        mean_of_rank_means: buggy_mean_of_rank_means(&loss.per_rank),
         cp_local_matches_global: loss.global().count == global.count
             && (cp_local - global.mean()).abs() <= 1e-12 * scale,
         per_rank: loss
@@ -91,6 +91,17 @@ pub(crate) fn loss_sample(recipe: &Recipe, row: &PackedBatch) -> Result<LossSamp
             ppl_max: stats.ppl_max,
         },
     })
+}
+
+/// What a logger with the classic CP-loss bug would show: the mean of per-rank means,
+/// `(1/cp) Σ_r nll_r / count_r` (an empty rank counting 0), reported next to the right value so
+/// the difference can be read in the record. `thd` does not offer it (the bug zoo in
+/// `properties` reproduces it; golden does not depend on the gate).
+fn buggy_mean_of_rank_means(per_rank: &[LossSum]) -> f64 {
+    if per_rank.is_empty() {
+        return 0.0;
+    }
+    per_rank.iter().map(LossSum::mean).sum::<f64>() / per_rank.len() as f64
 }
 
 /// The row without the tokens past its last storage offset (they carry label -100).

@@ -59,7 +59,7 @@ pub fn locate_token(seqlens: &[u32], token: usize) -> TokenLocation {
 
 /// A flat (row-major) element index of a packed tensor, resolved to its coordinates.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Location {
+pub struct ElementLocation {
     /// Coordinates in the tensor's shape; `index[0]` is the token.
     pub index: Vec<usize>,
     /// The token's segment and offset (for a rank-0 tensor, token 0).
@@ -77,7 +77,7 @@ pub struct Location {
 /// assert_eq!(at.index, vec![3, 1, 2]);
 /// assert_eq!(at.to_string(), "[3, 1, 2] = token 3 (segment 1, offset 1 of 3), head 1, dim 2");
 /// ```
-pub fn locate(seqlens: &[u32], shape: &[usize], flat: usize) -> Location {
+pub fn locate(seqlens: &[u32], shape: &[usize], flat: usize) -> ElementLocation {
     let mut index = vec![0; shape.len()];
     let mut rest = flat;
     for (i, &n) in shape.iter().enumerate().rev() {
@@ -87,10 +87,10 @@ pub fn locate(seqlens: &[u32], shape: &[usize], flat: usize) -> Location {
         }
     }
     let token = locate_token(seqlens, index.first().copied().unwrap_or(0));
-    Location { index, token }
+    ElementLocation { index, token }
 }
 
-impl fmt::Display for Location {
+impl fmt::Display for ElementLocation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.index)?;
         let Some(&row) = self.index.first() else { return Ok(()) };
@@ -114,7 +114,7 @@ impl fmt::Display for Location {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Difference {
     /// Where it is.
-    pub at: Location,
+    pub at: ElementLocation,
     /// The value under test.
     pub actual: f64,
     /// The reference value.

@@ -73,10 +73,11 @@ impl fmt::Display for Tolerance {
 /// is a few ulps of 1 (~1e-15); 1e-12 leaves room and still catches any wrong term.
 pub const ATTENTION_F64: Tolerance = Tolerance::abs(1e-12);
 
-/// What a fixed tolerance is for: the same dtype gets a looser row for long reductions.
+/// The class of comparison a fixed tolerance row is for (a column of [`tolerance`]'s table):
+/// the same dtype gets a looser row for long reductions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Check {
+pub enum ToleranceClass {
     /// Elementwise ops and short reductions: PyTorch's defaults.
     Elementwise,
     /// Attention output compared at a fixed tolerance (when no same-dtype naive reference is at
@@ -86,7 +87,7 @@ pub enum Check {
     Loss,
 }
 
-/// The `(rtol, atol)` for a check in a dtype. Non-float dtypes compare exactly.
+/// The `(rtol, atol)` for a class of comparison in a dtype. Non-float dtypes compare exactly.
 ///
 /// | dtype | Elementwise (PyTorch) | Attention | Loss |
 /// |---|---|---|---|
@@ -98,31 +99,31 @@ pub enum Check {
 /// # Example
 /// ```
 /// use candle_core::DType;
-/// use oracle::tolerance::{Check, tolerance};
-/// assert_eq!(tolerance(Check::Loss, DType::F32), oracle::Tolerance::new(1e-5, 1e-6));
+/// use oracle::tolerance::{ToleranceClass, tolerance};
+/// assert_eq!(tolerance(ToleranceClass::Loss, DType::F32), oracle::Tolerance::new(1e-5, 1e-6));
 /// ```
-pub fn tolerance(check: Check, dtype: DType) -> Tolerance {
+pub fn tolerance(class: ToleranceClass, dtype: DType) -> Tolerance {
     use DType::*;
-    match (check, dtype) {
+    match (class, dtype) {
         // PyTorch `_DTYPE_PRECISIONS`.
-        (Check::Elementwise, F16) => Tolerance::new(1e-3, 1e-5),
-        (Check::Elementwise, BF16) => Tolerance::new(1.6e-2, 1e-5),
-        (Check::Elementwise, F32) => Tolerance::new(1.3e-6, 1e-5),
-        (Check::Elementwise, F64) => Tolerance::new(1e-7, 1e-7),
+        (ToleranceClass::Elementwise, F16) => Tolerance::new(1e-3, 1e-5),
+        (ToleranceClass::Elementwise, BF16) => Tolerance::new(1.6e-2, 1e-5),
+        (ToleranceClass::Elementwise, F32) => Tolerance::new(1.3e-6, 1e-5),
+        (ToleranceClass::Elementwise, F64) => Tolerance::new(1e-7, 1e-7),
         // Override: a softmax over thousands of keys followed by a long dot product accumulates
         // far more than one rounding; burn's attention tests use rel_abs(1e-2, 1e-3) and rtol 1e-1
         // in half precision. PyTorch's SDPA tests note 1.3e-6 is for elementwise ops only.
-        (Check::Attention, F16 | BF16) => Tolerance::new(1e-1, 1e-3),
-        (Check::Attention, F32) => Tolerance::new(1e-2, 1e-3),
+        (ToleranceClass::Attention, F16 | BF16) => Tolerance::new(1e-1, 1e-3),
+        (ToleranceClass::Attention, F32) => Tolerance::new(1e-2, 1e-3),
         // Override: f64 vs f64 is the DESIGN rule, see [`ATTENTION_F64`].
-        (Check::Attention, F64) => ATTENTION_F64,
+        (ToleranceClass::Attention, F64) => ATTENTION_F64,
         // Override: flash-attention's cross-entropy test (`tests/losses/test_cross_entropy.py`)
         // asserts the f32 loss at rtol 1e-5, atol 1e-6 and f16/bf16 gradients at 1e-3, 1e-4.
-        (Check::Loss, F16 | BF16) => Tolerance::new(1e-3, 1e-4),
-        (Check::Loss, F32) => Tolerance::new(1e-5, 1e-6),
+        (ToleranceClass::Loss, F16 | BF16) => Tolerance::new(1e-3, 1e-4),
+        (ToleranceClass::Loss, F32) => Tolerance::new(1e-5, 1e-6),
         // Override: both sides accumulate the loss in f64 (DESIGN: 1e-12 in f64); the sums differ
         // only by ordering.
-        (Check::Loss, F64) => Tolerance::new(1e-12, 1e-12),
+        (ToleranceClass::Loss, F64) => Tolerance::new(1e-12, 1e-12),
         // Integers and 8-bit floats: exact (no rule here has measured anything looser).
         _ => Tolerance::abs(0.0),
     }

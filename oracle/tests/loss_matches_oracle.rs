@@ -3,12 +3,12 @@
 //! f64: 1e-12); no label crosses into the next sequence; an all-ignored batch gives 0, not NaN.
 
 use candle_core::{DType, Device, Tensor, WithDType};
-use oracle::tolerance::{Check, tolerance};
+use oracle::tolerance::{ToleranceClass, tolerance};
 use oracle::{CrossEntropy, Tolerance, cross_entropy};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
-use thd::collate::{Example, FlattenOptions, flatten};
+use thd::collate::{Document, FlattenOptions, flatten};
 use thd::{IGNORE_INDEX, LabelConvention, LossSum, packed_cross_entropy};
 
 const DEV: Device = Device::Cpu;
@@ -46,14 +46,14 @@ impl Pack {
     }
 
     /// The examples a collator receives (non-empty sequences only: collators refuse empty ones).
-    fn examples(&self) -> Vec<Example> {
+    fn examples(&self) -> Vec<Document> {
         let mut start = 0;
         let mut out = Vec::new();
         for &len in &self.seqlens {
             let labels = self.labels[start..start + len as usize].to_vec();
             let input_ids = labels.iter().map(|&y| y.max(0)).collect();
             if len > 0 {
-                out.push(Example::with_labels(input_ids, labels));
+                out.push(Document::with_labels(input_ids, labels));
             }
             start += len as usize;
         }
@@ -114,7 +114,7 @@ const PACKS: [(&str, &[u32], usize, f64); 6] = [
 fn packed_loss_matches_oracle_f64() {
     for (seed, (name, seqlens, vocab, ignored)) in PACKS.into_iter().enumerate() {
         let pack = Pack::random(seed as u64, seqlens, vocab, ignored);
-        let tol = tolerance(Check::Loss, DType::F64);
+        let tol = tolerance(ToleranceClass::Loss, DType::F64);
         assert_loss_close(name, pack.thd_collated::<f64>(), pack.oracle::<f64>(), tol);
     }
 }
@@ -124,7 +124,7 @@ fn packed_loss_matches_oracle_f32() {
     for (seed, (name, seqlens, vocab, ignored)) in PACKS.into_iter().enumerate() {
         let pack = Pack::random(seed as u64, seqlens, vocab, ignored);
         // The oracle reads the same f32 logits (exact in f64); thd computes in f32 lanes.
-        let tol = tolerance(Check::Loss, DType::F32);
+        let tol = tolerance(ToleranceClass::Loss, DType::F32);
         assert_loss_close(name, pack.thd_collated::<f32>(), pack.oracle::<f32>(), tol);
     }
 }
@@ -145,7 +145,12 @@ fn packed_loss_matches_oracle_shifted_convention() {
     }
     let got =
         packed_cross_entropy(&pack.logits, pack.vocab, &shifted, LabelConvention::Shifted).unwrap();
-    assert_loss_close("shifted", got, pack.oracle::<f64>(), tolerance(Check::Loss, DType::F64));
+    assert_loss_close(
+        "shifted",
+        got,
+        pack.oracle::<f64>(),
+        tolerance(ToleranceClass::Loss, DType::F64),
+    );
 }
 
 #[test]
@@ -161,7 +166,7 @@ fn last_label_of_a_sequence_never_comes_from_the_next() {
     assert_eq!(want.count, 2 + 3);
 
     // thd with the collator's convention (-100 at each segment start) gives the oracle's answer.
-    let tol = tolerance(Check::Loss, DType::F64);
+    let tol = tolerance(ToleranceClass::Loss, DType::F64);
     assert_loss_close("collated", pack.thd_collated::<f64>(), want, tol);
 
     // Without it (raw labels concatenated, as a broken collator would), the leak shows.

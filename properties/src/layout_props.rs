@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use crate::strategies::arb_collate_case;
-use crate::subjects::{Reference, run_layout};
+use crate::subjects::{ThdSubject, run_layout};
 
 proptest! {
     /// Flattening with any padding (static, mock, CP, CP then mock) gives offsets from 0,
@@ -11,6 +11,6 @@ proptest! {
     /// boundary; non-empty mock segments; and one real segment per example, holding its tokens.
     #[test]
     fn collated_batches_keep_the_layout(case in arb_collate_case(6, 24)) {
-        run_layout(&Reference, &case)?;
+        run_layout(&ThdSubject, &case)?;
     }
 }

@@ -8,7 +8,7 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use thd::cp::{CpLayout, CpLoss, logger_stats, rank_local_stats, shift_after_split, shift_labels};
+use thd::cp::{CpLayout, CpLoss, logger_stats, shift_labels};
 use thd::{CuSeqlens, Error, LossSum, PackedBatch, PackedBatchParts};
 
 fn layout(lens: &[usize], cp: usize) -> CpLayout {
@@ -205,8 +205,9 @@ fn areal_split_runs() {
 }
 
 /// Labels are rolled before the split: for cp = 2 and tokens 0..7, rank 0's targets are
-/// `[1, 2, 7, ·]`; split-then-roll gives `[1, 6, 7, ·]`. (AReaL's `torch.roll` wraps the last
-/// target to token 0; the per-segment roll here ignores it.)
+/// `[1, 2, 7, ·]`. (AReaL's `torch.roll` wraps the last target to token 0; the per-segment roll
+/// here ignores it.) Split-then-roll's `[1, 6, 7, ·]` is pinned with the bug, in
+/// `properties/src/zoo/upstream_areal.rs`.
 #[test]
 fn areal_roll_before_split() {
     let batch = PackedBatch::new(PackedBatchParts {
@@ -218,7 +219,6 @@ fn areal_roll_before_split() {
     .unwrap();
     let l = CpLayout::from_batch(&batch, 2).unwrap();
     assert_eq!(l.split(&shift_labels(&batch), 0).unwrap(), vec![1, 2, 7, -100]);
-    assert_eq!(shift_after_split(&batch, &l, 0).unwrap(), vec![1, 6, 7, -100]);
 }
 
 /// The #1223 / #1242 example: rows `loss_mask = [[0,0,1,1,1,0],[0,1,1,0,0,0]]`, lengths [5, 3],
@@ -260,7 +260,8 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 /// CP-local loss (#1223): rank 0 `0.4` with weight 2, rank 1 `0.46667` with weight 3, global
-/// `0.44`; the mean of rank means is not.
+/// `0.44` (the mean of rank means, which is not, is pinned in
+/// `properties/src/zoo/upstream_areal.rs`).
 #[test]
 fn areal_cp_local_loss_run() {
     let e = example_1242(false);
@@ -279,10 +280,10 @@ fn areal_cp_local_loss_run() {
     assert!(close(per_rank[1].mean(), 0.46667) && per_rank[1].count == 3);
     let loss = CpLoss { per_rank };
     assert!((loss.loss() - 0.44).abs() < 1e-12);
-    assert!((loss.mean_of_rank_means() - 0.44).abs() > 1e-3);
 }
 
-/// AR-B1/AR-B2 (#1242): the CP-invariant statistics vs rank 0's shard.
+/// AR-B1/AR-B2 (#1242): the CP-invariant statistics (rank 0's shard, the bug, is pinned in
+/// `properties/src/zoo/upstream_areal.rs`).
 #[test]
 fn areal_logger_stats_runs() {
     let e = example_1242(false);
@@ -294,21 +295,8 @@ fn areal_logger_stats_runs() {
     assert!(close(s.ppl_avg.unwrap(), 1.63270));
     assert!(close(s.ppl_min.unwrap(), 1.34986) && close(s.ppl_max.unwrap(), 1.91554));
 
-    let b = rank_local_stats(&e.layout, 0, &e.nll[0], &e.labels[0]).unwrap();
-    assert_eq!((b.n_tokens, b.n_valid_tokens, b.prompt_tokens), (6, 2, 4));
-    assert!(
-        close(b.loss, 0.4) && close(b.loss_min.unwrap(), 0.2) && close(b.loss_max.unwrap(), 0.6)
-    );
-    assert!(close(b.ppl_avg.unwrap(), 1.52176));
-    assert!(close(b.ppl_min.unwrap(), 1.22140) && close(b.ppl_max.unwrap(), 1.82212));
-    let b1 = rank_local_stats(&e.layout, 1, &e.nll[1], &e.labels[1]).unwrap();
-    assert_eq!((b1.n_tokens, b1.n_valid_tokens, b1.prompt_tokens), (6, 3, 3));
-    assert!(close(b1.loss, 0.46667) && close(b1.ppl_avg.unwrap(), 1.71641));
-
     // With the 256-token page padding (cu [0, 8, 12, 256]): the dummy tail is no sequence.
     let e = example_1242(true);
     let s = logger_stats(&e.layout, &e.nll, &e.labels).unwrap();
     assert_eq!((s.n_tokens, s.n_valid_tokens, s.prompt_tokens, s.n_seqs), (8, 5, 3, 2));
-    let b = rank_local_stats(&e.layout, 0, &e.nll[0], &e.labels[0]).unwrap();
-    assert_eq!((b.n_tokens, b.n_valid_tokens, b.prompt_tokens), (128, 2, 126));
 }

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use thd::collate::{
-    BoundaryLabels, CpPadding, Example, FlattenOptions, MockPadding, attention_mask, flatten,
+    BoundaryLabels, CpPadding, Document, FlattenOptions, MockPadding, attention_mask, flatten,
     pad_for_cp, pad_sequences_for_cp, pad_to_multiple_of,
 };
 use thd::cp::{CpLayout, shard_batch};
@@ -21,13 +21,13 @@ fn esm_features() -> Vec<Vec<i64>> {
 }
 
 /// MLM with `mlm_probability = 0`: every label -100.
-fn mlm(features: &[Vec<i64>]) -> Vec<Example> {
-    features.iter().map(|f| Example::with_labels(f.clone(), vec![-100; f.len()])).collect()
+fn mlm(features: &[Vec<i64>]) -> Vec<Document> {
+    features.iter().map(|f| Document::with_labels(f.clone(), vec![-100; f.len()])).collect()
 }
 
 /// Causal LM with `separator_id = -100`.
 fn clm(features: &[Vec<i64>]) -> PackedBatch {
-    let ex: Vec<Example> = features.iter().map(|f| Example::new(f.clone())).collect();
+    let ex: Vec<Document> = features.iter().map(|f| Document::new(f.clone())).collect();
     let opts = FlattenOptions { boundary: BoundaryLabels::AfterFirst, ..Default::default() };
     flatten(&ex, &opts).unwrap()
 }
@@ -333,14 +333,14 @@ const ATG: i64 = 19;
 
 /// `CodonTokenizer` on a run of ATG codons with `mlm_probability = 0`: CLS, codons, SEP; labels
 /// all -100.
-fn codon(seq: &str) -> Example {
+fn codon(seq: &str) -> Document {
     let ids: Vec<i64> = [vec![CLS], vec![ATG; seq.len() / 3], vec![SEP]].concat();
     let n = ids.len();
-    Example::with_labels(ids, vec![-100; n])
+    Document::with_labels(ids, vec![-100; n])
 }
 
 fn codon_batch(seqs: &[&str], m: Option<usize>, max_seq_length: usize) -> PackedBatch {
-    let ex: Vec<Example> = seqs.iter().map(|s| codon(s)).collect();
+    let ex: Vec<Document> = seqs.iter().map(|s| codon(s)).collect();
     let b = flatten(&ex, &FlattenOptions::default()).unwrap();
     match m {
         None => b,

@@ -7,7 +7,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use thd::collate::{
-    DpoBatch, DpoExample, DpoOptions, Example, collate_dpo, count_features_within_token_budget,
+    Document, DpoBatch, DpoExample, DpoOptions, collate_dpo, count_features_within_token_budget,
     segment_logps,
 };
 
@@ -22,8 +22,8 @@ fn make_dpo_features(
         .map(|i| {
             let (c, r) = (chosen[i % chosen.len()], rejected[i % rejected.len()]);
             DpoExample {
-                chosen: Example::with_labels(vec![1; c], vec![1; c]),
-                rejected: Example::with_labels(vec![1; r], vec![1; r]),
+                chosen: Document::with_labels(vec![1; c], vec![1; c]),
+                rejected: Document::with_labels(vec![1; r], vec![1; r]),
                 index: start + i as i64,
             }
         })
@@ -177,13 +177,13 @@ fn open_instruct_concatenated_cu_seq_lens_with_padding() {
 fn open_instruct_offsets_use_the_padded_chosen_length() {
     let pairs = vec![
         DpoExample {
-            chosen: Example::new(vec![1; 3]),
-            rejected: Example::new(vec![1; 2]),
+            chosen: Document::new(vec![1; 3]),
+            rejected: Document::new(vec![1; 2]),
             index: 0,
         },
         DpoExample {
-            chosen: Example::new(vec![1; 5]),
-            rejected: Example::new(vec![1; 4]),
+            chosen: Document::new(vec![1; 5]),
+            rejected: Document::new(vec![1; 4]),
             index: 1,
         },
     ];

@@ -7,9 +7,9 @@
 use safetensors::Dtype;
 use thd::PackedBatch;
 use thd::collate::{
-    BoundaryLabels, CpPadding, DpoExample, DpoOptions, Example as Doc, FlattenOptions, MockPadding,
-    Overflow, StaticPadding, attention_mask, collate_dpo, flatten, pad_for_cp, pad_to_multiple_of,
-    seq_idx,
+    BoundaryLabels, CpPadding, Document as Doc, DpoExample, DpoOptions, FlattenOptions,
+    MockPadding, Overflow, StaticPadding, attention_mask, collate_dpo, flatten, pad_for_cp,
+    pad_to_multiple_of, seq_idx,
 };
 use thd::cp::shift_labels;
 
@@ -299,7 +299,7 @@ pub fn examples() -> Result<Vec<ExampleBatch>> {
             path,
             "AReaL before #1223: labels rolled on each rank's shard after the split, so a chunk's last token targets the rank's other chunk",
             &[][..],
-            shard(rank, thd::cp::shift_after_split(&cp2, &layout, rank)?)?,
+            shard(rank, properties::zoo::shift_after_split(&cp2, &layout, rank)?)?,
         );
     }
 

@@ -10,9 +10,9 @@ use candle_core::{DType, Device, Result, Tensor};
 use gpu_tests::check::{assert_close, assert_flash_rule, assert_scalar_close};
 use gpu_tests::data::{AttnCase, logits_and_labels};
 use gpu_tests::on_devices;
-use oracle::tolerance::{ATTENTION_F64, Check, tolerance};
+use oracle::tolerance::{ATTENTION_F64, ToleranceClass, tolerance};
 use oracle::{CrossEntropy, Tolerance, cross_entropy, varlen_attention};
-use thd::collate::{CpPadding, Example, FlattenOptions, flatten, pad_for_cp};
+use thd::collate::{CpPadding, Document, FlattenOptions, flatten, pad_for_cp};
 use thd::cp::{CpLayout, shard_batch};
 use thd::{CuSeqlens, SeqLens};
 
@@ -207,7 +207,7 @@ fn cp_local_loss_matches_global(dev: &Device) -> Result<()> {
         let ids: Vec<i64> = ids[start..start + len as usize].iter().map(|&y| y.max(0)).collect();
         let mut labels = ids.clone();
         labels[..len as usize / 3].fill(thd::IGNORE_INDEX); // a prompt
-        examples.push(Example::with_labels(ids, labels));
+        examples.push(Document::with_labels(ids, labels));
         start += len as usize;
     }
     let batch = flatten(&examples, &FlattenOptions::default()).map_err(wrap)?;
@@ -254,7 +254,7 @@ fn cp_local_loss_matches_global(dev: &Device) -> Result<()> {
         dev,
         truth.mean(),
         truth64.mean(),
-        tolerance(Check::Loss, DType::F32),
+        tolerance(ToleranceClass::Loss, DType::F32),
     );
     Ok(())
 }

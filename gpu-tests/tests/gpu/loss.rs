@@ -5,7 +5,7 @@ use candle_core::{DType, Device, Result, Tensor};
 use gpu_tests::check::assert_scalar_close;
 use gpu_tests::data::logits_and_labels;
 use gpu_tests::on_devices;
-use oracle::tolerance::{Check, tolerance};
+use oracle::tolerance::{ToleranceClass, tolerance};
 use oracle::{CrossEntropy, Tolerance, cross_entropy};
 
 /// Both sides accumulate in f64 from the same low-precision logits: only the order differs.
@@ -39,7 +39,7 @@ fn cross_entropy_matches_oracle(dev: &Device) -> Result<()> {
             cpu.mean(),
             SAME_INPUT,
         );
-        let tol = tolerance(Check::Loss, dtype);
+        let tol = tolerance(ToleranceClass::Loss, dtype);
         assert_scalar_close(&format!("{name}_vs_f64_truth"), dev, out.mean(), truth.mean(), tol);
     }
     Ok(())
@@ -73,7 +73,7 @@ fn loss_reassembles_from_segment_sums(dev: &Device) -> Result<()> {
         dev,
         sum.mean(),
         whole.mean(),
-        tolerance(Check::Loss, DType::F32),
+        tolerance(ToleranceClass::Loss, DType::F32),
     );
     let mean_of_means = means.iter().sum::<f64>() / means.len() as f64;
     let gap = (mean_of_means - whole.mean()).abs();

@@ -6,15 +6,15 @@
 //! - f32: the FlashAttention rule with thd's f32 fast path as the same-dtype reference.
 //! - bf16 / f16: the FlashAttention rule where the CPU oracle can afford the same-dtype
 //!   reference (sequences ≤ 1000 tokens); whole-batch errors printed. A fixed elementwise
-//!   tolerance is no test here: the CPU oracle's own bf16 output misses `Check::Attention`'s
-//!   (1e-1, 1e-3) on 588k of 1.3M elements at 2.5k tokens (measured), through cancellation in
-//!   the weighted sums of few keys.
+//!   tolerance is no test here: the CPU oracle's own bf16 output misses
+//!   `ToleranceClass::Attention`'s (1e-1, 1e-3) on 588k of 1.3M elements at 2.5k tokens
+//!   (measured), through cancellation in the weighted sums of few keys.
 
 use candle_core::{DType, Device, Result, Tensor};
 use gpu_tests::check::{assert_close, assert_flash_rule, assert_scalar_close};
 use gpu_tests::data::{AttnCase, REALISTIC_PACKS, logits_and_labels};
 use gpu_tests::on_devices;
-use oracle::tolerance::{ATTENTION_F64, Check, tolerance};
+use oracle::tolerance::{ATTENTION_F64, ToleranceClass, tolerance};
 use oracle::{cross_entropy, varlen_attention};
 
 fn realistic_case() -> AttnCase {
@@ -72,7 +72,7 @@ fn realistic_attention(dev: &Device) -> Result<()> {
             &out,
             &truth,
             lens,
-            tolerance(Check::Attention, dtype),
+            tolerance(ToleranceClass::Attention, dtype),
         )?;
         let worst = report.max_abs.as_ref().map_or(f64::NAN, |d| d.diff);
         eprintln!(
@@ -99,7 +99,7 @@ fn realistic_loss(dev: &Device) -> Result<()> {
         dev,
         on_dev.mean(),
         fast.mean(),
-        tolerance(Check::Loss, DType::F32),
+        tolerance(ToleranceClass::Loss, DType::F32),
     );
     Ok(())
 }

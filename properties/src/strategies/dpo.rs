@@ -2,7 +2,7 @@
 
 use proptest::collection::vec;
 use proptest::prelude::*;
-use thd::collate::{DpoExample, Example};
+use thd::collate::{Document, DpoExample};
 
 /// DPO pairs `(chosen length, rejected length)` and the per-branch budget / static length.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,8 +25,8 @@ impl DpoCase {
             .iter()
             .enumerate()
             .map(|(k, &(c, r))| DpoExample {
-                chosen: Example::new(vec![Self::tag(k, false); c as usize]),
-                rejected: Example::new(vec![Self::tag(k, true); r as usize]),
+                chosen: Document::new(vec![Self::tag(k, false); c as usize]),
+                rejected: Document::new(vec![Self::tag(k, true); r as usize]),
                 index: k as i64,
             })
             .collect()

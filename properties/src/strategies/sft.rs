@@ -3,7 +3,7 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 use thd::IGNORE_INDEX;
-use thd::collate::Example;
+use thd::collate::Document;
 
 use super::lens::{arb_cp, arb_seq_lens};
 use super::{mix, noise};
@@ -45,7 +45,7 @@ impl SftCase {
     }
 
     /// The examples as a collator receives them: token ids and labels (the token, or -100).
-    pub fn examples(&self) -> Vec<Example> {
+    pub fn examples(&self) -> Vec<Document> {
         (0..self.lens.len())
             .map(|i| {
                 let ids: Vec<i64> = (0..self.lens[i] as usize).map(|j| self.token(i, j)).collect();
@@ -54,7 +54,7 @@ impl SftCase {
                     .enumerate()
                     .map(|(j, &y)| if self.ignored(i, j) { IGNORE_INDEX } else { y })
                     .collect();
-                Example::with_labels(ids, labels)
+                Document::with_labels(ids, labels)
             })
             .collect()
     }

@@ -5,7 +5,7 @@ use candle_core::{Device, Tensor};
 use thd::cp::{CpLayout, cp_attention, padded_varlen_attention};
 use thd::{AttnOptions, AttnShape, CuSeqlens, SeqLens, varlen_attention};
 
-use super::{Reference, failed};
+use super::{ThdSubject, failed};
 use crate::checks::{AttnView, check_attention, check_isolation};
 use crate::strategies::AttnCase;
 use crate::{Checked, Invariant};
@@ -31,7 +31,7 @@ pub(crate) fn cu(lens: &[u32]) -> Result<CuSeqlens, String> {
     SeqLens::new(lens.to_vec()).to_cu_seqlens().map_err(|e| e.to_string())
 }
 
-impl Attention for Reference {
+impl Attention for ThdSubject {
     fn name(&self) -> &str {
         "thd::varlen_attention"
     }

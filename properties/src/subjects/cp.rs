@@ -4,7 +4,7 @@ use thd::collate::{CpPadding, FlattenOptions, flatten, pad_for_cp};
 use thd::cp::{CpLayout, logger_stats, shard_batch, token_nll};
 use thd::{PackedBatch, PackedBatchParts};
 
-use super::{Reference, diffs, failed, oracle_loss_of, wide};
+use super::{ThdSubject, diffs, failed, oracle_loss_of, wide};
 use crate::checks::{
     ShardView, TokenRecord, check_cp_shard, check_reassembly, check_split_accepted, check_tokens_cp,
 };
@@ -45,7 +45,7 @@ pub trait Sharder {
     ) -> Result<Vec<i64>, String>;
 }
 
-impl Sharder for Reference {
+impl Sharder for ThdSubject {
     fn name(&self) -> &str {
         "thd::cp::shard_batch"
     }
@@ -156,7 +156,7 @@ pub trait Logger {
     ) -> Result<TokenRecord, String>;
 }
 
-impl Logger for Reference {
+impl Logger for ThdSubject {
     fn name(&self) -> &str {
         "thd::cp::logger_stats"
     }

@@ -2,7 +2,7 @@
 
 use thd::collate::{DpoExample, DpoOptions, Overflow, collate_dpo};
 
-use super::{Reference, failed, wide};
+use super::{ThdSubject, failed, wide};
 use crate::checks::{DpoSegment, DpoView, check_dpo};
 use crate::strategies::DpoCase;
 use crate::{Checked, Invariant};
@@ -34,7 +34,7 @@ pub trait DpoCollator {
     fn concatenate(&self, pairs: &[DpoExample], opts: &DpoOptions) -> Result<DpoOut, String>;
 }
 
-impl DpoCollator for Reference {
+impl DpoCollator for ThdSubject {
     fn name(&self) -> &str {
         "thd::collate::collate_dpo"
     }

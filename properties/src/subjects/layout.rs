@@ -1,12 +1,12 @@
 //! LAYOUT subject: a collator.
 
 use thd::collate::{
-    CpPadding, Example, FlattenOptions, MockPadding, Overflow, StaticPadding, flatten, pad_for_cp,
+    CpPadding, Document, FlattenOptions, MockPadding, Overflow, StaticPadding, flatten, pad_for_cp,
     pad_to_multiple_of,
 };
 use thd::{LabelConvention, PackedBatch};
 
-use super::{Reference, failed, wide};
+use super::{ThdSubject, failed, wide};
 use crate::checks::{LayoutView, check_documents, check_layout};
 use crate::strategies::{CollateCase, Padding};
 use crate::{Checked, Invariant};
@@ -72,7 +72,7 @@ pub trait Collator {
     /// The collator's message.
     fn collate(
         &self,
-        examples: &[Example],
+        examples: &[Document],
         padding: &Padding,
         position_base: i64,
     ) -> Result<Collated, String>;
@@ -82,7 +82,7 @@ pub trait Collator {
 ///
 /// # Errors
 /// `thd`'s error.
-pub fn collate_reference(examples: &[Example], padding: &Padding) -> thd::Result<PackedBatch> {
+pub fn collate_reference(examples: &[Document], padding: &Padding) -> thd::Result<PackedBatch> {
     let flat = |static_padding| {
         flatten(examples, &FlattenOptions { static_padding, ..Default::default() })
     };
@@ -91,7 +91,7 @@ pub fn collate_reference(examples: &[Example], padding: &Padding) -> thd::Result
     match *padding {
         Padding::None => flat(None),
         Padding::Static { extra } => {
-            let total: usize = examples.iter().map(Example::len).sum();
+            let total: usize = examples.iter().map(Document::len).sum();
             flat(Some(StaticPadding {
                 max_seq_length: total + extra,
                 pad_token_id: 0,
@@ -109,14 +109,14 @@ pub fn collate_reference(examples: &[Example], padding: &Padding) -> thd::Result
     }
 }
 
-impl Collator for Reference {
+impl Collator for ThdSubject {
     fn name(&self) -> &str {
         "thd::collate"
     }
 
     fn collate(
         &self,
-        examples: &[Example],
+        examples: &[Document],
         padding: &Padding,
         position_base: i64,
     ) -> Result<Collated, String> {

@@ -5,7 +5,7 @@ use thd::collate::{CpPadding, FlattenOptions, flatten, pad_for_cp};
 use thd::cp::{CpLayout, CpLoss, shift_labels};
 use thd::{LabelConvention, LossSum, PackedBatch, packed_cross_entropy};
 
-use super::{Reference, diffs, failed, wide};
+use super::{ThdSubject, diffs, failed, wide};
 use crate::checks::{LossRecord, PartLoss, Split, check_cp_loss, check_loss};
 use crate::strategies::{CpLossCase, SftCase};
 use crate::{Checked, Invariant};
@@ -22,7 +22,7 @@ pub trait PackedLoss {
     fn loss(&self, case: &SftCase) -> Result<LossRecord, String>;
 }
 
-impl PackedLoss for Reference {
+impl PackedLoss for ThdSubject {
     fn name(&self) -> &str {
         "thd::packed_cross_entropy"
     }
@@ -84,7 +84,7 @@ pub trait CpLossPipeline {
     fn reduce(&self, parts: &[PartLoss]) -> f64;
 }
 
-impl CpLossPipeline for Reference {
+impl CpLossPipeline for ThdSubject {
     fn name(&self) -> &str {
         "thd::cp"
     }

@@ -1,13 +1,13 @@
 //! WORK, MFU-PAD and FLOPS subjects: work counters, throughput loggers, FLOPs accumulators.
 
 use thd::PackedBatch;
-use thd::collate::Example;
+use thd::collate::Document;
 use thd::metrics::megatron::{FlopsAccumulator, MicroBatch};
 use thd::metrics::{
     AttnSums, BatchWork, FlopsFormula, HardwareView, ModelDims, StepReport, StepTiming,
 };
 
-use super::{Reference, collate_reference, failed, prefix};
+use super::{ThdSubject, collate_reference, failed, prefix};
 use crate::checks::{
     FlopsStats, HardwareKind, MetricRecord, MicroBatchView, WorkSums, WorkView, check_flops,
     check_flops_additive, check_mfu_pad, check_work,
@@ -31,7 +31,7 @@ pub(crate) fn sums(a: &AttnSums) -> WorkSums {
     WorkSums { tokens: a.tokens, sum_squares: a.sum_squares, triangle: a.triangle }
 }
 
-impl WorkCounter for Reference {
+impl WorkCounter for ThdSubject {
     fn name(&self) -> &str {
         "thd::metrics::BatchWork"
     }
@@ -101,7 +101,7 @@ pub fn metric_record(
     })
 }
 
-impl ThroughputLogger for Reference {
+impl ThroughputLogger for ThdSubject {
     fn name(&self) -> &str {
         "thd::metrics::StepReport"
     }
@@ -155,8 +155,8 @@ pub fn mfu_paddings(case: &MfuCase) -> Vec<(String, Padding)> {
 /// # Panics
 /// If `thd` cannot collate the case (a bug in the strategy).
 pub fn run_mfu_pad(subject: &dyn ThroughputLogger, case: &MfuCase) -> Checked {
-    let examples: Vec<Example> =
-        case.lens.iter().map(|&s| Example::new(vec![5; s as usize])).collect();
+    let examples: Vec<Document> =
+        case.lens.iter().map(|&s| Document::new(vec![5; s as usize])).collect();
     let base = collate_reference(&examples, &Padding::None).expect("collates");
     let variants: Vec<(String, PackedBatch)> = mfu_paddings(case)
         .into_iter()
@@ -213,7 +213,7 @@ pub fn merged_cu_seqlens(rows: &[Vec<u32>]) -> Vec<i64> {
     prefix(&rows.iter().flatten().copied().collect::<Vec<_>>())
 }
 
-impl FlopsCounter for Reference {
+impl FlopsCounter for ThdSubject {
     fn name(&self) -> &str {
         "thd::metrics::megatron::FlopsAccumulator"
     }

@@ -1,7 +1,7 @@
 //! Subjects: the code under test, one trait per pipeline stage, and the `run_*` functions that
 //! drive a subject on a generated case and check every rule of its invariant.
 //!
-//! [`Reference`] implements every trait with `thd`'s pipelines. The bug zoo implements the
+//! [`ThdSubject`] implements every trait with `thd`'s pipelines. The bug zoo implements the
 //! same traits with historical bugs; a subprocess adapter can implement them too. A `run_*`
 //! function returns `Ok(())` or the first [`Violation`], so the same code
 //! serves a proptest suite, a zoo test and a fuzzing CLI.
@@ -44,7 +44,7 @@ use crate::{Invariant, Location, Violation};
 
 /// `thd`'s pipelines: the reference implementation of every subject trait.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Reference;
+pub struct ThdSubject;
 
 /// The violation for a subject that failed on a valid input.
 pub(crate) fn failed(

@@ -4,7 +4,7 @@
 use thd::{AttnOptions, CuSeqlens, varlen_attention};
 
 use crate::strategies::AttnCase;
-use crate::subjects::{Attention, Reference};
+use crate::subjects::{Attention, ThdSubject};
 
 fn opts(case: &AttnCase) -> AttnOptions {
     AttnOptions { causal: case.causal, ..Default::default() }
@@ -65,7 +65,7 @@ impl Attention for NoDocumentMask {
 
     fn attend(&self, case: &AttnCase, q: &[f64], k: &[f64], v: &[f64]) -> Result<Vec<f64>, String> {
         if case.lens_k.is_some() {
-            return Reference.attend(case, q, k, v);
+            return ThdSubject.attend(case, q, k, v);
         }
         merged_documents(case, q, k, v)
     }
@@ -84,7 +84,7 @@ impl Attention for RingAttentionIgnoresDocuments {
 
     fn attend(&self, case: &AttnCase, q: &[f64], k: &[f64], v: &[f64]) -> Result<Vec<f64>, String> {
         if case.cp == 1 || case.lens_k.is_some() {
-            return Reference.attend(case, q, k, v);
+            return ThdSubject.attend(case, q, k, v);
         }
         merged_documents(case, q, k, v)
     }
@@ -102,7 +102,7 @@ impl Attention for IgnoresPaddedOffsets {
 
     fn attend(&self, case: &AttnCase, q: &[f64], k: &[f64], v: &[f64]) -> Result<Vec<f64>, String> {
         if case.lens_k.is_some() || case.cp > 1 {
-            return Reference.attend(case, q, k, v);
+            return ThdSubject.attend(case, q, k, v);
         }
         let real = cu(&case.lens)?;
         varlen_attention(q, k, v, &real, &real, shape(case), &opts(case)).map_err(|e| e.to_string())
@@ -122,7 +122,7 @@ impl Attention for AttendsToPadding {
 
     fn attend(&self, case: &AttnCase, q: &[f64], k: &[f64], v: &[f64]) -> Result<Vec<f64>, String> {
         if case.lens_k.is_some() || case.cp > 1 {
-            return Reference.attend(case, q, k, v);
+            return ThdSubject.attend(case, q, k, v);
         }
         let storage = cu(&case.storage())?;
         varlen_attention(q, k, v, &storage, &storage, shape(case), &opts(case))
@@ -142,7 +142,7 @@ impl Attention for NanOnKeylessRows {
     }
 
     fn attend(&self, case: &AttnCase, q: &[f64], k: &[f64], v: &[f64]) -> Result<Vec<f64>, String> {
-        let Some(lens_k) = &case.lens_k else { return Reference.attend(case, q, k, v) };
+        let Some(lens_k) = &case.lens_k else { return ThdSubject.attend(case, q, k, v) };
         let (h, kvh, d) = (case.heads, case.kv_heads, case.head_dim);
         let g = h / kvh;
         let scale = 1.0 / (d as f64).sqrt();

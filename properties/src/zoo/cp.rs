@@ -1,11 +1,11 @@
 //! CP-SHARD and TOKENS-CP zoo: sharders that lose or mislabel tokens, loggers that count one
 //! shard.
 
-use thd::cp::{CpLayout, rank_local_stats, shift_after_split, shift_labels};
+use thd::cp::{CpLayout, LoggerStats, shift_labels};
 use thd::{IGNORE_INDEX, PackedBatch};
 
 use crate::checks::TokenRecord;
-use crate::subjects::{Logger, Reference, Shard, Sharder};
+use crate::subjects::{Logger, Shard, Sharder, ThdSubject};
 
 fn err(e: thd::Error) -> String {
     e.to_string()
@@ -39,8 +39,99 @@ fn shard_with(
         .collect()
 }
 
+/// **The wrong order:** split the unshifted labels across ranks first, then roll each rank's
+/// local segments (AReaL before #1223).
+///
+/// A rank's two chunks of a segment are not contiguous in the sequence, so the last token of
+/// its first chunk gets the first token of its *second* chunk as target instead of the next
+/// token of the sequence, and the last token of the second chunk loses its target. AReaL's
+/// example: cp = 2, one sequence 0..7, rank 0 holds positions `[0, 1, 6, 7]`; the right
+/// targets are `[1, 2, 7, -]`, this order gives `[1, 6, 7, -]`.
+///
+/// Pinned to AReaL's numbers in `upstream_areal::areal_split_then_roll` (the zoo is test- or
+/// feature-only, so its examples are unit tests, not doctests).
+///
+/// # Errors
+/// The errors of [`CpLayout::split`]: a layout that is not the batch's, a rank out of range.
+pub fn shift_after_split(
+    batch: &PackedBatch,
+    layout: &CpLayout,
+    rank: usize,
+) -> thd::Result<Vec<i64>> {
+    let local = layout.split(batch.labels(), rank)?;
+    let mut out = vec![IGNORE_INDEX; local.len()];
+    for r in layout.local_cu_seqlens().segments() {
+        if r.len() > 1 {
+            out[r.start..r.end - 1].copy_from_slice(&local[r.start + 1..r.end]);
+        }
+    }
+    Ok(out)
+}
+
+/// **One rank's shard reported as the batch** (AReaL #1242, `d58cca56f`): `n_tokens` is the
+/// shard's stored length (padding included), and loss and perplexity come from that rank's
+/// valid tokens only. The right statistics are [`thd::cp::logger_stats`].
+///
+/// ```text
+/// n_tokens = T / cp;   n_valid_tokens = # local labels ≠ -100;   prompt_tokens = the difference
+/// loss     = Σ local nll / n_valid_tokens;   ppl_j over the rank's part of real sequence j
+/// ```
+///
+/// Pinned to AReaL's numbers in `upstream_areal::areal_rank_local_stats_runs`.
+///
+/// # Errors
+/// [`thd::Error::CpRankOutOfRange`]; [`thd::Error::CpShardLength`] unless `nll` and `labels`
+/// have `T/cp` entries.
+///
+pub fn rank_local_stats(
+    layout: &CpLayout,
+    rank: usize,
+    nll: &[f64],
+    labels: &[i64],
+) -> thd::Result<LoggerStats> {
+    if rank >= layout.cp() {
+        return Err(thd::Error::CpRankOutOfRange { rank, cp: layout.cp() });
+    }
+    let expected = layout.local_tokens();
+    for len in [nll.len(), labels.len()] {
+        if len != expected {
+            return Err(thd::Error::CpShardLength { rank, len, expected });
+        }
+    }
+    let (mut sum, mut count) = (0.0, 0u64);
+    let (mut min, mut max): (Option<f64>, Option<f64>) = (None, None);
+    let mut ppl = Vec::new();
+    for (i, r) in layout.local_cu_seqlens().segments().enumerate() {
+        let (mut seq_sum, mut seq_count) = (0.0, 0u64);
+        for t in r.filter(|&t| labels[t] != IGNORE_INDEX) {
+            let x = nll[t];
+            (sum, count) = (sum + x, count + 1);
+            (seq_sum, seq_count) = (seq_sum + x, seq_count + 1);
+            min = Some(min.map_or(x, |m| m.min(x)));
+            max = Some(max.map_or(x, |m| m.max(x)));
+        }
+        if i < layout.num_real_segments() && seq_count > 0 {
+            ppl.push((seq_sum / seq_count as f64).exp());
+        }
+    }
+    let n_tokens = expected as u64;
+    let n_seqs = ppl.len() as u64;
+    Ok(LoggerStats {
+        n_seqs,
+        n_tokens,
+        n_valid_tokens: count,
+        prompt_tokens: n_tokens.saturating_sub(count),
+        loss: if count == 0 { 0.0 } else { sum / count as f64 },
+        loss_min: min,
+        loss_max: max,
+        ppl_avg: (n_seqs > 0).then(|| ppl.iter().sum::<f64>() / n_seqs as f64),
+        ppl_min: ppl.iter().copied().reduce(f64::min),
+        ppl_max: ppl.iter().copied().reduce(f64::max),
+    })
+}
+
 fn reassemble(batch: &PackedBatch, cp: usize, shards: &[Vec<i64>]) -> Result<Vec<i64>, String> {
-    Reference.reassemble(batch, cp, shards)
+    ThdSubject.reassemble(batch, cp, shards)
 }
 
 /// Labels split first and rolled on each rank's local segments, whose two zigzag chunks are
@@ -102,7 +193,7 @@ impl Sharder for TruncatingSplit {
 
     fn shard(&self, batch: &PackedBatch, cp: usize) -> Result<Vec<Shard>, String> {
         if cp == 1 {
-            return Reference.shard(batch, cp); // upstream returns early for C <= 1
+            return ThdSubject.shard(batch, cp); // upstream returns early for C <= 1
         }
         let storage: Vec<i64> =
             batch.storage_cu_seqlens().as_slice().iter().map(|&c| i64::from(c)).collect();
@@ -251,7 +342,7 @@ impl Logger for LossTimesCp {
         nll: &[Vec<f64>],
         labels: &[Vec<i64>],
     ) -> Result<TokenRecord, String> {
-        let mut r = Reference.stats(layout, nll, labels)?;
+        let mut r = ThdSubject.stats(layout, nll, labels)?;
         let share = r.n_valid_tokens as f64 / layout.cp() as f64;
         let local: Vec<f64> = nll
             .iter()
@@ -281,7 +372,7 @@ impl Logger for PaddedTokensCounted {
         nll: &[Vec<f64>],
         labels: &[Vec<i64>],
     ) -> Result<TokenRecord, String> {
-        let mut r = Reference.stats(layout, nll, labels)?;
+        let mut r = ThdSubject.stats(layout, nll, labels)?;
         r.n_tokens = layout.num_tokens() as u64;
         r.prompt_tokens = r.n_tokens - r.n_valid_tokens;
         Ok(r)
@@ -305,6 +396,6 @@ impl crate::subjects::CpLossPipeline for SplitThenRoll {
     }
 
     fn reduce(&self, parts: &[crate::checks::PartLoss]) -> f64 {
-        crate::subjects::CpLossPipeline::reduce(&Reference, parts)
+        crate::subjects::CpLossPipeline::reduce(&ThdSubject, parts)
     }
 }

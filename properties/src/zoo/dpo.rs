@@ -2,7 +2,7 @@
 
 use thd::collate::{DpoExample, DpoOptions, collate_dpo, seq_idx};
 
-use crate::subjects::{DpoCollator, DpoOut, Reference};
+use crate::subjects::{DpoCollator, DpoOut, ThdSubject};
 
 fn wide(cu: &thd::CuSeqlens) -> Vec<i64> {
     cu.as_slice().iter().map(|&c| i64::from(c)).collect()
@@ -71,7 +71,7 @@ impl DpoCollator for SeqIdxFromLastToken {
     }
 
     fn concatenate(&self, pairs: &[DpoExample], opts: &DpoOptions) -> Result<DpoOut, String> {
-        let mut out = Reference.concatenate(pairs, opts)?;
+        let mut out = ThdSubject.concatenate(pairs, opts)?;
         let b = collate_dpo(pairs, opts).map_err(|e| e.to_string())?;
         let chosen = seq_idx(&b.chosen);
         let shift = *chosen.last().expect("non-empty");

@@ -1,12 +1,12 @@
 //! LAYOUT zoo: collators that break the pack's layout.
 
-use thd::collate::Example;
+use thd::collate::Document;
 
 use crate::strategies::Padding;
-use crate::subjects::{Collated, Collator, Reference};
+use crate::subjects::{Collated, Collator, ThdSubject};
 
-fn reference(examples: &[Example], padding: &Padding, base: i64) -> Result<Collated, String> {
-    Reference.collate(examples, padding, base)
+fn reference(examples: &[Document], padding: &Padding, base: i64) -> Result<Collated, String> {
+    ThdSubject.collate(examples, padding, base)
 }
 
 /// Segment starts keep their own label instead of -100, so the previous segment's last token
@@ -22,7 +22,7 @@ impl Collator for LabelLeak {
 
     fn collate(
         &self,
-        examples: &[Example],
+        examples: &[Document],
         padding: &Padding,
         base: i64,
     ) -> Result<Collated, String> {
@@ -48,7 +48,7 @@ impl Collator for PositionsNotReset {
 
     fn collate(
         &self,
-        examples: &[Example],
+        examples: &[Document],
         padding: &Padding,
         base: i64,
     ) -> Result<Collated, String> {
@@ -71,7 +71,7 @@ impl Collator for ZeroBasedPositions {
 
     fn collate(
         &self,
-        examples: &[Example],
+        examples: &[Document],
         padding: &Padding,
         _base: i64,
     ) -> Result<Collated, String> {
@@ -92,7 +92,7 @@ impl Collator for DuplicateZeroLengthSegment {
 
     fn collate(
         &self,
-        examples: &[Example],
+        examples: &[Document],
         padding: &Padding,
         base: i64,
     ) -> Result<Collated, String> {

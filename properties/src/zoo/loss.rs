@@ -1,11 +1,11 @@
 //! LOSS and CP-LOSS zoo: losses that divide wrong or shift wrong.
 
 use thd::collate::{FlattenOptions, flatten};
-use thd::{LabelConvention, packed_cross_entropy};
+use thd::{LabelConvention, LossSum, packed_cross_entropy};
 
 use crate::checks::{LossRecord, PartLoss};
 use crate::strategies::SftCase;
-use crate::subjects::{CpLossPipeline, PackedLoss, Reference};
+use crate::subjects::{CpLossPipeline, PackedLoss, ThdSubject};
 
 /// The mean taken as `nll / count` with no guard: an all-ignored batch gives NaN (Megatron-LM
 /// #7498: "the empty mask must produce exactly zero"; open-instruct OI-B4).
@@ -18,7 +18,7 @@ impl PackedLoss for NanWhenAllIgnored {
     }
 
     fn loss(&self, case: &SftCase) -> Result<LossRecord, String> {
-        let r = Reference.loss(case)?;
+        let r = ThdSubject.loss(case)?;
         Ok(LossRecord { mean: r.nll / r.count as f64, ..r })
     }
 }
@@ -57,9 +57,22 @@ impl CpLossPipeline for MeanOfRankMeans {
     }
 
     fn reduce(&self, parts: &[PartLoss]) -> f64 {
-        let mean = |p: &PartLoss| if p.count == 0 { 0.0 } else { p.nll / p.count as f64 };
-        parts.iter().map(mean).sum::<f64>() / parts.len().max(1) as f64
+        let sums: Vec<LossSum> =
+            parts.iter().map(|p| LossSum { nll: p.nll, count: p.count }).collect();
+        mean_of_rank_means(&sums)
     }
+}
+
+/// **The classic bug:** the mean of per-rank means, `(1/cp) Σ_r nll_r / count_r`, an empty rank
+/// counting 0 (0 for no rank at all). The right reduction is [`thd::cp::CpLoss::loss`],
+/// `Σ_r nll_r / Σ_r count_r`; the two differ whenever the counts do.
+///
+/// Pinned to AReaL's numbers in `upstream_areal::areal_mean_of_rank_means_run`.
+pub fn mean_of_rank_means(per_rank: &[LossSum]) -> f64 {
+    if per_rank.is_empty() {
+        return 0.0;
+    }
+    per_rank.iter().map(LossSum::mean).sum::<f64>() / per_rank.len() as f64
 }
 
 /// The global Σ NLL divided by the valid-token count of one part only: the count all-reduced

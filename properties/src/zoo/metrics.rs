@@ -7,7 +7,7 @@ use thd::metrics::{
 use thd::{PackedBatch, SeqLens};
 
 use crate::checks::{FlopsStats, MetricRecord, MicroBatchView, WorkSums};
-use crate::subjects::{FlopsCounter, Reference, ThroughputLogger, WorkCounter, merged_cu_seqlens};
+use crate::subjects::{FlopsCounter, ThdSubject, ThroughputLogger, WorkCounter, merged_cu_seqlens};
 
 fn e(x: thd::Error) -> String {
     x.to_string()
@@ -24,7 +24,7 @@ impl WorkCounter for PackLengthSquared {
     }
 
     fn work(&self, batch: &PackedBatch) -> Result<[WorkSums; 3], String> {
-        let [_, varlen, whole] = Reference.work(batch)?;
+        let [_, varlen, whole] = ThdSubject.work(batch)?;
         Ok([whole, varlen, whole])
     }
 }

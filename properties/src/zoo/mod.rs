@@ -1,12 +1,17 @@
 //! The bug zoo: buggy variants of collators, attention, losses, sharders, loggers, accounting
 //! and packers, each reproducing a historical bug class. Every variant implements the same
-//! subject trait as [`crate::subjects::Reference`], and a test (`zoo_props`) runs the
+//! subject trait as [`crate::subjects::ThdSubject`], and a test (`zoo_props`) runs the
 //! invariant's property against it with a fixed-seed runner, expects a failure, and pins the
 //! shrunk counterexample in an insta snapshot. A property is trusted only once it has been seen
 //! to fail here.
 //!
 //! [`CATALOGUE`] lists every variant with the invariant that catches it and the bug classes of
 //! `oracle-anchors.md` §4 it reproduces.
+//!
+//! Some bugs are also kept as plain functions on `thd`'s public types, for callers that need
+//! the wrong value itself (the CLI's fixture generator, the AReaL twins in `upstream_areal`):
+//! [`shift_after_split`] (labels rolled after the CP split), [`rank_local_stats`] (one rank's
+//! shard logged as the batch) and [`mean_of_rank_means`] (the classic CP-loss reduction).
 
 mod attn;
 mod cp;
@@ -15,6 +20,8 @@ mod layout;
 mod loss;
 mod metrics;
 mod packer;
+#[cfg(test)]
+mod upstream_areal;
 
 pub use attn::{
     AttendsToPadding, IgnoresPaddedOffsets, NanOnKeylessRows, NoDocumentMask,
@@ -22,12 +29,13 @@ pub use attn::{
 };
 pub use cp::{
     LocalPositionIds, LossTimesCp, PaddedTokensCounted, RankZeroStats, RollWithUnpaddedOffsets,
-    SplitThenRoll, TruncatingSplit,
+    SplitThenRoll, TruncatingSplit, rank_local_stats, shift_after_split,
 };
 pub use dpo::{PlainOpenInstructOffsets, SeqIdxFromLastToken, UnpaddedChosenOffset};
 pub use layout::{DuplicateZeroLengthSegment, LabelLeak, PositionsNotReset, ZeroBasedPositions};
 pub use loss::{
     LabelsNotShifted, MeanOfRankMeans, NanOnEmptyRank, NanWhenAllIgnored, OneShardDenominator,
+    mean_of_rank_means,
 };
 pub use metrics::{
     AbsorbedTrailingPad, ConfigSeqLength, FirstSampleOffsets, FullSquareCausal,

@@ -134,8 +134,8 @@ pub fn pad_sequences_for_cp(
 ///
 /// # Example
 /// ```
-/// use thd::collate::{CpPadding, Example, FlattenOptions, flatten, pad_for_cp};
-/// let ex = [Example::new(vec![1, 2, 3]), Example::new(vec![5, 6])];
+/// use thd::collate::{CpPadding, Document, FlattenOptions, flatten, pad_for_cp};
+/// let ex = [Document::new(vec![1, 2, 3]), Document::new(vec![5, 6])];
 /// let batch = flatten(&ex, &FlattenOptions::default())?;
 /// let padded = pad_for_cp(&batch, &CpPadding::for_cp(2, 0))?;
 /// assert_eq!(padded.input_ids(), &[1, 2, 3, 0, 5, 6, 0, 0]);

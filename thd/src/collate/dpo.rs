@@ -1,7 +1,7 @@
 use std::ops::Range;
 
 use crate::collate::{
-    BoundaryLabels, Example, FlattenOptions, Overflow, StaticPadding, flatten, seq_idx,
+    BoundaryLabels, Document, FlattenOptions, Overflow, StaticPadding, flatten, seq_idx,
 };
 use crate::{
     Error, Float, LabelConvention, PackedBatch, PackedBatchParts, Result, packed_cross_entropy,
@@ -13,9 +13,9 @@ use super::bshd::widen;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DpoExample {
     /// The preferred sequence.
-    pub chosen: Example,
+    pub chosen: Document,
     /// The dispreferred sequence.
-    pub rejected: Example,
+    pub rejected: Document,
     /// The example's dataset index (open-instruct `index`).
     pub index: i64,
 }
@@ -25,8 +25,8 @@ impl DpoExample {
     ///
     /// # Example
     /// ```
-    /// use thd::collate::{DpoExample, Example};
-    /// let pair = DpoExample { chosen: Example::new(vec![1; 3]), rejected: Example::new(vec![1; 2]), index: 0 };
+    /// use thd::collate::{DpoExample, Document};
+    /// let pair = DpoExample { chosen: Document::new(vec![1; 3]), rejected: Document::new(vec![1; 2]), index: 0 };
     /// assert_eq!(pair.lens(), (3, 2));
     /// ```
     pub fn lens(&self) -> (usize, usize) {
@@ -105,10 +105,10 @@ pub struct DpoBatch {
 ///
 /// # Example
 /// ```
-/// use thd::collate::{DpoExample, DpoOptions, Example, collate_dpo};
+/// use thd::collate::{DpoExample, DpoOptions, Document, collate_dpo};
 /// let pair = |i, c, r| DpoExample {
-///     chosen: Example::new(vec![1; c]),
-///     rejected: Example::new(vec![1; r]),
+///     chosen: Document::new(vec![1; c]),
+///     rejected: Document::new(vec![1; r]),
 ///     index: i,
 /// };
 /// let opts = DpoOptions { max_seq_length: Some(300), ..Default::default() };
@@ -131,7 +131,7 @@ pub fn collate_dpo(examples: &[DpoExample], opts: &DpoOptions) -> Result<DpoBatc
             overflow: opts.overflow,
         }),
     };
-    let branch = |f: fn(&DpoExample) -> &Example| -> Vec<Example> {
+    let branch = |f: fn(&DpoExample) -> &Document| -> Vec<Document> {
         kept.iter().map(|e| f(e).clone()).collect()
     };
     Ok(DpoBatch {
@@ -168,8 +168,8 @@ impl DpoBatch {
     ///
     /// # Example
     /// ```
-    /// use thd::collate::{DpoExample, DpoOptions, Example, collate_dpo};
-    /// let pair = DpoExample { chosen: Example::new(vec![1; 3]), rejected: Example::new(vec![1; 2]), index: 0 };
+    /// use thd::collate::{DpoExample, DpoOptions, Document, collate_dpo};
+    /// let pair = DpoExample { chosen: Document::new(vec![1; 3]), rejected: Document::new(vec![1; 2]), index: 0 };
     /// let opts = DpoOptions { max_seq_length: Some(8), ..Default::default() };
     /// assert_eq!(collate_dpo(&[pair], &opts)?.num_tokens(), 5); // padding excluded
     /// # Ok::<(), thd::Error>(())
@@ -188,10 +188,10 @@ impl DpoBatch {
     ///
     /// # Example
     /// ```
-    /// use thd::collate::{DpoExample, DpoOptions, Example, collate_dpo};
+    /// use thd::collate::{DpoExample, DpoOptions, Document, collate_dpo};
     /// let pairs = [
-    ///     DpoExample { chosen: Example::new(vec![1; 3]), rejected: Example::new(vec![1; 2]), index: 0 },
-    ///     DpoExample { chosen: Example::new(vec![1; 5]), rejected: Example::new(vec![1; 4]), index: 1 },
+    ///     DpoExample { chosen: Document::new(vec![1; 3]), rejected: Document::new(vec![1; 2]), index: 0 },
+    ///     DpoExample { chosen: Document::new(vec![1; 5]), rejected: Document::new(vec![1; 4]), index: 1 },
     /// ];
     /// let opts = DpoOptions { max_seq_length: Some(10), ..Default::default() };
     /// let batch = collate_dpo(&pairs, &opts)?;

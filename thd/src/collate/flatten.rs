@@ -1,4 +1,4 @@
-use crate::collate::{Example, example::check_examples};
+use crate::collate::{Document, document::check_documents};
 use crate::{Error, IGNORE_INDEX, LabelConvention, PackedBatch, PackedBatchParts, Result};
 
 /// Which segment starts get the -100 label that stops a prediction across a document boundary.
@@ -75,8 +75,8 @@ pub struct FlattenOptions {
 ///
 /// # Example
 /// ```
-/// use thd::collate::{Example, FlattenOptions, Overflow, StaticPadding, flatten};
-/// let examples = [Example::new(vec![0, 5, 6, 2]), Example::new(vec![0, 7, 2])];
+/// use thd::collate::{Document, FlattenOptions, Overflow, StaticPadding, flatten};
+/// let examples = [Document::new(vec![0, 5, 6, 2]), Document::new(vec![0, 7, 2])];
 /// let batch = flatten(&examples, &FlattenOptions::default())?;
 /// assert_eq!(batch.cu_seqlens().as_slice(), &[0, 4, 7]);
 /// assert_eq!(batch.labels(), &[-100, 5, 6, 2, -100, 7, 2]);
@@ -90,9 +90,9 @@ pub struct FlattenOptions {
 /// assert_eq!(&padded.labels()[7..], &[-100, -100, -100]);
 /// # Ok::<(), thd::Error>(())
 /// ```
-pub fn flatten(examples: &[Example], opts: &FlattenOptions) -> Result<PackedBatch> {
-    check_examples("flatten", examples)?;
-    let total: usize = examples.iter().map(Example::len).sum();
+pub fn flatten(examples: &[Document], opts: &FlattenOptions) -> Result<PackedBatch> {
+    check_documents("flatten", examples)?;
+    let total: usize = examples.iter().map(Document::len).sum();
     let mut input_ids = Vec::with_capacity(total);
     let mut labels = Vec::with_capacity(total);
     let mut cu = Vec::with_capacity(examples.len() + 1);
@@ -139,10 +139,10 @@ pub fn flatten(examples: &[Example], opts: &FlattenOptions) -> Result<PackedBatc
 ///
 /// # Example
 /// ```
-/// use thd::collate::{Example, FlattenOptions, Overflow, StaticPadding, flatten, seq_idx};
+/// use thd::collate::{Document, FlattenOptions, Overflow, StaticPadding, flatten, seq_idx};
 /// let pad = StaticPadding { max_seq_length: 6, pad_token_id: 0, overflow: Overflow::Error };
 /// let opts = FlattenOptions { static_padding: Some(pad), ..Default::default() };
-/// let batch = flatten(&[Example::new(vec![1, 2]), Example::new(vec![3, 4, 5])], &opts)?;
+/// let batch = flatten(&[Document::new(vec![1, 2]), Document::new(vec![3, 4, 5])], &opts)?;
 /// assert_eq!(seq_idx(&batch), vec![0, 0, 1, 1, 1, -1]);
 /// # Ok::<(), thd::Error>(())
 /// ```
@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn after_first_keeps_the_first_label() {
-        let ex = [Example::new(vec![0, 5, 2]), Example::new(vec![0, 6, 2])];
+        let ex = [Document::new(vec![0, 5, 2]), Document::new(vec![0, 6, 2])];
         let opts = FlattenOptions { boundary: BoundaryLabels::AfterFirst, ..Default::default() };
         let b = flatten(&ex, &opts).unwrap();
         assert_eq!(b.labels(), &[0, 5, 2, -100, 6, 2]);
@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn overflow_policies() {
-        let ex = [Example::new(vec![1, 2, 3])];
+        let ex = [Document::new(vec![1, 2, 3])];
         let mut pad =
             StaticPadding { max_seq_length: 2, pad_token_id: 0, overflow: Overflow::Error };
         let opts = FlattenOptions { static_padding: Some(pad), ..Default::default() };

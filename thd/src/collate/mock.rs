@@ -41,8 +41,8 @@ pub struct MockPadding {
 ///
 /// # Example
 /// ```
-/// use thd::collate::{Example, FlattenOptions, MockPadding, flatten, pad_to_multiple_of};
-/// let ex = [Example::new(vec![0, 5, 6, 7, 2]), Example::new(vec![0, 8, 9, 10, 11, 2])];
+/// use thd::collate::{Document, FlattenOptions, MockPadding, flatten, pad_to_multiple_of};
+/// let ex = [Document::new(vec![0, 5, 6, 7, 2]), Document::new(vec![0, 8, 9, 10, 11, 2])];
 /// let batch = flatten(&ex, &FlattenOptions::default())?;
 /// let opts = MockPadding { multiple_of: 8, pad_token_id: 1, max_mock_len: None };
 /// let padded = pad_to_multiple_of(&batch, &opts)?;
@@ -105,8 +105,8 @@ pub fn pad_to_multiple_of(batch: &PackedBatch, opts: &MockPadding) -> Result<Pac
 ///
 /// # Example
 /// ```
-/// use thd::collate::{Example, FlattenOptions, MockPadding, attention_mask, flatten, pad_to_multiple_of};
-/// let batch = flatten(&[Example::new(vec![0, 5, 2])], &FlattenOptions::default())?;
+/// use thd::collate::{Document, FlattenOptions, MockPadding, attention_mask, flatten, pad_to_multiple_of};
+/// let batch = flatten(&[Document::new(vec![0, 5, 2])], &FlattenOptions::default())?;
 /// let opts = MockPadding { multiple_of: 4, pad_token_id: 1, max_mock_len: None };
 /// let padded = pad_to_multiple_of(&batch, &opts)?;
 /// assert_eq!(attention_mask(&padded), vec![1, 1, 1, 0]);

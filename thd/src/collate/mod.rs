@@ -1,4 +1,4 @@
-//! Collators: examples in, one validated pack out.
+//! Collators: documents in, one validated pack out.
 //!
 //! Each function reproduces one upstream collator's *fixed* behaviour; where the stacks
 //! disagree, the difference is an explicit option, never a silent choice.
@@ -13,8 +13,8 @@
 //!
 //! # Example
 //! ```
-//! use thd::collate::{CpPadding, Example, FlattenOptions, MockPadding, flatten, pad_for_cp, pad_to_multiple_of};
-//! let ex = [Example::new(vec![0, 5, 6, 7, 2]), Example::new(vec![0, 8, 9, 2])];
+//! use thd::collate::{CpPadding, Document, FlattenOptions, MockPadding, flatten, pad_for_cp, pad_to_multiple_of};
+//! let ex = [Document::new(vec![0, 5, 6, 7, 2]), Document::new(vec![0, 8, 9, 2])];
 //! let batch = flatten(&ex, &FlattenOptions::default())?;
 //! // FP8 alignment: a mock segment, useful work still tells it apart.
 //! let aligned = pad_to_multiple_of(&batch, &MockPadding { multiple_of: 16, pad_token_id: 1, max_mock_len: None })?;
@@ -27,8 +27,8 @@
 
 mod bshd;
 mod cp_pad;
+mod document;
 mod dpo;
-mod example;
 mod flatten;
 mod mock;
 
@@ -37,10 +37,10 @@ pub use bshd::{
     padding_mask_from_token_ids, split_into_thd_chunks,
 };
 pub use cp_pad::{CpPadded, CpPadding, pad_for_cp, pad_sequences_for_cp};
+pub use document::Document;
 pub use dpo::{
     DpoBatch, DpoConcatenated, DpoExample, DpoOptions, collate_dpo,
     count_features_within_token_budget, segment_logps,
 };
-pub use example::Example;
 pub use flatten::{BoundaryLabels, FlattenOptions, Overflow, StaticPadding, flatten, seq_idx};
 pub use mock::{MockPadding, attention_mask, pad_to_multiple_of};

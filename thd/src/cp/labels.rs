@@ -1,4 +1,3 @@
-use crate::cp::CpLayout;
 use crate::{IGNORE_INDEX, LabelConvention, PackedBatch, PackedBatchParts, Result};
 
 /// Labels rolled onto the logits that predict them, on the full sequence: the
@@ -75,46 +74,6 @@ pub fn shifted_batch(batch: &PackedBatch) -> Result<PackedBatch> {
         num_real_seqs: batch.num_real_seqs(),
         label_convention: LabelConvention::Shifted,
     })
-}
-
-/// **The wrong order, kept so the gate can be seen to fail:** split the unshifted labels
-/// across ranks first, then shift each rank's local segments.
-///
-/// A rank's two chunks of a segment are not contiguous in the sequence, so the last token of
-/// its first chunk gets the first token of its *second* chunk as target instead of the next
-/// token of the sequence, and the last token of the second chunk loses its target. AReaL's
-/// example: cp = 2, one sequence 0..7, rank 0 holds positions `[0, 1, 6, 7]`; the right
-/// targets are `[1, 2, 7, -]`, this order gives `[1, 6, 7, -]`.
-///
-/// # Errors
-/// [`crate::Error::ShapeMismatch`] if the layout is not the batch's;
-/// [`crate::Error::CpRankOutOfRange`].
-///
-/// # Example
-/// ```
-/// use thd::cp::{CpLayout, shift_after_split, shift_labels};
-/// use thd::{PackedBatch, PackedBatchParts};
-/// let batch = PackedBatch::new(PackedBatchParts {
-///     input_ids: (0..8).collect(),
-///     labels: vec![-100, 1, 2, 3, 4, 5, 6, 7],
-///     cu_seqlens: vec![0, 8],
-///     ..Default::default()
-/// })?;
-/// let layout = CpLayout::from_batch(&batch, 2)?;
-/// assert_eq!(layout.split(&shift_labels(&batch), 0)?, vec![1, 2, 7, -100]);
-/// assert_eq!(shift_after_split(&batch, &layout, 0)?, vec![1, 6, 7, -100]);
-/// # Ok::<(), thd::Error>(())
-/// ```
-pub fn shift_after_split(batch: &PackedBatch, layout: &CpLayout, rank: usize) -> Result<Vec<i64>> {
-    let local = layout.split(batch.labels(), rank)?;
-    let cu = layout.local_cu_seqlens();
-    let mut out = vec![IGNORE_INDEX; local.len()];
-    for r in cu.segments() {
-        if r.len() > 1 {
-            out[r.start..r.end - 1].copy_from_slice(&local[r.start + 1..r.end]);
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -4,8 +4,10 @@ use crate::{Error, Float, LabelConvention, LossSum, Result, packed_cross_entropy
 ///
 /// ```text
 /// loss = Σ_r nll_r / Σ_r count_r          (equals the loss on the whole batch)
-/// mean_of_rank_means = (1/cp) Σ_r nll_r / count_r   (the classic bug: wrong whenever counts differ)
 /// ```
+///
+/// Not `(1/cp) Σ_r nll_r / count_r`, the mean of per-rank means: that is the classic bug, wrong
+/// whenever the counts differ (the bug zoo in `properties` keeps it, `MeanOfRankMeans`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CpLoss {
     /// One [`LossSum`] per rank, in rank order.
@@ -22,7 +24,6 @@ impl CpLoss {
     /// let l = CpLoss { per_rank: vec![LossSum { nll: 0.8, count: 2 }, LossSum { nll: 1.4, count: 3 }] };
     /// assert_eq!(l.global().count, 5);
     /// assert!((l.loss() - 0.44).abs() < 1e-15);
-    /// assert!((l.mean_of_rank_means() - 0.4333333333333333).abs() < 1e-15);
     /// ```
     pub fn global(&self) -> LossSum {
         self.per_rank.iter().fold(LossSum::default(), |a, &b| a + b)
@@ -39,22 +40,6 @@ impl CpLoss {
     /// ```
     pub fn loss(&self) -> f64 {
         self.global().mean()
-    }
-
-    /// **The bug, kept so the gate can be seen to fail:** the mean of per-rank means (an empty
-    /// rank counts as 0).
-    ///
-    /// # Example
-    /// ```
-    /// use thd::{LossSum, cp::CpLoss};
-    /// let l = CpLoss { per_rank: vec![LossSum { nll: 3.0, count: 1 }, LossSum { nll: 1.0, count: 3 }] };
-    /// assert_eq!(l.mean_of_rank_means(), (3.0 + 1.0 / 3.0) / 2.0); // not l.loss() == 1.0
-    /// ```
-    pub fn mean_of_rank_means(&self) -> f64 {
-        if self.per_rank.is_empty() {
-            return 0.0;
-        }
-        self.per_rank.iter().map(LossSum::mean).sum::<f64>() / self.per_rank.len() as f64
     }
 }
 
@@ -134,8 +119,7 @@ mod tests {
     fn empty_ranks_do_not_make_nan() {
         let l = CpLoss { per_rank: vec![LossSum::default(), LossSum { nll: 2.0, count: 1 }] };
         assert_eq!(l.loss(), 2.0);
-        assert_eq!(l.mean_of_rank_means(), 1.0);
-        assert_eq!(CpLoss::default().mean_of_rank_means(), 0.0);
+        assert_eq!(CpLoss::default().loss(), 0.0);
     }
 
     #[test]

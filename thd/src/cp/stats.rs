@@ -36,7 +36,8 @@ pub struct LoggerStats {
 
 /// Logger statistics computed the CP-invariant way: counts from the global layout, and every
 /// ratio from numerators and denominators summed over all ranks (per sequence for the
-/// perplexity), so the result is the same for every `cp`.
+/// perplexity), so the result is the same for every `cp`. Reporting one rank's shard as the
+/// batch instead is AReaL #1242 (`properties::zoo::rank_local_stats` keeps that bug).
 ///
 /// **Input:** per rank, the local per-token NLL (e.g. [`crate::cp::token_nll`]) and the local
 /// shifted labels, both `[T/cp]`.
@@ -48,7 +49,7 @@ pub struct LoggerStats {
 /// # Example
 /// ```
 /// use thd::CuSeqlens;
-/// use thd::cp::{CpLayout, logger_stats, rank_local_stats};
+/// use thd::cp::{CpLayout, logger_stats};
 /// // AReaL #1242: lengths [5, 3] padded to [8, 4] for cp = 2; nll 0.1·(1..8) on the real tokens.
 /// let real = CuSeqlens::try_from(vec![0, 5, 8])?;
 /// let padded = CuSeqlens::try_from(vec![0, 8, 12])?;
@@ -59,9 +60,6 @@ pub struct LoggerStats {
 /// let stats = logger_stats(&layout, &nll, &labels)?;
 /// assert_eq!((stats.n_tokens, stats.n_valid_tokens, stats.prompt_tokens), (8, 5, 3));
 /// assert!((stats.loss - 0.44).abs() < 1e-12);
-/// // The bug: rank 0 reporting its own shard.
-/// let rank0 = rank_local_stats(&layout, 0, &nll[0], &labels[0])?;
-/// assert_eq!((rank0.n_tokens, rank0.n_valid_tokens, rank0.prompt_tokens), (6, 2, 4));
 /// # Ok::<(), thd::Error>(())
 /// ```
 pub fn logger_stats(
@@ -81,35 +79,6 @@ pub fn logger_stats(
     let n_tokens: usize =
         (0..layout.num_real_segments()).map(|i| layout.real().segment(i).len()).sum();
     Ok(acc.finish(n_tokens as u64, layout.num_real_segments()))
-}
-
-/// **The bug, kept so the gate can be seen to fail (AReaL #1242, `d58cca56f`):** statistics of
-/// one rank's shard reported as the batch's: `n_tokens` counts the shard's padded length, and
-/// loss and perplexity are computed from that rank's tokens only.
-///
-/// # Errors
-/// [`Error::CpRankOutOfRange`]; [`Error::CpShardLength`] unless `nll` and `labels` have
-/// `T/cp` entries.
-///
-/// # Example
-/// ```
-/// use thd::CuSeqlens;
-/// use thd::cp::{CpLayout, logger_stats, rank_local_stats};
-/// let layout = CpLayout::new(&CuSeqlens::try_from(vec![0, 4])?, None, 2)?;
-/// let (nll, labels) = (vec![vec![1.0, 0.0], vec![3.0, 5.0]], vec![vec![1, -100], vec![1, 1]]);
-/// assert_eq!(logger_stats(&layout, &nll, &labels)?.loss, 3.0);
-/// assert_eq!(rank_local_stats(&layout, 0, &nll[0], &labels[0])?.loss, 1.0); // rank 0's view
-/// # Ok::<(), thd::Error>(())
-/// ```
-pub fn rank_local_stats(
-    layout: &CpLayout,
-    rank: usize,
-    nll: &[f64],
-    labels: &[i64],
-) -> Result<LoggerStats> {
-    let mut acc = Acc::new(layout.num_segments());
-    acc.add_rank(layout, rank, nll, labels)?;
-    Ok(acc.finish(layout.local_tokens() as u64, layout.num_real_segments()))
 }
 
 /// Running sums over the valid tokens of one or more ranks.
@@ -133,9 +102,6 @@ impl Acc {
         nll: &[f64],
         labels: &[i64],
     ) -> Result<()> {
-        if rank >= layout.cp() {
-            return Err(Error::CpRankOutOfRange { rank, cp: layout.cp() });
-        }
         let expected = layout.local_tokens();
         for len in [nll.len(), labels.len()] {
             if len != expected {
@@ -221,8 +187,8 @@ mod tests {
             Err(Error::CpShardCount { got: 1, cp: 2 })
         );
         assert_eq!(
-            rank_local_stats(&l, 0, &[0.0], &[1]),
-            Err(Error::CpShardLength { rank: 0, len: 1, expected: 2 })
+            logger_stats(&l, &[vec![0.0; 2], vec![0.0]], &[vec![1; 2], vec![1; 2]]),
+            Err(Error::CpShardLength { rank: 1, len: 1, expected: 2 })
         );
     }
 }

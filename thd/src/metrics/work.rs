@@ -436,10 +436,10 @@ mod tests {
 
     #[test]
     fn work_useful_is_the_same_after_any_collator_padding() {
-        use crate::collate::{CpPadding, Example, FlattenOptions, MockPadding, flatten};
+        use crate::collate::{CpPadding, Document, FlattenOptions, MockPadding, flatten};
         use crate::collate::{pad_for_cp, pad_to_multiple_of};
         use crate::metrics::{CausalConvention, FlopsFormula, ModelDims};
-        let ex = [Example::new(vec![3; 5]), Example::new(vec![4; 6]), Example::new(vec![5; 4])];
+        let ex = [Document::new(vec![3; 5]), Document::new(vec![4; 6]), Document::new(vec![5; 4])];
         let bare = flatten(&ex, &FlattenOptions::default()).unwrap();
         let mock = MockPadding { multiple_of: 32, pad_token_id: 1, max_mock_len: Some(8) };
         let padded = [

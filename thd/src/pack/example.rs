@@ -86,7 +86,8 @@ impl Lens {
     }
 }
 
-/// One training example as a packer sees it: an id and its token counts.
+/// One training example as a packer sees it: an id and its token counts (no tokens: those are
+/// a collator's [`crate::collate::Document`]s).
 ///
 /// Ids need not be unique (an example appears once per epoch), but a packer must give back
 /// exactly the ids it was given, as a multiset, unless it reports a drop.
