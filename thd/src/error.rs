@@ -126,6 +126,22 @@ pub enum Error {
         /// Segments in the batch.
         segments: usize,
     },
+    /// A mock segment (one past `num_real_seqs`) that holds no token: a duplicated offset, as
+    /// a padding step that appends its tail offset when nothing needed padding leaves it (AReaL
+    /// #1103; it crashed conv1d).
+    #[error(
+        "mock segment {segment} holds no token: {name}[{segment}] = {name}[{next}] = {offset}; a mock segment is padding and must hold at least one token (or be left out)"
+    )]
+    EmptyMockSegment {
+        /// The offsets that address storage (`cu_seqlens_padded` if given, else `cu_seqlens`).
+        name: &'static str,
+        /// The mock segment.
+        segment: usize,
+        /// `segment + 1`, the index of the repeated offset.
+        next: usize,
+        /// The repeated offset.
+        offset: i64,
+    },
     /// Total length of a [`crate::SeqLens`] does not fit the int32 offsets.
     #[error("sequence lengths sum to {total}, which does not fit int32 cu_seqlens")]
     TotalLengthOverflow {

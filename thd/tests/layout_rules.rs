@@ -219,6 +219,31 @@ fn num_real_seqs_cannot_exceed_the_segments() {
     assert_eq!(b.num_real_segments(), 1);
 }
 
+// See: AReaL #1103 (a padding step appended its tail offset when nothing needed padding).
+#[test]
+fn mock_segments_must_hold_a_token() {
+    // The duplicated final offset makes segment 2 a zero-length mock segment.
+    let e =
+        err(PackedBatchParts { cu_seqlens: vec![0, 3, 5, 5], num_real_seqs: Some(2), ..good() });
+    assert_eq!(e, Error::EmptyMockSegment { name: "cu_seqlens", segment: 2, next: 3, offset: 5 });
+    assert_eq!(
+        e.to_string(),
+        "mock segment 2 holds no token: cu_seqlens[2] = cu_seqlens[3] = 5; a mock segment is padding and must hold at least one token (or be left out)"
+    );
+    // Storage is what counts: a mock segment with no real token but padded storage is fine,
+    // and so is an empty *real* segment.
+    let padded = PackedBatchParts {
+        cu_seqlens: vec![0, 3, 4, 4],
+        cu_seqlens_padded: Some(vec![0, 3, 4, 5]),
+        position_ids: Some(vec![0, 1, 2, 0, 0]),
+        labels: vec![-100, 12, 13, -100, -100],
+        num_real_seqs: Some(2),
+        ..good()
+    };
+    assert!(PackedBatch::new(padded).is_ok());
+    assert!(PackedBatch::new(PackedBatchParts { cu_seqlens: vec![0, 3, 3, 5], ..good() }).is_ok());
+}
+
 #[test]
 fn per_token_tensors_must_match_input_ids() {
     let e = err(PackedBatchParts { labels: vec![-100; 4], ..good() });

@@ -80,7 +80,7 @@ impl PackedBatch {
     /// position_ids[startᵢ + j] = j              for j < sᵢ
     /// Unshifted: labels[startᵢ + sᵢ] = -100     (the target of segment i's last token)
     /// Shifted:   labels[startᵢ + sᵢ - 1] = -100
-    /// num_real_seqs ≤ B
+    /// num_real_seqs ≤ B; every mock segment (i ≥ num_real_seqs) holds ≥ 1 stored token
     /// ```
     ///
     /// # Errors
@@ -140,6 +140,17 @@ impl PackedBatch {
             return Err(Error::NumRealSeqsTooLarge {
                 num_real_seqs: n,
                 segments: cu.num_segments(),
+            });
+        }
+        if let Some(n) = num_real_seqs
+            && let Some(segment) =
+                (n..storage.num_segments()).find(|&i| storage.segment(i).is_empty())
+        {
+            return Err(Error::EmptyMockSegment {
+                name: storage_name,
+                segment,
+                next: segment + 1,
+                offset: storage.segment(segment).start as i64,
             });
         }
         let mut batch = Self {
