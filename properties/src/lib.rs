@@ -43,6 +43,8 @@ mod cp_props;
 #[cfg(test)]
 mod dpo_props;
 #[cfg(test)]
+mod layout_differential_props;
+#[cfg(test)]
 mod layout_props;
 #[cfg(test)]
 mod loss_props;
