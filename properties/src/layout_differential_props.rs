@@ -222,30 +222,29 @@ impl Valid {
     }
 }
 
+/// The offsets vector a fault targets: the padded one if asked for and present, else the real.
+fn offsets_mut(p: &mut PackedBatchParts, padded: bool) -> &mut Vec<i64> {
+    match p.cu_seqlens_padded.as_mut() {
+        Some(v) if padded => v,
+        _ => &mut p.cu_seqlens,
+    }
+}
+
 impl Fault {
     fn plant(&self, mut p: PackedBatchParts) -> PackedBatchParts {
         let t = p.input_ids.len();
         let storage = p.cu_seqlens_padded.clone().unwrap_or_else(|| p.cu_seqlens.clone());
         let ranges = real_ranges(&p.cu_seqlens, &storage);
-        // The offsets vector a fault targets: padded if asked and present, else real.
-        let pick = |p: &mut PackedBatchParts, padded: bool, f: &mut dyn FnMut(&mut Vec<i64>)| match (
-            padded,
-            p.cu_seqlens_padded.as_mut(),
-        ) {
-            (true, Some(v)) => f(v),
-            _ => f(&mut p.cu_seqlens),
-        };
         match *self {
             Fault::None => {}
-            Fault::FirstNotZero { padded, first } => pick(&mut p, padded, &mut |v| v[0] = first),
+            Fault::FirstNotZero { padded, first } => offsets_mut(&mut p, padded)[0] = first,
             Fault::SetOffset { padded, ref at, value } => {
-                pick(&mut p, padded, &mut |v| {
-                    let i = at.index(v.len());
-                    v[i] = value;
-                });
+                let v = offsets_mut(&mut p, padded);
+                let i = at.index(v.len());
+                v[i] = value;
             }
             Fault::PastEnd { padded, by } => {
-                pick(&mut p, padded, &mut |v| *v.last_mut().unwrap() = t as i64 + by)
+                *offsets_mut(&mut p, padded).last_mut().unwrap() = t as i64 + by;
             }
             Fault::PaddedCount { extra } => {
                 let v = p.cu_seqlens_padded.get_or_insert_with(|| p.cu_seqlens.clone());
@@ -330,7 +329,8 @@ fn view(p: &PackedBatchParts) -> LayoutView<'_> {
         labels: Some(&p.labels),
         label_convention: p.label_convention,
         num_real_seqs: p.num_real_seqs,
-        position_base: 0,
+        position_base: Some(0),
+        ..Default::default()
     }
 }
 
@@ -361,7 +361,8 @@ proptest! {
         prop_assert_eq!(
             thd.is_ok(),
             gate.is_ok(),
-            "thd and the gate disagree on\n{:#?}\nthd::PackedBatch::new: {:?}\nproperties::check_layout: {:?}",
+            "thd and the gate disagree on\n{:#?}\n\
+             thd::PackedBatch::new: {:?}\nproperties::check_layout: {:?}",
             parts,
             thd,
             gate

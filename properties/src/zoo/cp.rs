@@ -236,7 +236,7 @@ impl Sharder for TruncatingSplit {
 
 /// Each rank numbers its tokens by its local segments (`arange` over the local offsets), so
 /// RoPE sees positions `[0, 1, 2, 3]` where the rank holds `[0, 1, 6, 7]` (Megatron-LM #5243:
-/// "rank 0 should get positions [0,3,4,7], got [0,3,0,3]").
+/// "rank 0 should get positions `[0,3,4,7]`, got `[0,3,0,3]`").
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LocalPositionIds;
 
@@ -357,7 +357,7 @@ impl Logger for LossTimesCp {
 }
 
 /// Tokens counted from the padded storage (`cu_seqlens_padded`), so CP divisibility padding
-/// shows up as real tokens (Megatron-LM PR #5541: "padding appear[s] to be real data").
+/// shows up as real tokens (Megatron-LM PR #5541: "padding appear\[s\] to be real data").
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PaddedTokensCounted;
 
