@@ -15,7 +15,7 @@ use super::{MR, Panels};
 
 macro_rules! gemm_kernel {
     ($name:ident, $t:ty, $lanes:literal, $vec:ty, $zero:ident, $load:ident, $store:ident,
-     $bcast:ident, $fmadd:ident, $set1:ident) => {
+     $bcast:ident, $fmadd:ident, $add:ident, $set1:ident) => {
         /// `C = init + A·B` for one [`MR`] × (n_panels · 2 vectors) block; see [`Panels`].
         ///
         /// # Safety
@@ -26,32 +26,46 @@ macro_rules! gemm_kernel {
             const NR: usize = 2 * $lanes;
             let (a, b, cp) = (p.a.as_ptr(), p.b.as_ptr(), c.as_mut_ptr());
             for panel in 0..p.n_panels {
-                let mut acc: [[$vec; 2]; MR] = [[$zero(); 2]; MR];
-                // SAFETY (whole loop): offsets are r·a_rs + t < a.len() and
-                // panel·b_ps + t·b_rs + NR <= b.len() for r < MR, t < depth (checked).
-                unsafe {
-                    let bp = b.add(panel * p.b_ps);
-                    for t in 0..p.depth {
-                        let b0 = $load(bp.add(t * p.b_rs));
-                        let b1 = $load(bp.add(t * p.b_rs + $lanes));
-                        for r in 0..MR {
-                            let ar = $bcast(&*a.add(r * p.a_rs + t));
-                            acc[r][0] = $fmadd(ar, b0, acc[r][0]);
-                            acc[r][1] = $fmadd(ar, b1, acc[r][1]);
+                // Blocked summation: each run of `KC` depth steps is summed in registers and
+                // then added to C, so the rounding error grows with `KC + depth / KC` terms
+                // rather than `depth` (see `super::KC`).
+                let mut t0 = 0;
+                loop {
+                    let t1 = p.depth.min(t0 + super::KC);
+                    let mut acc: [[$vec; 2]; MR] = [[$zero(); 2]; MR];
+                    // SAFETY (whole loop): offsets are r·a_rs + t < a.len() and
+                    // panel·b_ps + t·b_rs + NR <= b.len() for r < MR, t < depth (checked).
+                    unsafe {
+                        let bp = b.add(panel * p.b_ps);
+                        for t in t0..t1 {
+                            let b0 = $load(bp.add(t * p.b_rs));
+                            let b1 = $load(bp.add(t * p.b_rs + $lanes));
+                            for r in 0..MR {
+                                let ar = $bcast(&*a.add(r * p.a_rs + t));
+                                acc[r][0] = $fmadd(ar, b0, acc[r][0]);
+                                acc[r][1] = $fmadd(ar, b1, acc[r][1]);
+                            }
                         }
                     }
-                }
-                for r in 0..MR {
-                    // SAFETY: r·c_rs + panel·NR + NR <= c.len() (checked).
-                    unsafe {
-                        let cr = cp.add(r * c_rs + panel * NR);
-                        if let Some(alpha) = p.alpha {
-                            let al = $set1(alpha[r]);
-                            acc[r][0] = $fmadd(al, $load(cr), acc[r][0]);
-                            acc[r][1] = $fmadd(al, $load(cr.add($lanes)), acc[r][1]);
+                    for r in 0..MR {
+                        // SAFETY: r·c_rs + panel·NR + NR <= c.len() (checked).
+                        unsafe {
+                            let cr = cp.add(r * c_rs + panel * NR);
+                            if t0 > 0 {
+                                acc[r][0] = $add($load(cr), acc[r][0]);
+                                acc[r][1] = $add($load(cr.add($lanes)), acc[r][1]);
+                            } else if let Some(alpha) = p.alpha {
+                                let al = $set1(alpha[r]);
+                                acc[r][0] = $fmadd(al, $load(cr), acc[r][0]);
+                                acc[r][1] = $fmadd(al, $load(cr.add($lanes)), acc[r][1]);
+                            }
+                            $store(cr, acc[r][0]);
+                            $store(cr.add($lanes), acc[r][1]);
                         }
-                        $store(cr, acc[r][0]);
-                        $store(cr.add($lanes), acc[r][1]);
+                    }
+                    t0 = t1;
+                    if t0 >= p.depth {
+                        break;
                     }
                 }
             }
@@ -69,6 +83,7 @@ gemm_kernel!(
     _mm256_storeu_ps,
     _mm256_broadcast_ss,
     _mm256_fmadd_ps,
+    _mm256_add_ps,
     _mm256_set1_ps
 );
 gemm_kernel!(
@@ -81,6 +96,7 @@ gemm_kernel!(
     _mm256_storeu_pd,
     _mm256_broadcast_sd,
     _mm256_fmadd_pd,
+    _mm256_add_pd,
     _mm256_set1_pd
 );
 
@@ -104,7 +120,9 @@ fn exp_f32x8(x: __m256) -> __m256 {
         p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
     }
     let r2 = _mm256_mul_ps(r, r);
-    let y = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0)));
+    // (p·r² + r) + 1, as Cephes: the small terms are summed before the 1, so r keeps its low
+    // bits (adding 1 first rounds r to the ulp of 1 and costs about half an ulp more).
+    let y = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0));
     let bits =
         _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)));
     let y = _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
