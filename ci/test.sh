@@ -14,6 +14,7 @@ cargo run --release -p thdcheck -- check examples/batches
 
 step "README: the other commands of the quick start"
 cargo run --release -p thdcheck -- selfcheck
+cargo run --release -p thdcheck -- selfcheck --zoo
 for seed in 1 2 3 37 129; do cargo run -q --release -p thdcheck -- selfcheck --seed "$seed" >/dev/null; done
 cargo run --release -p thdcheck -- check examples/batches/good/te_thd_cp2.safetensors --cp-size 2
 cargo run --release -p thdcheck -- metrics --recipe golden/tests/recipes/qwen3_8b_sft_seq4096.toml

@@ -25,11 +25,20 @@ pub enum Command {
     ///
     /// Attention in f64 must match the oracle to max|Δ| ≤ 1e-12; in f32 it must satisfy the
     /// FlashAttention rule (error ≤ 2 × the naive f32 reference's error + rounding floor).
-    /// The packed loss must match the oracle's per-sequence cross-entropy.
+    /// The packed loss must match the oracle's per-sequence cross-entropy. Then every invariant
+    /// driver of the property suites runs on thd's pipelines (`--cases` seeded cases each),
+    /// with the same checks the `check` and `fuzz` commands use.
     Selfcheck {
-        /// Seed for the generated q, k, v and logits.
+        /// Seed for the generated q, k, v and logits and for the drivers' cases.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Cases per invariant driver (the property suites' drivers, on thd's pipelines).
+        #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        cases: u32,
+        /// Also run every planted bug of the zoo through its driver (4096 fixed cases each) and
+        /// show that the invariant the catalogue names catches it, with the shrunk input.
+        #[arg(long)]
+        zoo: bool,
     },
     /// Check batches that a Python collator dumped with safetensors.torch.save_file.
     ///

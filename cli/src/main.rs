@@ -20,7 +20,9 @@ use cli::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Selfcheck { seed } => selfcheck::run(seed).map(|ok| if ok { 0 } else { 1 }),
+        Command::Selfcheck { seed, cases, zoo } => {
+            selfcheck::run(seed, cases, zoo).map(|ok| if ok { 0 } else { 1 })
+        }
         Command::Check(args) => check_cmd::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Metrics(args) => metrics_cmd::run(&args),

@@ -501,3 +501,26 @@ fn selfcheck_holds_on_the_seeds_that_once_failed() {
         assert_eq!(code(&out), 0, "seed {seed}:\n{}{}", stdout(&out), stderr(&out));
     }
 }
+
+/// `selfcheck` runs every invariant driver of the property suites on thd's pipelines, and with
+/// `--zoo` every planted bug through its driver: each must be caught by the invariant the
+/// catalogue names.
+#[test]
+fn selfcheck_runs_every_driver_and_catches_every_planted_bug() {
+    let out = thdcheck(["selfcheck", "--zoo", "--cases", "8"]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 0, "{text}{}", stderr(&out));
+    for driver in ["run_layout", "run_attention", "run_isolation", "run_loss", "run_cp_loss"] {
+        assert!(text.contains(driver), "{driver} missing:\n{text}");
+    }
+    for entry in properties::zoo::CATALOGUE {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(entry.name))
+            .unwrap_or_else(|| panic!("{} missing:\n{text}", entry.name));
+        assert!(line.ends_with("caught"), "{line}");
+    }
+    assert!(!text.contains("FAIL"), "{text}");
+    let zero = thdcheck(["selfcheck", "--cases", "0"]);
+    assert_eq!(code(&zero), 2, "--cases 0 is a usage error:\n{}", stderr(&zero));
+}

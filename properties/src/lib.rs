@@ -31,6 +31,7 @@
 
 pub mod checks;
 pub mod harness;
+pub mod selfcheck;
 pub mod strategies;
 pub mod subjects;
 mod violation;

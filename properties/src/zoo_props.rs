@@ -4,53 +4,31 @@
 
 use std::fmt::Debug;
 
-use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
-use thd::pack::{BinPackingOptions, Packer, PackerSpec};
+use proptest::strategy::Strategy;
 
-use crate::checks::Split;
-use crate::harness::{PackerClaims, PackerPlan, check_packer};
-use crate::strategies::{
-    CpLossCase, PackerStream, arb_attn_case, arb_collate_case, arb_cp_loss_case, arb_dpo_case,
-    arb_flops_case, arb_mfu_case, arb_packer_stream, arb_sft_case, arb_shard_case,
-    arb_tokens_cp_case, arb_work_case,
-};
-use crate::subjects::{
-    run_attention, run_cp_loss, run_cp_shard, run_dpo, run_flops, run_layout, run_loss,
-    run_mfu_pad, run_tokens_cp, run_work,
-};
+use crate::selfcheck::{Verdict, ZOO_CASES, run_cases, zoo_runner, zoo_variant};
+use crate::strategies::arb_cp_loss_case;
+use crate::subjects::run_cp_loss;
 use crate::zoo::{self, CATALOGUE};
 use crate::{Checked, Invariant, Violation};
 
-/// Cases tried before giving up on catching a variant.
-const CASES: u32 = 4096;
-
-/// Runs `run` on cases from `strategy` with a fixed seed until it fails; returns the shrunk
-/// case and its violation.
-fn catch<S>(strategy: S, run: impl Fn(&S::Value) -> Checked) -> (S::Value, Violation)
+/// Runs `run` on the zoo runner's cases until it fails; returns the shrunk case and its
+/// violation.
+fn catch<S>(strategy: S, run: impl Fn(&S::Value) -> Checked) -> (String, Violation)
 where
     S: Strategy,
     S::Value: Debug,
 {
-    let config = Config {
-        cases: CASES,
-        failure_persistence: None,
-        max_shrink_iters: 100_000,
-        max_shrink_time: 0,
-        fork: false,
-        timeout: 0,
-        verbose: 0,
-        ..Config::default()
-    };
-    let mut runner =
-        TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
-    match runner.run(&strategy, |case| run(&case).map_err(|v| TestCaseError::fail(v.to_string()))) {
-        Err(TestError::Fail(_, minimal)) => {
-            let v = run(&minimal).expect_err("the shrunk case still fails");
-            (minimal, v)
+    caught_or_panic(run_cases(zoo_runner(), strategy, run))
+}
+
+fn caught_or_panic(verdict: Verdict) -> (String, Violation) {
+    match verdict {
+        Verdict::Failed { case, violation } => (case, violation),
+        Verdict::Aborted(why) => panic!("aborted: {why}"),
+        Verdict::Held => {
+            panic!("the variant passed {ZOO_CASES} cases: the property cannot see it")
         }
-        Err(TestError::Abort(why)) => panic!("aborted: {why}"),
-        Ok(()) => panic!("the variant passed {CASES} cases: the property cannot see it"),
     }
 }
 
@@ -82,7 +60,7 @@ fn round_floats(text: &str) -> String {
     out
 }
 
-fn report(name: &str, case: &dyn Debug, v: &Violation) -> String {
+fn report(name: &str, case: &str, v: &Violation) -> String {
     let entry = CATALOGUE.iter().find(|e| e.name == name).expect("catalogued");
     let classes = if entry.classes.is_empty() {
         "-".to_string()
@@ -90,173 +68,17 @@ fn report(name: &str, case: &dyn Debug, v: &Violation) -> String {
         entry.classes.iter().map(|c| format!("#{c}")).collect::<Vec<_>>().join(", ")
     };
     round_floats(&format!(
-        "variant: zoo::{name}\nupstream: {}\noracle-anchors §4: {classes}\ncaught by: {}\n\nminimal input:\n{case:#?}\n\nviolation:\n{v}\n",
+        "variant: zoo::{name}\nupstream: {}\noracle-anchors §4: {classes}\ncaught by: {}\n\nminimal input:\n{case}\n\nviolation:\n{v}\n",
         entry.upstream, v.invariant
     ))
 }
 
-fn packer_stream(
-    make: impl Fn(u32) -> Box<dyn Packer>,
-    claims: PackerClaims,
-) -> impl Fn(&PackerStream) -> Checked {
-    move |s: &PackerStream| {
-        let plan = PackerPlan {
-            batch_size: s.batch_size,
-            epochs: s.epochs,
-            seed: s.seed,
-            shuffle: s.shuffle,
-        };
-        check_packer(&|| make(s.capacity), &s.dataset, &plan, &claims).map(|_| ())
-    }
-}
-
-/// The shrunk counterexample of variant `name` and its violation, or `None` if `name` is not a
-/// variant.
+/// The shrunk counterexample of variant `name` as the pinned report, and its violation, or
+/// `None` if `name` is not a variant.
 fn pin(name: &str) -> Option<(String, Violation)> {
-    fn done<T: Debug>((case, v): (T, Violation), name: &str) -> (String, Violation) {
-        (report(name, &case, &v), v)
-    }
-    let micro_batches = || {
-        arb_sft_case(6, 24).prop_flat_map(|sft| {
-            let n = sft.lens.len();
-            (Just(sft), 1..=n)
-                .prop_map(|(sft, k)| CpLossCase { sft, split: Split::MicroBatches(k) })
-        })
-    };
-    Some(match name {
-        "LabelLeak" => {
-            done(catch(arb_collate_case(6, 24), |c| run_layout(&zoo::LabelLeak, c)), name)
-        }
-        "PositionsNotReset" => {
-            done(catch(arb_collate_case(6, 24), |c| run_layout(&zoo::PositionsNotReset, c)), name)
-        }
-        "ZeroBasedPositions" => {
-            done(catch(arb_collate_case(6, 24), |c| run_layout(&zoo::ZeroBasedPositions, c)), name)
-        }
-        "DuplicateZeroLengthSegment" => done(
-            catch(arb_collate_case(6, 24), |c| run_layout(&zoo::DuplicateZeroLengthSegment, c)),
-            name,
-        ),
-        "NoDocumentMask" => {
-            done(catch(arb_attn_case(), |c| run_attention(&zoo::NoDocumentMask, c)), name)
-        }
-        "RingAttentionIgnoresDocuments" => done(
-            catch(arb_attn_case(), |c| run_attention(&zoo::RingAttentionIgnoresDocuments, c)),
-            name,
-        ),
-        "IgnoresPaddedOffsets" => {
-            done(catch(arb_attn_case(), |c| run_attention(&zoo::IgnoresPaddedOffsets, c)), name)
-        }
-        "AttendsToPadding" => {
-            done(catch(arb_attn_case(), |c| run_attention(&zoo::AttendsToPadding, c)), name)
-        }
-        "NanOnKeylessRows" => {
-            done(catch(arb_attn_case(), |c| run_attention(&zoo::NanOnKeylessRows, c)), name)
-        }
-        "NanWhenAllIgnored" => {
-            done(catch(arb_sft_case(6, 24), |c| run_loss(&zoo::NanWhenAllIgnored, c)), name)
-        }
-        "LabelsNotShifted" => {
-            done(catch(arb_sft_case(6, 24), |c| run_loss(&zoo::LabelsNotShifted, c)), name)
-        }
-        "MeanOfRankMeans" => {
-            done(catch(arb_cp_loss_case(6, 24), |c| run_cp_loss(&zoo::MeanOfRankMeans, c)), name)
-        }
-        "OneShardDenominator" => done(
-            catch(arb_cp_loss_case(6, 24), |c| run_cp_loss(&zoo::OneShardDenominator, c)),
-            name,
-        ),
-        "NanOnEmptyRank" => {
-            done(catch(arb_cp_loss_case(6, 24), |c| run_cp_loss(&zoo::NanOnEmptyRank, c)), name)
-        }
-        "MeanOfMicroBatchMeans" => done(
-            catch(micro_batches(), |c| run_cp_loss(&zoo::MeanOfRankMeans, c)),
-            "MeanOfRankMeans",
-        ),
-        "SplitThenRoll" => {
-            done(catch(arb_shard_case(6, 24), |c| run_cp_shard(&zoo::SplitThenRoll, c)), name)
-        }
-        "TruncatingSplit" => {
-            done(catch(arb_shard_case(6, 24), |c| run_cp_shard(&zoo::TruncatingSplit, c)), name)
-        }
-        "LocalPositionIds" => {
-            done(catch(arb_shard_case(6, 24), |c| run_cp_shard(&zoo::LocalPositionIds, c)), name)
-        }
-        "RollWithUnpaddedOffsets" => done(
-            catch(arb_shard_case(6, 24), |c| run_cp_shard(&zoo::RollWithUnpaddedOffsets, c)),
-            name,
-        ),
-        "RankZeroStats" => {
-            done(catch(arb_tokens_cp_case(6, 24), |c| run_tokens_cp(&zoo::RankZeroStats, c)), name)
-        }
-        "LossTimesCp" => {
-            done(catch(arb_tokens_cp_case(6, 24), |c| run_tokens_cp(&zoo::LossTimesCp, c)), name)
-        }
-        "PaddedTokensCounted" => done(
-            catch(arb_tokens_cp_case(6, 24), |c| run_tokens_cp(&zoo::PaddedTokensCounted, c)),
-            name,
-        ),
-        "PackLengthSquared" => {
-            done(catch(arb_work_case(), |c| run_work(&zoo::PackLengthSquared, c)), name)
-        }
-        "MockCountedAsUseful" => {
-            done(catch(arb_mfu_case(), |c| run_mfu_pad(&zoo::MockCountedAsUseful, c)), name)
-        }
-        "PaddedLengthsAsReal" => {
-            done(catch(arb_mfu_case(), |c| run_mfu_pad(&zoo::PaddedLengthsAsReal, c)), name)
-        }
-        "AbsorbedTrailingPad" => {
-            done(catch(arb_mfu_case(), |c| run_mfu_pad(&zoo::AbsorbedTrailingPad, c)), name)
-        }
-        "FullSquareCausal" => {
-            done(catch(arb_mfu_case(), |c| run_mfu_pad(&zoo::FullSquareCausal, c)), name)
-        }
-        "ConfigSeqLength" => {
-            done(catch(arb_flops_case(), |c| run_flops(&zoo::ConfigSeqLength, c)), name)
-        }
-        "FirstSampleOffsets" => {
-            done(catch(arb_flops_case(), |c| run_flops(&zoo::FirstSampleOffsets, c)), name)
-        }
-        "UnpaddedChosenOffset" => {
-            done(catch(arb_dpo_case(), |c| run_dpo(&zoo::UnpaddedChosenOffset, c)), name)
-        }
-        "PlainOpenInstructOffsets" => {
-            done(catch(arb_dpo_case(), |c| run_dpo(&zoo::PlainOpenInstructOffsets, c)), name)
-        }
-        "SeqIdxFromLastToken" => {
-            done(catch(arb_dpo_case(), |c| run_dpo(&zoo::SeqIdxFromLastToken, c)), name)
-        }
-        "DropsOverflow" => {
-            let run = packer_stream(
-                |capacity| Box::new(zoo::DropsOverflow { capacity }),
-                PackerClaims::default(),
-            );
-            done(catch(arb_packer_stream(true, false), run), name)
-        }
-        "KeepsOverLongExample" => {
-            let run = packer_stream(
-                |c| Box::new(zoo::KeepsOverLongExample::new(c)),
-                PackerClaims::default(),
-            );
-            done(catch(arb_packer_stream(true, true), run), name)
-        }
-        "StarvedBestFit" => {
-            // It presents itself as best fit over the epoch, so it is held to best fit's claims.
-            let spec = PackerSpec::BestFit { capacity: 1, options: BinPackingOptions::default() };
-            let run = packer_stream(
-                |c| Box::new(zoo::StarvedBestFit::new(c)),
-                PackerClaims::of_spec(&spec),
-            );
-            done(catch(arb_packer_stream(false, false), run), name)
-        }
-        "UnseededShuffle" => {
-            zoo::reset_unseeded_runs();
-            let run =
-                packer_stream(|c| Box::new(zoo::UnseededShuffle::new(c)), PackerClaims::default());
-            done(catch(arb_packer_stream(true, false), run), name)
-        }
-        _ => return None,
-    })
+    let (case, v) = caught_or_panic(zoo_variant(name, zoo_runner)?);
+    let shown = if name == "MeanOfMicroBatchMeans" { "MeanOfRankMeans" } else { name };
+    Some((report(shown, &case, &v), v))
 }
 
 /// Catches `name`, checks the invariant that caught it, and pins the report.
