@@ -10,15 +10,15 @@ step "format"
 cargo fmt --all -- --check
 
 step "README quick start 1/2: the main job on its built-in default"
-cargo run --release -p thdcheck -- check examples/batches
+cargo run -p thdcheck -- check examples/batches
 
 step "README: the other commands of the quick start"
-cargo run --release -p thdcheck -- selfcheck
-cargo run --release -p thdcheck -- selfcheck --zoo
-for seed in 1 2 3 37 129; do cargo run -q --release -p thdcheck -- selfcheck --seed "$seed" >/dev/null; done
-cargo run --release -p thdcheck -- check examples/batches/good/te_thd_cp2.safetensors --cp-size 2
-cargo run --release -p thdcheck -- metrics --recipe golden/tests/recipes/qwen3_8b_sft_seq4096.toml
-cargo run --release -p thdcheck -- fuzz packer --cases 64 -- python3 adapters/python/examples/greedy_packer.py
+cargo run -p thdcheck -- selfcheck
+cargo run -p thdcheck -- selfcheck --zoo
+for seed in 1 2 3 37 129; do cargo run -q -p thdcheck -- selfcheck --seed "$seed" >/dev/null; done
+cargo run -p thdcheck -- check examples/batches/good/te_thd_cp2.safetensors --cp-size 2
+cargo run -p thdcheck -- metrics --recipe golden/tests/recipes/qwen3_8b_sft_seq4096.toml
+cargo run -p thdcheck -- fuzz packer --cases 64 -- python3 adapters/python/examples/greedy_packer.py
 
 step "README quick start 2/2: the tests"
 cargo test --workspace
