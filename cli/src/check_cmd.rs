@@ -60,9 +60,11 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
             if !args.no_expect && args.expect.is_none() && e.is_file() {
                 expectations.push(Expectations::load(&e)?);
             }
-            walk(path, 0, &mut files)?;
-        } else {
+            walk(path, &mut files)?;
+        } else if meta.is_file() {
             files.push(path.clone());
+        } else {
+            bail!("{} is not a regular file or a directory (a FIFO or a device?)", path.display());
         }
     }
     for e in &expectations {
@@ -185,9 +187,23 @@ fn cp_groups(
         .collect()
 }
 
-/// Every `*.safetensors` under `dir`, sorted, recursively (depth-limited against link loops).
-fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
-    if depth > 32 {
+/// Every regular `*.safetensors` file under `dir`, sorted, recursively. A directory reached
+/// twice (a symlink to itself or to an ancestor, two links to one place) is walked once, and
+/// anything that is not a regular file (a FIFO, a socket, a device) is left out: opening a FIFO
+/// would block forever.
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    walk_into(dir, &mut seen, out)
+}
+
+fn walk_into(
+    dir: &Path,
+    seen: &mut std::collections::HashSet<PathBuf>,
+    out: &mut Vec<PathBuf>,
+) -> Result<()> {
+    let real = std::fs::canonicalize(dir)
+        .with_context(|| format!("cannot read directory {}", dir.display()))?;
+    if !seen.insert(real) {
         return Ok(());
     }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -196,10 +212,12 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
         .collect();
     entries.sort();
     for p in entries {
-        if p.is_dir() {
-            walk(&p, depth + 1, out)?;
-        } else if p.extension().is_some_and(|e| e == "safetensors") {
-            out.push(p);
+        // Follows symlinks; a dangling link has no metadata and is named below as a file.
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_dir() => walk_into(&p, seen, out)?,
+            Ok(m) if !m.is_file() => {}
+            _ if p.extension().is_some_and(|e| e == "safetensors") => out.push(p),
+            _ => {}
         }
     }
     Ok(())

@@ -81,16 +81,16 @@ pub struct MetricsArgs {
     #[arg(long, value_name = "FILE")]
     pub batch: Option<PathBuf>,
     /// Override the recipe's step time, seconds.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", allow_hyphen_values = true, value_parser = positive_f64)]
     pub step_time: Option<f64>,
     /// A logger's values (JSON) to compare with the record.
     #[arg(long, value_name = "LOGGED.json")]
     pub expect: Option<PathBuf>,
     /// Relative tolerance for non-integer values (rates, MFU, ratios): float64 loggers agree to far better than this.
-    #[arg(long, default_value_t = 1e-6)]
+    #[arg(long, default_value_t = 1e-6, allow_hyphen_values = true, value_parser = non_negative_f64)]
     pub rtol: f64,
     /// Absolute tolerance for non-integer values.
-    #[arg(long, default_value_t = 1e-9)]
+    #[arg(long, default_value_t = 1e-9, allow_hyphen_values = true, value_parser = non_negative_f64)]
     pub atol: f64,
     /// One JSON document on stdout.
     #[arg(long)]
@@ -212,5 +212,23 @@ fn parse_map(s: &str) -> Result<(String, String), String> {
         _ => Err(format!(
             "expected KEY=NAME (a key in the file = the name the dialect uses), got `{s}`"
         )),
+    }
+}
+
+/// A finite number ≥ 0 (a tolerance); a negative one is named as such, not as an unknown flag.
+fn non_negative_f64(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(v) => Err(format!("{v} is not a finite number ≥ 0")),
+        Err(e) => Err(format!("{s:?} is not a number: {e}")),
+    }
+}
+
+/// A finite number > 0 (a duration).
+fn positive_f64(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("{v} is not a finite number > 0")),
+        Err(e) => Err(format!("{s:?} is not a number: {e}")),
     }
 }

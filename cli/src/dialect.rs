@@ -182,6 +182,13 @@ fn token_tensor(file: &BatchFile, key: &str) -> Result<(usize, Vec<i64>)> {
 fn token_rows(key: &str, shape: &[usize]) -> Result<usize> {
     match shape {
         [_] => Ok(1),
+        // Rows of zero tokens carry nothing, and B comes from the header alone: a header
+        // claiming [2^62, 0] must not make the reader allocate per row.
+        [b, 0] if *b > 1 => Err(Error::Shape {
+            key: key.to_owned(),
+            shape: shape.to_vec(),
+            expected: "[T] or [B, S] with S ≥ 1 when B > 1 (rows of zero tokens)".into(),
+        }),
         [b, _] => Ok(*b),
         _ => Err(Error::Shape {
             key: key.to_owned(),
@@ -343,9 +350,8 @@ fn hf_pack(
     let cu = offsets(file, &cu_key, tokens, None, &mut notes)?;
     let cu_k_key = k("cu_seq_lens_k");
     let cu_k = if file.contains(&cu_k_key) {
-        let v = file.ints(&cu_k_key)?.values;
-        validate_offsets(&cu_k_key, &v, tokens)?;
-        Some(v)
+        // The same reader as the q offsets: a 2-D `[B, N]` key offset is the same shape error.
+        Some(offsets(file, &cu_k_key, tokens, None, &mut notes)?)
     } else {
         None
     };
@@ -742,6 +748,26 @@ fn cp_shard(file: &BatchFile) -> Result<Option<(usize, usize)>> {
         }
     };
     match (get("cp_rank")?, get("cp_size")?) {
+        (_, Some(s)) if s < 1 => Err(Error::Value {
+            key: "cp_size".into(),
+            index: 0,
+            value: s.to_string(),
+            expected: "cp_size ≥ 1",
+        }),
+        // A `cp_size` tensor alone was silently ignored. Metadata `cp_size` alone states the CP
+        // size a global batch must shard for (like `--cp-size`); a tensor cannot say which.
+        (None, Some(_)) if file.contains("cp_size") => Err(Error::MissingKey {
+            key: "cp_rank".into(),
+            dialect: "CP shard",
+            hint: "; the file has a `cp_size` tensor: add `cp_rank` for one rank's shard, or \
+                   state the size of a global batch in __metadata__ or with --cp-size"
+                .into(),
+        }),
+        (Some(_), None) => Err(Error::MissingKey {
+            key: "cp_size".into(),
+            dialect: "CP shard",
+            hint: "; the file has `cp_rank` but no `cp_size`".into(),
+        }),
         (Some(_), Some(s)) if s > MAX_CP => Err(Error::Value {
             key: "cp_size".into(),
             index: 0,
@@ -749,11 +775,11 @@ fn cp_shard(file: &BatchFile) -> Result<Option<(usize, usize)>> {
             expected: "a CP size of at most 65536",
         }),
         (Some(r), Some(s)) if s >= 1 && (0..s).contains(&r) => Ok(Some((r as usize, s as usize))),
-        (Some(r), Some(s)) => Err(Error::Value {
+        (Some(r), Some(_)) => Err(Error::Value {
             key: "cp_rank".into(),
             index: 0,
             value: r.to_string(),
-            expected: if s >= 1 { "0 ≤ cp_rank < cp_size" } else { "cp_size ≥ 1" },
+            expected: "0 ≤ cp_rank < cp_size",
         }),
         _ => Ok(None),
     }

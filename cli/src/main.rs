@@ -18,6 +18,7 @@ mod selfcheck;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Selfcheck { seed, cases, zoo } => {
@@ -35,3 +36,16 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// Rust ignores SIGPIPE, so `thdcheck check dir | head` would panic in `println!` once `head`
+/// exits. Restoring the default action makes the command end quietly, as any Unix filter does.
+#[cfg(unix)]
+fn restore_sigpipe() {
+    // SAFETY: called first thing in `main`, before any thread exists; SIG_DFL is a valid action.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn restore_sigpipe() {}

@@ -92,7 +92,7 @@ pub fn run(args: &MetricsArgs) -> Result<u8> {
 /// Tokens, attention work, FLOPs and rates of one dumped batch under the recipe's model,
 /// formula, timing and GPU count. DPO files count the chosen and rejected packs.
 fn batch_metrics(path: &Path, recipe: &golden::Recipe) -> Result<Value> {
-    let file = BatchFile::read(path)?;
+    let file = BatchFile::read(path).with_context(|| format!("{}", path.display()))?;
     let parsed =
         parse(file, &ReadOptions::default()).with_context(|| format!("{}", path.display()))?;
     let mut work = BatchWork::default();

@@ -524,3 +524,118 @@ fn selfcheck_runs_every_driver_and_catches_every_planted_bug() {
     let zero = thdcheck(["selfcheck", "--cases", "0"]);
     assert_eq!(code(&zero), 2, "--cases 0 is a usage error:\n{}", stderr(&zero));
 }
+
+/// Hostile directory layouts: two symlinks to the directory itself, and a FIFO named like a
+/// batch. The walk visits each directory once and never opens the FIFO (it would block
+/// forever); naming the FIFO directly is an input error.
+#[cfg(unix)]
+#[test]
+fn walk_survives_symlink_loops_and_fifos() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = "hf_bionemo_flatten.safetensors";
+    std::fs::copy(repo().join("examples/batches/good").join(good), dir.path().join(good)).unwrap();
+    std::os::unix::fs::symlink(".", dir.path().join("a")).unwrap();
+    std::os::unix::fs::symlink(".", dir.path().join("b")).unwrap();
+    let fifo = dir.path().join("pipe.safetensors");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    assert!(made.success());
+
+    let out = thdcheck(["check".as_ref(), dir.path().as_os_str()]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 0, "{text}{}", stderr(&out));
+    assert_eq!(text.matches(good).count(), 1, "checked once, not once per link:\n{text}");
+    assert!(!text.contains("pipe.safetensors"), "{text}");
+
+    let direct = thdcheck(["check".as_ref(), fifo.as_os_str()]);
+    assert_eq!(code(&direct), 2, "{}", stderr(&direct));
+    assert!(stderr(&direct).contains("not a regular file"), "{}", stderr(&direct));
+}
+
+/// A header may claim any row count for a tensor of zero elements: `[2^62, 0]` once overflowed
+/// a per-row allocation (exit 101), `[10^9, 0]` tried to allocate 24 GB. Both are exit 2 now,
+/// naming the key and the shape.
+#[test]
+fn zero_width_rows_are_a_shape_error_not_an_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, rows) in [("huge.safetensors", 1usize << 62), ("big.safetensors", 1_000_000_000)] {
+        let bytes = write_ints(
+            &[("input_ids", vec![rows, 0], vec![]), ("seq_lens", vec![rows, 0], vec![])],
+            &[],
+        )
+        .unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let out = thdcheck(["check".as_ref(), path.as_os_str()]);
+        let err = stdout(&out) + &stderr(&out);
+        assert_eq!(code(&out), 2, "{name}: {err}");
+        assert!(err.contains("input_ids") && err.contains(&rows.to_string()), "{name}: {err}");
+    }
+}
+
+/// `thdcheck check dir | head -1`: the reader goes away, and the command ends quietly instead
+/// of panicking in `println!`.
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_thdcheck"))
+        .args(["check", "examples/batches"])
+        .current_dir(repo())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(out.status.code(), Some(101), "{err}");
+}
+
+/// `cu_seq_lens_k` goes through the same offsets reader as `cu_seq_lens_q`: a 2-D `[2, 3]`
+/// tensor was accepted for k while the same shape for q was rejected.
+#[test]
+fn two_dimensional_key_offsets_are_a_shape_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = write_ints(
+        &[
+            ("input_ids", vec![1, 4], vec![5, 6, 7, 8]),
+            ("position_ids", vec![1, 4], vec![0, 1, 0, 1]),
+            ("cu_seq_lens_q", vec![3], vec![0, 2, 4]),
+            ("cu_seq_lens_k", vec![2, 3], vec![0, 2, 4, 0, 2, 4]),
+        ],
+        &[],
+    )
+    .unwrap();
+    let path = dir.path().join("k2d.safetensors");
+    std::fs::write(&path, bytes).unwrap();
+    let out = thdcheck(["check".as_ref(), path.as_os_str()]);
+    let err = stdout(&out) + &stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(err.contains("cu_seq_lens_k") && err.contains("[2, 3]"), "{err}");
+}
+
+/// `metrics` names the batch file it could not read, and a negative tolerance or step time is
+/// named as such (it was an "unexpected argument").
+#[test]
+fn metrics_errors_name_the_file_and_the_bad_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.safetensors");
+    std::fs::write(&bad, b"this is not a safetensors file").unwrap();
+    let recipe = "golden/tests/recipes/qwen3_8b_sft_seq4096.toml";
+    let out = thdcheck([
+        "metrics".as_ref(),
+        "--recipe".as_ref(),
+        recipe.as_ref(),
+        "--batch".as_ref(),
+        bad.as_os_str(),
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("bad.safetensors"), "{}", stderr(&out));
+    for (flag, value, says) in
+        [("--rtol", "-1e-6", "≥ 0"), ("--atol", "-1", "≥ 0"), ("--step-time", "-2", "> 0")]
+    {
+        let out = thdcheck(["metrics", "--recipe", recipe, flag, value]);
+        assert_eq!(code(&out), 2, "{flag} {value}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{flag} {value}: {}", stderr(&out));
+    }
+}

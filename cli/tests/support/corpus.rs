@@ -709,6 +709,24 @@ pub fn malformed() -> Result<Vec<Malformed>> {
         "`cp_size`[0] = 4611686018427387904, expected a CP size of at most 65536",
     );
     case(
+        "cp_size_tensor_without_rank.safetensors",
+        encode(&[tok("input_ids", &ids(4)), cu("cu_seqlens", &[0, 4]), scalar("cp_size", 2)], &[])?,
+        "missing key `cp_rank` (CP shard dialect; the file has a `cp_size` tensor",
+    );
+    case(
+        "cp_size_zero.safetensors",
+        encode(
+            &[
+                tok("input_ids", &ids(4)),
+                cu("cu_seqlens", &[0, 4]),
+                scalar("cp_rank", 0),
+                scalar("cp_size", 0),
+            ],
+            &[],
+        )?,
+        "`cp_size`[0] = 0, expected cp_size ≥ 1",
+    );
+    case(
         "metadata_cp_size.safetensors",
         encode(&hf(&[0, 3, 5]), &[("cp_size", "two")])?,
         "`__metadata__.cp_size`[0] = two, expected an integer in 1..=65536",
