@@ -41,6 +41,7 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         }),
         sentinel: Some(args.sentinel),
         position_base: args.position_base,
+        pad_token_id: args.pad_token_id,
     };
     let opts = CheckOptions {
         cp_size: args.cp_size.map(|c| c as usize),

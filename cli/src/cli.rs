@@ -180,6 +180,11 @@ pub struct CheckArgs {
     /// may start at 0, or at one base shared by every segment (noted in the report).
     #[arg(long, allow_hyphen_values = true)]
     pub position_base: Option<i64>,
+    /// The tokenizer's pad id. Without a mask or num_real_seqs, a segment made only of it with
+    /// every label -100 is a mock segment (bionemo pad_to_multiple_of, #1561). Also read from
+    /// the file's metadata (`pad_token_id`), like `position_base` and `labels`.
+    #[arg(long, allow_hyphen_values = true)]
+    pub pad_token_id: Option<i64>,
     /// Check that each batch shards over this many context-parallel ranks (zigzag), at most
     /// 65536 (what a file may state).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]

@@ -14,6 +14,7 @@ use thd::LabelConvention;
 use properties::checks::{DpoConcat, KeyNames};
 
 use crate::pack::{BatchData, validate_offsets};
+use crate::report::plural;
 use crate::tensors::{BatchFile, Ints};
 use crate::{Error, Result};
 
@@ -64,6 +65,56 @@ pub struct ReadOptions {
     /// The model's first position id (`padding_idx + 1` for RoBERTa/ESM); `None`: 0, or one
     /// base shared by every segment, noted.
     pub position_base: Option<i64>,
+    /// The tokenizer's pad id: without a mask or `num_real_seqs`, a segment made only of it with
+    /// every label -100 is a mock segment (bionemo's `pad_to_multiple_of` remainder, #1561).
+    pub pad_token_id: Option<i64>,
+}
+
+impl ReadOptions {
+    /// Fills what the command line left unset from the file's `__metadata__`: `position_base`,
+    /// `pad_token_id` and `labels` (`unshifted` / `shifted`), as a dump states what the
+    /// model's configuration knows and the tensors do not.
+    ///
+    /// # Errors
+    /// [`Error::Value`] naming the metadata key for a value that does not parse.
+    pub fn with_metadata(&self, meta: &std::collections::BTreeMap<String, String>) -> Result<Self> {
+        let mut o = self.clone();
+        let int = |key: &str| -> Result<Option<i64>> {
+            meta.get(key)
+                .map(|v| {
+                    v.trim().parse::<i64>().map_err(|_| Error::Value {
+                        key: format!("__metadata__.{key}"),
+                        index: 0,
+                        value: v.clone(),
+                        expected: "an integer",
+                    })
+                })
+                .transpose()
+        };
+        if o.position_base.is_none() {
+            o.position_base = int("position_base")?;
+        }
+        if o.pad_token_id.is_none() {
+            o.pad_token_id = int("pad_token_id")?;
+        }
+        if o.labels.is_none()
+            && let Some(v) = meta.get("labels")
+        {
+            o.labels = Some(match v.trim() {
+                "unshifted" => LabelConvention::Unshifted,
+                "shifted" => LabelConvention::Shifted,
+                _ => {
+                    return Err(Error::Value {
+                        key: "__metadata__.labels".into(),
+                        index: 0,
+                        value: v.clone(),
+                        expected: "unshifted or shifted",
+                    });
+                }
+            });
+        }
+        Ok(o)
+    }
 }
 
 /// A file understood: its dialect, its packs, and what ties the packs together.
@@ -92,6 +143,7 @@ pub struct Parsed {
 /// assert_eq!(detect(["input_ids", "cu_seq_lens_q"])?, Dialect::Hf);
 /// assert_eq!(detect(["input_ids", "seq_lens", "seq_lens_padded"])?, Dialect::Te);
 /// assert_eq!(detect(["chosen_input_ids", "rejected_input_ids"])?, Dialect::Dpo);
+/// assert_eq!(detect(["input_ids", "position_ids"])?, Dialect::Hf); // offsets from restarts
 /// assert!(detect(["input_ids"]).is_err());
 /// # Ok::<(), thdcheck::Error>(())
 /// ```
@@ -104,6 +156,10 @@ pub fn detect<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<Dialect> {
         Ok(Dialect::Hf)
     } else if has("cu_seqlens") || has("cu_seqlens_q") || has("seq_lens") {
         Ok(Dialect::Te)
+    } else if has("input_ids") && has("position_ids") {
+        // transformers' DataCollatorWithFlattening by default (and TRL's padding-free
+        // collators): the documents are where the position ids restart.
+        Ok(Dialect::Hf)
     } else {
         Err(Error::UnknownDialect { keys: keys.iter().map(|k| (*k).to_owned()).collect() })
     }
@@ -115,6 +171,7 @@ pub fn detect<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<Dialect> {
 /// Any [`Error`]: a `--map` key that is missing, no recognisable dialect, a missing key, a
 /// dtype or shape that does not fit, offsets that are not offsets.
 pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
+    let opts = &opts.with_metadata(file.metadata())?;
     for (from, to) in &opts.map {
         file.rename(from, to)?;
     }
@@ -139,13 +196,13 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
                 } else {
                     ""
                 };
-            vec![hf_pack(&file, prefix, None, opts)?]
+            vec![hf_pack(&file, prefix, None, opts, cp_shard.map_or(1, |(_, s)| s))?]
         }
         // A shard's offsets may be the global ones (Automodel keeps cu_seqlens_padded).
         Dialect::Te => vec![te_pack(&file, sentinel, opts, cp_shard.map_or(1, |(_, s)| s))?],
         Dialect::Dpo => {
-            let chosen = hf_pack(&file, "chosen_", Some("chosen"), opts)?;
-            let rejected = hf_pack(&file, "rejected_", Some("rejected"), opts)?;
+            let chosen = hf_pack(&file, "chosen_", Some("chosen"), opts, 1)?;
+            let rejected = hf_pack(&file, "rejected_", Some("rejected"), opts, 1)?;
             let (concat, offsets) = dpo_concatenated(&file, &chosen, &rejected, opts, &mut notes)?;
             dpo = offsets;
             let mut packs = vec![chosen, rejected];
@@ -157,17 +214,14 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
 }
 
 fn missing(file: &BatchFile, key: &str, dialect: Dialect) -> Error {
-    let near: Vec<&str> = file
-        .keys()
-        .filter(|k| k.contains("cu") || k.contains("seq") || k.contains("ids"))
-        .collect();
+    let keys: Vec<&str> = file.keys().collect();
     Error::MissingKey {
         key: key.to_owned(),
         dialect: dialect.name(),
-        hint: if near.is_empty() {
-            String::new()
+        hint: if keys.is_empty() {
+            "; the file has no tensors".into()
         } else {
-            format!("; the file has {near:?}: rename with --map KEY={key}")
+            format!("; the file has {keys:?}: rename one with --map KEY={key}")
         },
     }
 }
@@ -242,6 +296,33 @@ fn opt_mask(
     token_rows(key, &shape)?;
     same_tokens(key, v.len(), ids_key, tokens)?;
     Ok(Some(if invert { v.into_iter().map(|p| !p).collect() } else { v }))
+}
+
+/// Labels under a `loss_mask` (Megatron, Megatron-Bridge, AReaL: 1 = the label is trained):
+/// the label of every token the mask leaves out counts as ignored (-100), since those stacks
+/// keep a real token id there. Without labels, nothing to do.
+fn masked_labels(
+    file: &BatchFile,
+    labels: Option<Vec<i64>>,
+    ids_key: &str,
+    tokens: usize,
+    notes: &mut Vec<String>,
+) -> Result<Option<Vec<i64>>> {
+    let key = "loss_mask";
+    let mask = opt_mask(file, key, ids_key, tokens, false)?;
+    let (Some(mut labels), Some(mask)) = (labels.clone(), mask) else { return Ok(labels) };
+    let mut ignored = 0usize;
+    for (l, &m) in labels.iter_mut().zip(&mask) {
+        if !m && *l != thd::IGNORE_INDEX {
+            *l = thd::IGNORE_INDEX;
+            ignored += 1;
+        }
+    }
+    notes.push(format!(
+        "`{key}` leaves out {}: read as ignored (-100)",
+        plural(ignored, "label that is a token id")
+    ));
+    Ok(Some(labels))
 }
 
 /// Offsets: shape `[N]` or `[1, N]`, validated against `tokens`; trailing sentinel entries
@@ -328,11 +409,14 @@ fn padded_count(key: &str, padded: &[i64], real_key: &str, real: &[i64]) -> Resu
 }
 
 /// An HF / bionemo pack, keys under `prefix`.
+/// `scale` is the CP size of a rank's shard, whose offsets may be the global ones (bionemo's
+/// CP collator keeps the batch's `cu_seq_lens_q`), 1 otherwise.
 fn hf_pack(
     file: &BatchFile,
     prefix: &str,
     part: Option<&str>,
     opts: &ReadOptions,
+    scale: usize,
 ) -> Result<BatchData> {
     let d = if part.is_some() { Dialect::Dpo } else { Dialect::Hf };
     let k = |name: &str| format!("{prefix}{name}");
@@ -344,20 +428,37 @@ fn hf_pack(
     let tokens = input_ids.len();
     let mut notes = Vec::new();
     let cu_key = k("cu_seq_lens_q");
-    if !file.contains(&cu_key) {
+    let pos_key = k("position_ids");
+    let cu = if file.contains(&cu_key) {
+        offsets(file, &cu_key, tokens.saturating_mul(scale), None, &mut notes)?
+    } else if part.is_none()
+        && file.contains(&pos_key)
+        && first_present(file, &["cu_seqlens", "cu_seqlens_q", "seq_lens"]).is_none()
+    {
+        // Only when the file has no offsets at all: offsets under another dialect's name are
+        // a missing key here, not something to paper over.
+        let (_, pos) = token_tensor(file, &pos_key)?;
+        same_tokens(&pos_key, pos.len(), &ids_key, tokens)?;
+        let cu = restarts(&pos, rows, tokens);
+        notes.push(format!(
+            "no offsets: {} read from where `{pos_key}` restarts (transformers \
+             DataCollatorWithFlattening's default output), so position ids cannot be wrong here",
+            plural(cu.len() - 1, "document")
+        ));
+        cu
+    } else {
         return Err(missing(file, &cu_key, d));
-    }
-    let cu = offsets(file, &cu_key, tokens, None, &mut notes)?;
+    };
     let cu_k_key = k("cu_seq_lens_k");
     let cu_k = if file.contains(&cu_k_key) {
         // The same reader as the q offsets: a 2-D `[B, N]` key offset is the same shape error.
-        Some(offsets(file, &cu_k_key, tokens, None, &mut notes)?)
+        Some(offsets(file, &cu_k_key, tokens.saturating_mul(scale), None, &mut notes)?)
     } else {
         None
     };
     let padded_key = k("cu_seq_lens_q_padded");
     let cu_padded = if file.contains(&padded_key) {
-        let p = offsets(file, &padded_key, tokens, None, &mut notes)?;
+        let p = offsets(file, &padded_key, tokens.saturating_mul(scale), None, &mut notes)?;
         padded_count(&padded_key, &p, &cu_key, &cu)?;
         Some(p)
     } else {
@@ -373,7 +474,6 @@ fn hf_pack(
         Some(key) => opt_tokens(file, key, &ids_key, tokens)?,
         None => None,
     };
-    let pos_key = k("position_ids");
     let seq_idx_key = k("seq_idx");
     let mask_key = k("attention_mask");
     let max_key = k("max_length_q");
@@ -393,6 +493,7 @@ fn hf_pack(
         },
         mask_is_padding: false,
         position_base: opts.position_base,
+        pad_token_id: opts.pad_token_id,
         rows,
         labels,
         convention: opts.labels.unwrap_or(convention),
@@ -410,6 +511,28 @@ fn hf_pack(
         notes,
         input_ids,
     })
+}
+
+/// Document offsets from position ids: a document starts at token 0, at every row start of a
+/// `[B, S]` tensor, and wherever a position id does not continue the previous one (`p[t] ≠
+/// p[t−1] + 1`).
+///
+/// ```text
+/// position_ids [0 1 2 0 1 0 1 2 3] → cu_seqlens [0 3 5 9]
+/// ```
+fn restarts(pos: &[i64], rows: usize, tokens: usize) -> Vec<i64> {
+    let row_len = if rows > 0 { tokens / rows.max(1) } else { tokens };
+    let mut cu = vec![0i64];
+    for t in 1..pos.len() {
+        let row_start = row_len > 0 && t % row_len == 0;
+        if row_start || pos[t] != pos[t - 1].wrapping_add(1) {
+            cu.push(t as i64);
+        }
+    }
+    if !pos.is_empty() {
+        cu.push(pos.len() as i64);
+    }
+    cu
 }
 
 /// A TE / Megatron / Automodel pack.
@@ -454,7 +577,8 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
     let cu_k_key = first_present(file, &["cu_seqlens_kv"]);
     let cu_k = match cu_k_key {
         Some(key) => {
-            let v = offsets(file, key, tokens, Some(sentinel), &mut notes)?;
+            // Global on a shard, like `cu_seqlens` (AReaL's CP split keeps both).
+            let v = offsets(file, key, tokens.saturating_mul(scale), Some(sentinel), &mut notes)?;
             Some(v)
         }
         None => None,
@@ -486,11 +610,18 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         },
         mask_is_padding: invert,
         position_base: opts.position_base,
+        pad_token_id: opts.pad_token_id,
         rows,
-        labels: match labels_key {
-            Some(k) => opt_tokens(file, k, "input_ids", tokens)?,
-            None => None,
-        },
+        labels: masked_labels(
+            file,
+            match labels_key {
+                Some(k) => opt_tokens(file, k, "input_ids", tokens)?,
+                None => None,
+            },
+            "input_ids",
+            tokens,
+            &mut notes,
+        )?,
         convention: opts.labels.unwrap_or(LabelConvention::Shifted),
         position_ids: opt_tokens(file, "position_ids", "input_ids", tokens)?,
         padded_in_file: cu_padded.is_some(),
@@ -708,6 +839,7 @@ fn dpo_concatenated(
         },
         mask_is_padding: false,
         position_base: opts.position_base,
+        pad_token_id: opts.pad_token_id,
         rows: 1,
         labels: read("concatenated_labels")?,
         convention: opts.labels.unwrap_or(LabelConvention::Unshifted),

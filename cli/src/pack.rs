@@ -32,6 +32,8 @@ pub struct BatchData {
     pub position_ids: Option<Vec<i64>>,
     /// The models' first position id, when stated (`--position-base`).
     pub position_base: Option<i64>,
+    /// The tokenizer's pad id, when stated (`--pad-token-id`).
+    pub pad_token_id: Option<i64>,
     /// Real offsets: `B + 1` entries from 0, non-decreasing, within `T`.
     pub cu: Vec<i64>,
     /// Storage offsets (each slot `pᵢ ≥ sᵢ` is checked, not assumed).
@@ -82,7 +84,6 @@ impl BatchData {
             input_ids: Some(&self.input_ids),
             cu_seqlens: &self.cu,
             cu_seqlens_padded: self.cu_padded.as_deref(),
-            kernel_sees_slots: self.padded_in_file || self.absorbed,
             cu_seqlens_k: self.cu_k.as_deref(),
             cu_seqlens_q_stored: if self.absorbed { self.cu_padded.as_deref() } else { None },
             max_seqlen: self.max_seqlen,
@@ -95,6 +96,7 @@ impl BatchData {
             num_real_seqs: self.num_real_seqs,
             row_slots: self.row_slots.as_deref(),
             position_base: self.position_base,
+            pad_token_id: self.pad_token_id,
             keys: Some(&self.keys),
         }
     }

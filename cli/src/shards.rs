@@ -2,7 +2,6 @@
 //! reassembled into the full pack so that every check runs on what the ranks hold together.
 
 use properties::checks::{KeyNames, zigzag_reassemble};
-use thd::LabelConvention;
 
 use crate::pack::{BatchData, validate_offsets};
 use crate::{Error, Result};
@@ -87,9 +86,19 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
     let position_ids = join(&|p| p.position_ids.clone())?;
     let mask = join(&|p| p.real_mask.as_ref().map(|m| m.iter().map(|&b| i64::from(b)).collect()))?
         .map(|m| m.into_iter().map(|x| x == 1).collect::<Vec<bool>>());
-    // Real lengths: the leading real tokens of each slot (all of it without a mask).
+    // Real lengths: the shards' own global real offsets when they carry them beside the padded
+    // ones (bionemo's CP collator), else the leading real tokens of each slot (all of it
+    // without a mask).
+    let first = &ranks[0].pack;
+    let carried = first.cu_padded.is_some()
+        && first.cu.len() == global.len()
+        && last == local * cp
+        && first.cu.iter().zip(&global).all(|(r, p)| r <= p);
     let mut real = vec![0i64];
-    for w in global.windows(2) {
+    if carried {
+        real = first.cu.clone();
+    }
+    for w in global.windows(2).filter(|_| !carried) {
         let slot = w[0] as usize..w[1] as usize;
         let n = match &mask {
             Some(m) => m[slot.clone()].iter().take_while(|&&r| r).count(),
@@ -110,10 +119,11 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
         },
         mask_is_padding: ranks[0].pack.mask_is_padding,
         position_base: ranks[0].pack.position_base,
+        pad_token_id: ranks[0].pack.pad_token_id,
         rows: 1,
         input_ids,
         labels,
-        convention: LabelConvention::Shifted,
+        convention: ranks[0].pack.convention,
         position_ids,
         cu: real,
         cu_padded: Some(global),

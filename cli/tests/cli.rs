@@ -93,7 +93,7 @@ fn examples_are_what_the_generator_writes() {
 fn every_dialect_passes_its_good_example_and_fails_its_bad_one() {
     for (good, bad, dialect) in [
         ("good/hf_bionemo_flatten", "bad/hf_cross_doc_label", "hf"),
-        ("good/te_thd_cp2", "bad/te_max_seqlen_real", "te"),
+        ("good/te_absorbed_tail", "bad/te_max_seqlen_before_absorb", "te"),
         ("good/te_automodel_bshd", "bad/te_automodel_row_not_filled", "te"),
         ("good/dpo_open_instruct", "bad/dpo_offset_real_length", "dpo"),
     ] {

@@ -66,10 +66,12 @@ enum Fault {
         at: Index,
         delta: i64,
     },
-    /// A segment's boundary label (under the batch's convention) set to a token.
+    /// A segment's boundary label (under the batch's convention) set to the next segment's first
+    /// token (`label: None`, a leak both must reject) or to another token (`Some`, the segment's
+    /// own target, as Automodel's per-sample shift or a separator leaves it: both must accept).
     LabelLeak {
         at: Index,
-        label: i64,
+        label: Option<i64>,
     },
     /// The *other* convention's boundary label set to a token: legal, both must accept it.
     OtherConventionLabel {
@@ -128,7 +130,9 @@ fn arb_fault() -> impl Strategy<Value = Fault> {
         1 => any::<Index>().prop_map(|at| Fault::PaddedShort { at }),
         2 => (any::<Index>(), prop_oneof![Just(1i64), Just(-1), Just(2)])
             .prop_map(|(at, delta)| Fault::Position { at, delta }),
-        2 => (any::<Index>(), 1i64..50).prop_map(|(at, label)| Fault::LabelLeak { at, label }),
+        2 => any::<Index>().prop_map(|at| Fault::LabelLeak { at, label: None }),
+        1 => (any::<Index>(), 1i64..50)
+            .prop_map(|(at, label)| Fault::LabelLeak { at, label: Some(label) }),
         1 => (any::<Index>(), 1i64..50)
             .prop_map(|(at, label)| Fault::OtherConventionLabel { at, label }),
         1 => (1usize..3).prop_map(|by| Fault::TooManyReal { by }),
@@ -281,11 +285,23 @@ impl Fault {
                     pos[at.index(t)] += delta;
                 }
             }
-            Fault::LabelLeak { ref at, label } | Fault::OtherConventionLabel { ref at, label } => {
-                let convention = match self {
-                    Fault::LabelLeak { .. } => p.label_convention,
-                    _ => other(p.label_convention),
-                };
+            Fault::LabelLeak { ref at, label } => {
+                // (boundary label, the next segment's first token) for every segment with a next.
+                let spots: Vec<(usize, i64)> = ranges
+                    .windows(2)
+                    .filter(|w| !w[1].is_empty())
+                    .filter_map(|w| {
+                        let tok = boundary(&w[0], p.label_convention, t)?;
+                        Some((tok, p.input_ids[w[1].start]))
+                    })
+                    .collect();
+                if !spots.is_empty() {
+                    let (tok, first) = spots[at.index(spots.len())];
+                    p.labels[tok] = label.unwrap_or(first);
+                }
+            }
+            Fault::OtherConventionLabel { ref at, label } => {
+                let convention = other(p.label_convention);
                 let spots: Vec<usize> =
                     ranges.iter().filter_map(|r| boundary(r, convention, t)).collect();
                 if !spots.is_empty() {
@@ -345,9 +361,10 @@ proptest! {
     /// - `labels` and `position_ids` have `T` entries;
     /// - `num_real_seqs ≤ B`, and every mock segment stores at least one token (AReaL #1103);
     /// - position ids restart at 0 on every segment's real tokens;
-    /// - no cross-document label, under both conventions (the boundary label is the one after
-    ///   the segment for `Unshifted`, its last one for `Shifted`; the other convention's is
-    ///   free, and a planted label there must be accepted by both).
+    /// - no cross-document label, under both conventions: the boundary label (the one after the
+    ///   segment for `Unshifted`, its last one for `Shifted`) is not the next segment's first
+    ///   token; any other trained label there is the segment's own target and must be accepted
+    ///   by both, as must any label at the other convention's boundary.
     ///
     /// Not compared, because only one side has it: `position_base` (the gate knows RoBERTa's
     /// `padding_idx + 1`; thd numbers from 0, so every view here has base 0), and the gate's

@@ -106,9 +106,9 @@ pub enum Error {
         /// The position id found.
         got: i64,
     },
-    /// The last token of a segment would be trained to predict a token of another document.
+    /// The last token of a segment would be trained to predict the next document's first token.
     #[error(
-        "no label may cross a document boundary: the target of segment {segment}'s last token is labels[{token}]={label}, expected -100"
+        "no label may cross a document boundary: the target of segment {segment}'s last token is labels[{token}]={label}, the next document's first token (expected -100 or the segment's own target)"
     )]
     CrossDocumentLabel {
         /// Segment whose last token would leak.

@@ -175,8 +175,23 @@ fn no_label_crosses_a_document_boundary_unshifted() {
     assert_eq!(
         e.to_string(),
         "no label may cross a document boundary: the target of segment 0's last token is \
-         labels[3]=21, expected -100"
+         labels[3]=21, the next document's first token (expected -100 or the segment's own target)"
     );
+}
+
+#[test]
+fn a_trained_boundary_label_that_is_not_the_next_token_is_the_segments_own_target() {
+    // NeMo Automodel shifts labels per sample before packing (`labels = labels[1:]`): each
+    // segment's last label is its own EOS target (2 here), not the next document's token.
+    let per_sample = PackedBatchParts {
+        labels: vec![12, 13, 2, 22, 2],
+        label_convention: LabelConvention::Shifted,
+        ..good()
+    };
+    PackedBatch::new(per_sample).unwrap();
+    // transformers' DataCollatorWithFlattening(separator_id=2): the label read at segment 1's
+    // first token is the separator, trained on purpose.
+    PackedBatch::new(PackedBatchParts { labels: vec![2, 12, 13, 2, 22], ..good() }).unwrap();
 }
 
 #[test]

@@ -30,6 +30,7 @@ pub struct ExampleBatch {
 }
 
 /// A tensor to write: name, dtype, shape, values.
+#[derive(Clone)]
 struct T(String, Dtype, Vec<usize>, Vec<i64>);
 
 fn tok(name: impl Into<String>, v: &[i64]) -> T {
@@ -218,9 +219,9 @@ pub fn examples() -> Result<Vec<ExampleBatch>> {
         .chain([cu("cu_seq_lens_q_padded", &slots), cu("cu_seq_lens_k_padded", &slots)])
         .collect();
     push(
-        "bad/hf_cp_padded_max_length_real.safetensors",
-        "bionemo CP padding leaves max_length_q at the longest real sequence, below the widest slot TE is given",
-        &["max-seqlen"][..],
+        "good/hf_bionemo_cp_max_length_real.safetensors",
+        "bionemo CP padding with max_length_q at the longest real sequence, below the widest slot: valid, TE's max_seqlen is the longest sequence (noted)",
+        &[][..],
         encode(&keys, &[])?,
     );
 
@@ -242,14 +243,6 @@ pub fn examples() -> Result<Vec<ExampleBatch>> {
         "TransformerEngine THD, every sequence padded to a multiple of 2·cp = 4, labels rolled per sequence",
         &[][..],
         encode(&te(&cp2), &[("cp_size", "2")])?,
-    );
-    let mut keys = te(&cp2);
-    set(&mut keys, "max_seqlen", vec![hf.cu_seqlens().max_seqlen() as i64]);
-    push(
-        "bad/te_max_seqlen_real.safetensors",
-        "Automodel before #2316: max_seqlen from the real lengths while the kernel gets the padded slots (cuDNN backward crash)",
-        &["max-seqlen"][..],
-        encode(&keys, &[])?,
     );
     push(
         "bad/te_cp_not_divisible.safetensors",
@@ -355,7 +348,7 @@ pub fn examples() -> Result<Vec<ExampleBatch>> {
     push(
         "bad/te_automodel_row_not_filled.safetensors",
         "a packer that leaves the pack padding out of seq_lens_padded: row 0's slots hold 5 of 6 tokens, so row 1's segment starts one token early",
-        &["row-slots", "position-ids", "cross-doc-label", "mask"][..],
+        &["row-slots", "position-ids", "mask"][..],
         encode(
             &automodel(
                 [10, 11, 12, 13, 14, 0, 20, 21, 22, 23, 24, 25],
@@ -383,6 +376,14 @@ pub fn examples() -> Result<Vec<ExampleBatch>> {
         "Automodel process_input_for_thd with trailing-pad absorption: cu_seqlens [0,3,8], the last 3 tokens are padding",
         &[][..],
         encode(&absorbed, &[])?,
+    );
+    let mut before = absorbed.clone();
+    set(&mut before, "max_seqlen", vec![3]);
+    push(
+        "bad/te_max_seqlen_before_absorb.safetensors",
+        "Automodel before #2316: max_seqlen taken from the real lengths (3) before cu_seqlens absorbed the trailing padding, so the kernel computes a 5-token sequence beyond it (the 112-vs-576 cuDNN backward crash)",
+        &["max-seqlen"][..],
+        encode(&before, &[])?,
     );
 
     // open-instruct DPO: chosen [3,5], rejected [2,4], max_seq_length = 10.

@@ -94,13 +94,16 @@ pub fn mock_segments(view: &LayoutView<'_>) -> Vec<bool> {
     }
 }
 
-/// A non-empty segment whose real tokens are all masked out and carry no label.
+/// A non-empty segment whose real tokens are all masked out (or, without a mask, all the pad
+/// id) and carry no label.
 fn all_padding(view: &LayoutView<'_>, i: usize) -> bool {
     let r = view.real(i);
-    let Some(mask) = view.mask else { return false };
-    !r.is_empty()
-        && mask[r.clone()].iter().all(|&m| !m)
-        && view.labels.is_none_or(|l| l[r].iter().all(|&x| x == IGNORE_INDEX))
+    let padding = match (view.mask, view.pad_token_id, view.input_ids) {
+        (Some(mask), _, _) => mask[r.clone()].iter().all(|&m| !m),
+        (None, Some(pad), Some(ids)) => ids[r.clone()].iter().all(|&x| x == pad),
+        _ => return false,
+    };
+    !r.is_empty() && padding && view.labels.is_none_or(|l| l[r].iter().all(|&x| x == IGNORE_INDEX))
 }
 
 /// The layout facts of a pack whose offsets hold ([`layout::offsets`]).
@@ -269,9 +272,10 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
         None => {
             let mocks: Vec<usize> = (0..n).filter(|&i| mock[i]).collect();
             let Some(&i) = mocks.first() else {
-                return if view.mask.is_none() {
+                return if view.mask.is_none() && view.pad_token_id.is_none() {
                     MOCK_MARKED.skipped(
-                        "no mask and no num_real_seqs: a mock segment cannot be told apart",
+                        "no mask, no num_real_seqs and no pad id: a mock segment cannot be told \
+                         apart (state --pad-token-id or metadata pad_token_id)",
                     )
                 } else {
                     MOCK_MARKED.ok("no all-padding segment")
@@ -289,8 +293,13 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                         .at(Location::default().segment(i).token(r.start).key(&k.cu_seqlens))
                         .expected(format!("num_real_seqs = {} marking the mock segment", n - mocks.len()))
                         .got(format!(
-                            "segment {i} (tokens {}..{}) is all padding (mask 0, labels -100) and unmarked",
-                            r.start, r.end
+                            "segment {i} (tokens {}..{}) is all padding ({}, labels -100) and unmarked",
+                            r.start,
+                            r.end,
+                            match (view.mask, view.pad_token_id) {
+                                (None, Some(pad)) => format!("every token the pad id {pad}"),
+                                _ => "mask 0".into(),
+                            }
                         ))
                         .note(format!(
                             "a logger that counts `{}` counts it as useful work (bionemo #1561); {} \
@@ -321,13 +330,20 @@ pub fn label_targets(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
             if l == IGNORE_INDEX {
                 continue;
             }
-            let (want, what) = match view.label_convention {
-                LabelConvention::Shifted if t + 1 < r.end => (Some(ids[t + 1]), "the next token"),
-                LabelConvention::Shifted => (None, "nothing (the segment's last token)"),
-                LabelConvention::Unshifted => (Some(ids[t]), "the token itself"),
+            // The boundary label (a shifted segment's last, an unshifted segment's first) is
+            // `cross-doc-label`'s: -100, a per-sample EOS target (Automodel) or a separator
+            // (transformers `separator_id`) are all valid there; the next document is not.
+            let want = match view.label_convention {
+                LabelConvention::Shifted if t + 1 < r.end => ids[t + 1],
+                LabelConvention::Unshifted if t > r.start => ids[t],
+                _ => continue,
             };
-            if want != Some(l) {
-                let shown = want.map_or("-100".to_owned(), |w| w.to_string());
+            let what = match view.label_convention {
+                LabelConvention::Shifted => "the next token",
+                LabelConvention::Unshifted => "the token itself",
+            };
+            if want != l {
+                let shown = want;
                 return LABEL_TARGETS.violated(
                     LABEL_TARGETS
                         .violation()

@@ -82,9 +82,6 @@ pub struct LayoutView<'a> {
     /// Storage offsets when segments are padded; real tokens of segment `i` start at
     /// `cu_seqlens_padded[i]`.
     pub cu_seqlens_padded: Option<&'a [i64]>,
-    /// The kernel is given the storage slots: the padded offsets were stored in the file, or the
-    /// last segment absorbed the trailing padding (`max_seqlen` must then cover the slots).
-    pub kernel_sees_slots: bool,
     /// Key offsets (`cu_seq_lens_k`), as stored.
     pub cu_seqlens_k: Option<&'a [i64]>,
     /// The offsets the key offsets must equal (the stored query offsets); `cu_seqlens` if `None`.
@@ -111,6 +108,9 @@ pub struct LayoutView<'a> {
     /// RoBERTa-family models (transformers #47496). `None`: 0, or one base shared by every
     /// segment, which is noted.
     pub position_base: Option<i64>,
+    /// The tokenizer's pad id, when known: without a mask, a segment made only of it with every
+    /// label -100 is a mock segment (bionemo `pad_to_multiple_of`, #1561).
+    pub pad_token_id: Option<i64>,
     /// The file's key names; `None` for the default names.
     pub keys: Option<&'a KeyNames>,
 }
@@ -349,28 +349,52 @@ pub fn row_slots(view: &LayoutView<'_>) -> Outcome {
     ROW_SLOTS.ok(format!("each of {} fills its S={s} tokens", plural(rows.len(), "row")))
 }
 
-/// LAYOUT, `max-seqlen`: the declared maximum covers the widest slot the kernel is given (the
-/// real lengths, or the storage slots when the kernel sees them).
+/// LAYOUT, `max-seqlen`: the declared maximum covers every sequence length the kernel
+/// computes: the lengths of the query offsets as stored (`cu_seqlens`, which after Automodel's
+/// trailing-pad absorption includes the tail, #2316), never less.
+///
+/// TransformerEngine documents `max_seqlen_q` for THD as "the maximum query ... sequence length
+/// in a batch" (`DotProductAttention.forward`, "max_seqlen note", TE `d0067d0da`); only when it
+/// is unset does TE deduce a value, rounded up, from the padded offsets. So a declared maximum
+/// at the longest real length, below the widest padded slot (bionemo and Automodel CP), is
+/// valid: it is noted, not flagged.
 pub fn max_seqlen(view: &LayoutView<'_>) -> Outcome {
     let k = view.keys();
     let Some(declared) = view.max_seqlen else {
         return MAX_SEQLEN.skipped("no max_seqlen / max_length_q");
     };
-    let slots = view.kernel_sees_slots;
-    let width = |i: usize| if slots { view.slot(i).len() } else { view.real_len(i) };
-    let widest = (0..view.segments()).max_by_key(|&i| (width(i), std::cmp::Reverse(i)));
+    let computed = |i: usize| match view.cu_seqlens_q_stored {
+        Some(q) => (q[i + 1] - q[i]).max(0) as usize,
+        None => view.real_len(i),
+    };
+    let widest = (0..view.segments()).max_by_key(|&i| (computed(i), std::cmp::Reverse(i)));
     let Some(i) = widest else { return MAX_SEQLEN.ok("no segments") };
-    let w = width(i);
-    let what = if slots { "slot" } else { "segment" };
+    let w = computed(i);
+    let what = if view.cu_seqlens_q_stored.is_some() {
+        "sequence the kernel computes (its stored offsets, with the absorbed tail)"
+    } else {
+        "sequence"
+    };
     if declared >= w as i64 {
-        return MAX_SEQLEN
-            .ok(format!("`{}` = {declared} ≥ widest {what} {w} (segment {i})", k.max_seqlen));
+        let mut o = MAX_SEQLEN
+            .ok(format!("`{}` = {declared} ≥ longest {what} {w} (segment {i})", k.max_seqlen));
+        if let Some(p) = view.cu_seqlens_padded {
+            let slot = (0..view.segments()).map(|j| (p[j + 1] - p[j]).max(0)).max().unwrap_or(0);
+            if declared < slot {
+                o.notes.push(format!(
+                    "`{}` = {declared} is below the widest padded slot ({slot}): valid, TE's \
+                     max_seqlen is the longest sequence, not slot",
+                    k.max_seqlen
+                ));
+            }
+        }
+        return o;
     }
     MAX_SEQLEN.violated(
         MAX_SEQLEN
             .violation()
             .at(Location::default().segment(i).token(view.slot(i).start).key(&k.max_seqlen))
-            .expected(format!(">= {w} (the widest {what}, segment {i})"))
+            .expected(format!(">= {w} (the longest {what}, segment {i})"))
             .got(format!("{} = {declared}", k.max_seqlen))
             .note("the kernel sizes its grid by max_seqlen and skips or corrupts the rest"),
     )
@@ -479,46 +503,78 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
     }
 }
 
-/// LAYOUT, `cross-doc-label`: no segment's last prediction targets the next document.
+/// LAYOUT, `cross-doc-label`: no segment's last prediction targets the next document: the
+/// label at the boundary is not the next segment's first token.
 ///
 /// ```text
-/// Unshifted: labels[startᵢ + sᵢ] = -100   Shifted: labels[startᵢ + sᵢ − 1] = -100
+/// Unshifted: labels[startᵢ₊₁] ≠ input_ids[startᵢ₊₁]   Shifted: labels[startᵢ + sᵢ − 1] ≠ input_ids[startᵢ₊₁]
 /// ```
+///
+/// A trained label at the boundary is not itself a leak: NeMo Automodel shifts labels per sample
+/// before packing (`labels = labels[1:]`), so each segment's last label is its own EOS target;
+/// transformers' `DataCollatorWithFlattening(separator_id=…)` trains the separator on purpose.
+/// A leak is a label that *is* the next document's first token, which a label copied or rolled
+/// across the pack always is. Without `input_ids` the rule cannot tell the two apart: skipped.
 pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
     let k = view.keys();
     let Some(labels) = view.labels else { return CROSS_DOC_LABEL.skipped("no labels") };
-    for i in 0..view.segments() {
+    let Some(ids) = view.input_ids else {
+        return CROSS_DOC_LABEL
+            .skipped("no input_ids: a boundary label cannot be compared with the next document");
+    };
+    let mut trained = 0usize;
+    let n = view.segments();
+    for i in 0..n {
         let r = view.real(i);
-        if r.is_empty() {
+        // The next document: the next segment that holds a token.
+        let Some((j, next)) = (i + 1..n)
+            .map(|j| (j, view.real(j)))
+            .find(|(_, r)| !r.is_empty())
+            .filter(|_| !r.is_empty())
+        else {
             continue;
-        }
+        };
         let tok = match view.label_convention {
-            LabelConvention::Unshifted => r.end,
+            // The loss shifts: the prediction at the segment's last token reads the label at the
+            // next stored token; only when that is the next segment's first token can it leak.
+            LabelConvention::Unshifted if r.end == next.start => r.end,
+            LabelConvention::Unshifted => continue,
             LabelConvention::Shifted => r.end - 1,
         };
         let Some(&y) = labels.get(tok).filter(|&&y| y != IGNORE_INDEX) else { continue };
+        let first = ids[next.start];
+        if y != first {
+            trained += 1;
+            continue;
+        }
         let what = match view.label_convention {
-            LabelConvention::Unshifted => "the first label after the segment",
+            LabelConvention::Unshifted => "the label the segment's last prediction reads",
             LabelConvention::Shifted => "the label of the segment's last token",
-        };
-        let next = match (i + 1 < view.segments()).then(|| view.real(i + 1).start) {
-            Some(s) if view.input_ids.and_then(|ids| ids.get(s)) == Some(&y) => {
-                format!(": it is segment {}'s first token (input_ids[{s}] = {y})", i + 1)
-            }
-            _ => String::new(),
         };
         return CROSS_DOC_LABEL.violated(
             CROSS_DOC_LABEL
                 .violation()
                 .at(Location::default().segment(i).token(tok).key(&k.labels))
-                .expected(format!("{what} = -100"))
-                .got(format!("labels[{tok}] = {y}"))
+                .expected(format!("{what} = -100 (or the segment's own target)"))
+                .got(format!(
+                    "labels[{tok}] = {y}, segment {j}'s first token ({}[{}] = {first})",
+                    k.input_ids,
+                    next.start
+                ))
                 .note(format!(
-                    "the last token of segment {i} would learn to predict {y} across the boundary{next}"
+                    "the last token of segment {i} learns to predict the next document's first token"
                 )),
         );
     }
-    CROSS_DOC_LABEL.ok("no prediction crosses a segment boundary")
+    let mut o = CROSS_DOC_LABEL.ok("no prediction targets the next segment's first token");
+    if trained > 0 {
+        o.notes.push(format!(
+            "{} a trained label at the boundary that is not the next document's token (a per-sample \
+             EOS target or a separator)",
+            plural(trained, "segment ends with")
+        ));
+    }
+    o
 }
 
 /// LAYOUT, `mask`: the attention / padding mask marks exactly the real tokens of real segments.
@@ -665,7 +721,7 @@ pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
 /// padded: same B, pᵢ ≥ sᵢ
 /// num_real_seqs ≤ B; every mock segment holds ≥ 1 token                 (AReaL #1103)
 /// position_ids[startᵢ + j] = base + j                      j < sᵢ        (Megatron #5243, HF #47496)
-/// Unshifted: labels[startᵢ + sᵢ] = -100   Shifted: labels[startᵢ + sᵢ − 1] = -100   (no label leak)
+/// Unshifted: labels[startᵢ₊₁] ≠ input_ids[startᵢ₊₁]   Shifted: labels[startᵢ + sᵢ − 1] ≠ input_ids[startᵢ₊₁]
 /// ```
 ///
 /// # Errors
@@ -677,6 +733,7 @@ pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
 /// let leak = LayoutView {
 ///     num_tokens: 5,
 ///     cu_seqlens: &[0, 3, 5],
+///     input_ids: Some(&[5, 6, 7, 8, 9]),
 ///     labels: Some(&[-100, 6, 7, 8, 9]),
 ///     ..Default::default()
 /// };

@@ -73,7 +73,7 @@ pub const CATALOGUE: &[ZooEntry] = &[
         "LabelLeak",
         Layout,
         [],
-        "label across a document boundary (separator_id != -100; AReaL AR-P3)"
+        "label across a document boundary: the next document's first token (AReaL AR-P3)"
     ),
     entry!("PositionsNotReset", Layout, [22], "position ids not reset per sequence"),
     entry!("ZeroBasedPositions", Layout, [22], "transformers #47496 (RoBERTa 0-based positions)"),

@@ -193,18 +193,25 @@ impl PackedBatch {
         Ok(())
     }
 
+    /// No segment's last prediction targets the next document's first token. A trained label at
+    /// the boundary that is some other token is the segment's own target (NeMo Automodel shifts
+    /// labels per sample before packing, so each segment ends on its EOS target; transformers'
+    /// `separator_id` trains a separator), not a leak.
     fn check_label_boundaries(&self) -> Result<()> {
-        for segment in 0..self.num_segments() {
+        let n = self.num_segments();
+        for segment in 0..n {
             let real = self.real_tokens(segment);
-            if real.is_empty() {
-                continue;
-            }
+            // The next document: the next segment that holds a token.
+            let next = (segment + 1..n).map(|j| self.real_tokens(j)).find(|r| !r.is_empty());
+            let Some(next) = next.filter(|_| !real.is_empty()) else { continue };
             let token = match self.label_convention {
-                LabelConvention::Unshifted => real.end,
+                LabelConvention::Unshifted if real.end == next.start => real.end,
+                LabelConvention::Unshifted => continue,
                 LabelConvention::Shifted => real.end - 1,
             };
             if let Some(&label) = self.labels.get(token)
                 && label != IGNORE_INDEX
+                && label == self.input_ids[next.start]
             {
                 return Err(Error::CrossDocumentLabel { segment, token, label });
             }
