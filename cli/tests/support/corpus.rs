@@ -411,10 +411,21 @@ pub fn examples() -> Result<Vec<ExampleBatch>> {
         k.push(T("index".into(), Dtype::I64, vec![dpo.index.len()], dpo.index.clone()));
         k
     };
+    // The chosen padding as its own segment: every segment is one document or only padding.
+    let mut own = widen(dpo.chosen.cu_seqlens());
+    let padded_len = dpo.chosen.num_tokens() as i64;
+    own.push(padded_len);
+    own.extend(widen(dpo.rejected.cu_seqlens())[1..].iter().map(|&x| x + padded_len));
     push(
         "good/dpo_open_instruct.safetensors",
-        "open-instruct TensorDataCollatorWithFlatteningDPO + concatenated_inputs (fixed, 005366f75): rejected offsets + padded chosen length",
+        "open-instruct TensorDataCollatorWithFlatteningDPO + concatenated_inputs, rejected offsets + padded chosen length, the chosen padding its own segment",
         &[][..],
+        encode(&dpo_keys(&own, &cat.open_instruct_seq_idx), &[])?,
+    );
+    push(
+        "bad/dpo_rejected_spans_chosen_padding.safetensors",
+        "open-instruct 005366f75..HEAD (PR #1900): rejected offsets + padded chosen length, but rejected example 0's segment spans the chosen padding",
+        &["dpo-offsets"][..],
         encode(&dpo_keys(&cat.open_instruct_cu_seq_lens, &cat.open_instruct_seq_idx), &[])?,
     );
     let real_len = dpo.chosen.cu_seqlens().total() as i64;

@@ -137,7 +137,19 @@ pub struct DpoConcat {
 }
 
 /// DPO, `dpo-offsets`: the concatenated offsets are the chosen ones, then the rejected ones
-/// shifted by the *padded* chosen length (open-instruct OI-B1 shifted by the real length).
+/// shifted by the *padded* chosen length, and no segment holds the chosen padding.
+///
+/// ```text
+/// no chosen padding (R = Tc):  chosen ++ (rejected[1:] + Tc)
+/// chosen padding (R < Tc):     chosen ++ [Tc] ++ (rejected[1:] + Tc)    (padding its own segment)
+/// ```
+///
+/// Two upstream bugs break it. open-instruct OI-B1 (before `005366f75`) shifted the rejected
+/// offsets by the real chosen length `R`, so every rejected segment points at the wrong tokens.
+/// Its fix, `chosen ++ (rejected[1:] + Tc)` with `R < Tc`, makes the first rejected segment
+/// start at `R` and span the chosen padding: with the offsets as document lengths (the
+/// OLMo-core path's `doc_lens`, flash-attn varlen) the first rejected example attends to the
+/// padding (open-instruct PR #1900: `[0, 50, 100, 550, 600]`, initial loss 6× ln 2).
 ///
 /// # Example
 /// ```
@@ -152,23 +164,39 @@ pub struct DpoConcat {
 /// };
 /// let o = dpo_offsets(&d);
 /// assert!(o.detail.contains("real chosen length 3, not the padded length 4"), "{}", o.detail);
+/// // 005366f75: shifted by the padded length, but the first rejected segment spans the padding.
+/// let spans = DpoConcat { concatenated: vec![0, 3, 6, 8], ..d.clone() };
+/// assert!(dpo_offsets(&spans).detail.contains("#1900"));
+/// // The padding as its own segment: every segment holds one document or only padding.
+/// let own = DpoConcat { concatenated: vec![0, 3, 4, 6, 8], ..d };
+/// assert_eq!(dpo_offsets(&own).status, properties::checks::Status::Ok);
 /// ```
 pub fn dpo_offsets(d: &DpoConcat) -> crate::checks::Outcome {
     use crate::checks::DPO_OFFSETS;
     let tc = d.chosen_tokens as i64;
-    let shift = |by: i64| -> Vec<i64> {
+    let real_len = *d.chosen.last().unwrap_or(&0);
+    let shift = |by: i64, pad_segment: bool| -> Vec<i64> {
         let mut v = d.chosen.clone();
+        if pad_segment {
+            v.push(tc);
+        }
         v.extend(d.rejected.iter().skip(1).map(|&x| x + by));
         v
     };
-    let expected = shift(tc);
     let key = &d.key;
     let n_chosen = d.chosen.len().saturating_sub(1);
+    let padded = real_len < tc;
+    let expected = shift(tc, padded);
     if d.concatenated == expected {
-        return DPO_OFFSETS
-            .ok(format!("`{key}` shifts the rejected offsets by the padded chosen length {tc}"));
+        return DPO_OFFSETS.ok(if padded {
+            format!(
+                "`{key}` shifts the rejected offsets by the padded chosen length {tc}, the chosen \
+                 padding ({real_len}..{tc}) its own segment"
+            )
+        } else {
+            format!("`{key}` shifts the rejected offsets by the chosen length {tc}")
+        });
     }
-    let real_len = *d.chosen.last().unwrap_or(&0);
     let i = d
         .concatenated
         .iter()
@@ -181,9 +209,9 @@ pub fn dpo_offsets(d: &DpoConcat) -> crate::checks::Outcome {
         .at(Location::default().segment(i.saturating_sub(1)).key(key.as_str()))
         .expected(format!("{key}[{i}] = {}", show(expected.get(i))))
         .got(format!("{key}[{i}] = {}", show(d.concatenated.get(i))));
-    if d.concatenated == shift(real_len) {
+    let got = |k: usize| d.concatenated.get(k).copied().unwrap_or(0);
+    if padded && d.concatenated == shift(real_len, false) {
         let j = i.saturating_sub(n_chosen + 1);
-        let got = |k: usize| d.concatenated.get(k).copied().unwrap_or(0);
         v = v.note(format!(
             "the rejected offsets are shifted by the real chosen length {real_len}, not the padded \
              length {tc} (open-instruct OI-B1): rejected segment {j} (segment {}) covers tokens \
@@ -194,6 +222,23 @@ pub fn dpo_offsets(d: &DpoConcat) -> crate::checks::Outcome {
             tc + d.rejected.get(j).copied().unwrap_or(0),
             tc + d.rejected.get(j + 1).copied().unwrap_or(0),
         ));
+    } else if padded && d.concatenated == shift(tc, false) {
+        v = v
+            .at(Location::default().segment(n_chosen).token(real_len as usize).key(key.as_str()))
+            .expected(format!(
+                "the chosen padding {real_len}..{tc} in no document: {key} = {expected:?}"
+            ))
+            .got(format!(
+                "segment {n_chosen} (rejected example 0) spans tokens {}..{}, of which {real_len}..{tc} \
+                 are the chosen padding",
+                got(n_chosen),
+                got(n_chosen + 1)
+            ))
+            .note(
+                "the first rejected example attends to the chosen padding wherever the offsets are \
+                 document lengths (open-instruct PR #1900: [0, 50, 100, 550, 600], initial loss 6× \
+                 ln 2)",
+            );
     } else {
         v = v.note(format!("chosen offsets, then rejected offsets + padded chosen length {tc}"));
     }

@@ -178,7 +178,7 @@ rules! {
     /// The batch shards over the CP ranks. [`crate::checks::cp_shard`].
     CP_SHARD = "cp-shard", CpShard, "every slot splits into 2·cp zigzag chunks and every token lands on one rank";
     /// DPO concatenated offsets. [`crate::checks::dpo_offsets`].
-    DPO_OFFSETS = "dpo-offsets", Dpo, "concatenated offsets shift the rejected ones by the padded chosen length";
+    DPO_OFFSETS = "dpo-offsets", Dpo, "concatenated offsets shift the rejected ones by the padded chosen length, and no document holds the padding";
     /// DPO concatenated tensors. [`crate::checks::dpo_concat`].
     DPO_CONCAT = "dpo-concat", Dpo, "concatenated tensors are chosen ++ rejected";
     /// A collator keeps its documents. [`crate::checks::check_documents`].

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Regenerates the real-code corpus: `python corpus/real/generate.py [STACK ...]`.
+
+Needs torch, transformers and safetensors (pip; never installed in CI) and mirrors of the
+upstream repositories (see common.py). Each module in stacks/ runs the real upstream functions at
+pinned commits and saves what they return; this script then writes batches/expected.toml from
+the records (every file whose record expects a failure, with the checks it must violate).
+CI only reads the committed output: `thdcheck check corpus/real/batches`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import common  # noqa: E402
+
+STACKS = [p.stem for p in sorted((HERE / "stacks").glob("*.py")) if not p.stem.startswith("_")]
+
+
+def expected_toml() -> str:
+    lines = [
+        "# Expected verdicts of the real-code corpus, written by corpus/real/generate.py from the",
+        "# records (STACK/CASE.json: repository, commit, function, input, and why). A listed file",
+        "# must violate exactly these checks (\"error\": be unreadable); every other file must pass.",
+    ]
+    records = []
+    for rec_path in sorted(common.OUT.rglob("*.json")):
+        records.append(json.loads(rec_path.read_text()))
+    for rec in records:
+        exp = rec["expected"]
+        if exp == "pass":
+            continue
+        exp = exp if isinstance(exp, list) else [exp]
+        items = ", ".join(f'"{e}"' for e in sorted(exp))
+        lines.append(f'"{rec["path"]}" = [{items}]')
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> None:
+    stacks = argv or STACKS
+    for stack in stacks:
+        if stack not in STACKS:
+            sys.exit(f"unknown stack {stack!r}; known: {', '.join(STACKS)}")
+        shutil.rmtree(common.OUT / stack, ignore_errors=True)
+        module = importlib.import_module(f"stacks.{stack}")
+        before = len(common.RECORDS)
+        module.generate()
+        print(f"{stack}: {len(common.RECORDS) - before} cases")
+    (common.OUT / "expected.toml").write_text(expected_toml())
+    total = list(common.OUT.rglob("*.json"))
+    bugs = [p for p in total if json.loads(p.read_text())["expected"] != "pass"]
+    print(f"corpus: {len(total)} cases, {len(bugs)} expected to fail")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
