@@ -42,6 +42,8 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         sentinel: Some(args.sentinel),
         position_base: args.position_base,
         pad_token_id: args.pad_token_id,
+        ignore_index: args.ignore_index,
+        profile: args.profile,
     };
     let opts = CheckOptions {
         cp_size: args.cp_size.map(|c| c as usize),
@@ -155,22 +157,34 @@ fn cp_groups(
             let result = (|| -> Result<FileReport, thdcheck::Error> {
                 let mut shards = Vec::new();
                 let mut meta = std::collections::BTreeMap::new();
+                let mut dialect = thdcheck::Dialect::Te;
                 for m in &members {
                     let file = thdcheck::tensors::BatchFile::read(&m.path)?;
                     if meta.is_empty() {
                         meta = file.metadata().clone();
                     }
                     let parsed = thdcheck::dialect::parse(file, read)?;
+                    dialect = parsed.dialect;
                     let (rank, size) = parsed.cp_shard.unwrap_or((0, size));
                     if let Some(pack) = parsed.packs.into_iter().next() {
                         shards.push(thdcheck::shards::Shard { rank, size, pack });
                     }
                 }
                 let group = format!("{} (cp_size {size})", dir.display());
+                if let Some((global, cp)) = thdcheck::shards::lost_tokens(&shards) {
+                    let key = shards[0].pack.keys.cu_seqlens.clone();
+                    return Ok(FileReport {
+                        dialect,
+                        cp_shard: None,
+                        packs: vec![thdcheck::checks::lost_tokens_report(&global, cp, &key)],
+                        checks: Vec::new(),
+                        notes: Vec::new(),
+                    });
+                }
                 let pack = thdcheck::shards::reassemble(&group, &shards)?;
                 let opts = thdcheck::checks::with_metadata(*opts, &meta)?;
                 Ok(FileReport {
-                    dialect: thdcheck::Dialect::Te,
+                    dialect,
                     cp_shard: None,
                     packs: vec![thdcheck::checks::check_pack(&pack, &opts)],
                     checks: Vec::new(),

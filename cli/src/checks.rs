@@ -75,6 +75,33 @@ pub fn check_pack(pack: &BatchData, opts: &CheckOptions) -> PackReport {
     PackReport { part: pack.part.clone(), facts: report.facts, checks: report.outcomes, notes }
 }
 
+/// A CP group whose ranks hold fewer tokens than their global offsets address: only the
+/// offsets can be judged, by the `cp-shard` rule on a view of the global layout.
+pub fn lost_tokens_report(global: &[i64], cp: usize, key: &str) -> PackReport {
+    let keys = properties::checks::KeyNames { cu_seqlens: key.to_owned(), ..Default::default() };
+    let tokens = global.last().map_or(0, |&t| t.max(0) as usize);
+    let view = properties::checks::LayoutView {
+        num_tokens: tokens,
+        cu_seqlens: global,
+        keys: Some(&keys),
+        ..Default::default()
+    };
+    let outcome = properties::checks::cp_shard(&view, cp);
+    PackReport {
+        part: Some(format!("{cp} ranks, offsets only")),
+        facts: BatchFacts {
+            tokens,
+            segments: global.len().saturating_sub(1),
+            ..Default::default()
+        },
+        checks: vec![outcome],
+        notes: vec![format!(
+            "the ranks hold fewer tokens than their offsets address ({tokens}): tokens were lost \
+             in the split, so only the offsets are checked"
+        )],
+    }
+}
+
 /// The DPO rules of a file: offsets and concatenated tensors.
 pub fn dpo_outcomes(dpo: &DpoConcat) -> Vec<Outcome> {
     std::iter::once(dpo_offsets(dpo)).chain(dpo_concat(dpo)).collect()

@@ -185,6 +185,14 @@ pub struct CheckArgs {
     /// the file's metadata (`pad_token_id`), like `position_base` and `labels`.
     #[arg(long, allow_hyphen_values = true)]
     pub pad_token_id: Option<i64>,
+    /// A label value the loss ignores besides -100 (TE's padding_label_id), read as -100.
+    /// Also read from the file's metadata (`ignore_index`).
+    #[arg(long, allow_hyphen_values = true)]
+    pub ignore_index: Option<i64>,
+    /// The stack that wrote the batch, where its contract is not in the keys (also metadata
+    /// `profile`; Megatron-Bridge is detected from its keys). See docs/batch-files.md.
+    #[arg(long, value_enum)]
+    pub profile: Option<thdcheck::dialect::Profile>,
     /// Check that each batch shards over this many context-parallel ranks (zigzag), at most
     /// 65536 (what a file may state).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]

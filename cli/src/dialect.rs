@@ -51,6 +51,50 @@ impl Dialect {
     }
 }
 
+/// The stack that wrote a batch, where its contract differs from what the keys say
+/// (`docs/batch-files.md` states each contract with the upstream file and commit it was read
+/// from). Megatron-Bridge is also detected from its keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[clap(rename_all = "snake_case")]
+pub enum Profile {
+    /// Hugging Face transformers `DataCollatorWithFlattening` / TRL padding-free.
+    Transformers,
+    /// bionemo-framework recipes' collators.
+    Bionemo,
+    /// open-instruct's padding-free collators (SFT, DPO).
+    OpenInstruct,
+    /// NeMo Automodel's `process_input_for_thd` / CP path.
+    Automodel,
+    /// TransformerEngine's THD helpers.
+    Te,
+    /// Megatron-Bridge's packed batches: the pack padding is a final segment by design.
+    MegatronBridge,
+    /// AReaL: `pad_packed_tensor_dict` appends the padding as a final segment by design, and
+    /// must not append an empty one (#1103).
+    Areal,
+}
+
+impl Profile {
+    /// The name used in `--profile` and metadata `profile`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Transformers => "transformers",
+            Profile::Bionemo => "bionemo",
+            Profile::OpenInstruct => "open_instruct",
+            Profile::Automodel => "automodel",
+            Profile::Te => "te",
+            Profile::MegatronBridge => "megatron_bridge",
+            Profile::Areal => "areal",
+        }
+    }
+
+    /// Whether the stack gives the kernels its pack padding as a final segment on purpose.
+    pub fn padding_segment_by_design(self) -> bool {
+        matches!(self, Profile::MegatronBridge | Profile::Areal)
+    }
+}
+
 /// How to read a file: what the keys cannot say.
 #[derive(Debug, Clone, Default)]
 pub struct ReadOptions {
@@ -68,6 +112,11 @@ pub struct ReadOptions {
     /// The tokenizer's pad id: without a mask or `num_real_seqs`, a segment made only of it with
     /// every label -100 is a mock segment (bionemo's `pad_to_multiple_of` remainder, #1561).
     pub pad_token_id: Option<i64>,
+    /// A label value the loss ignores besides -100 (TE's `pad_thd_sequences_for_cp` takes any
+    /// `padding_label_id`): read as -100.
+    pub ignore_index: Option<i64>,
+    /// The stack that wrote the file (`None`: detected from the keys where they tell).
+    pub profile: Option<Profile>,
 }
 
 impl ReadOptions {
@@ -96,6 +145,21 @@ impl ReadOptions {
         }
         if o.pad_token_id.is_none() {
             o.pad_token_id = int("pad_token_id")?;
+        }
+        if o.ignore_index.is_none() {
+            o.ignore_index = int("ignore_index")?;
+        }
+        if o.profile.is_none()
+            && let Some(v) = meta.get("profile")
+        {
+            use clap::ValueEnum;
+            o.profile = Some(Profile::from_str(v.trim(), true).map_err(|_| Error::Value {
+                key: "__metadata__.profile".into(),
+                index: 0,
+                value: v.clone(),
+                expected: "transformers, bionemo, open_instruct, automodel, te, megatron_bridge \
+                           or areal",
+            })?);
         }
         if o.labels.is_none()
             && let Some(v) = meta.get("labels")
@@ -175,13 +239,14 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
     for (from, to) in &opts.map {
         file.rename(from, to)?;
     }
+    let mut notes = Vec::new();
+    let mb = megatron_bridge(&mut file, opts.profile, &mut notes)?;
     let dialect = match opts.dialect {
         Some(d) => d,
         None => detect(file.keys())?,
     };
     let sentinel = opts.sentinel.unwrap_or(-1000);
     let cp_shard = cp_shard(&file)?;
-    let mut notes = Vec::new();
     let mut dpo = None;
     let packs = match dialect {
         Dialect::Hf => {
@@ -199,7 +264,24 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
             vec![hf_pack(&file, prefix, None, opts, cp_shard.map_or(1, |(_, s)| s))?]
         }
         // A shard's offsets may be the global ones (Automodel keeps cu_seqlens_padded).
-        Dialect::Te => vec![te_pack(&file, sentinel, opts, cp_shard.map_or(1, |(_, s)| s))?],
+        Dialect::Te => match chunks(&file) {
+            // NeMo Automodel's split_batch_into_thd_chunks: one pack per row, each its own
+            // attention call with its own offsets (`cu_seqlens[i]`, `max_seqlen[i]`).
+            Some(rows) => {
+                notes.push(format!(
+                    "{rows} chunks (NeMo Automodel split_batch_into_thd_chunks): each row is its \
+                     own pack with its own offsets"
+                ));
+                (0..rows)
+                    .map(|r| {
+                        let mut p = te_pack(&file.row(r, rows)?, sentinel, opts, 1, mb)?;
+                        p.part = Some(format!("chunk {r}"));
+                        Ok(p)
+                    })
+                    .collect::<Result<Vec<_>>>()?
+            }
+            None => vec![te_pack(&file, sentinel, opts, cp_shard.map_or(1, |(_, s)| s), mb)?],
+        },
         Dialect::Dpo => {
             let chosen = hf_pack(&file, "chosen_", Some("chosen"), opts, 1)?;
             let rejected = hf_pack(&file, "rejected_", Some("rejected"), opts, 1)?;
@@ -325,6 +407,66 @@ fn masked_labels(
     Ok(Some(labels))
 }
 
+/// Labels equal to `extra` (a second ignore value) read as -100.
+fn ignore_extra(labels: Option<Vec<i64>>, extra: Option<i64>) -> Option<Vec<i64>> {
+    match (labels, extra) {
+        (Some(mut l), Some(x)) => {
+            l.iter_mut().filter(|v| **v == x).for_each(|v| *v = thd::IGNORE_INDEX);
+            Some(l)
+        }
+        (l, _) => l,
+    }
+}
+
+/// Without `labels`, AReaL's batches say what is trained with `loss_mask` alone, the targets
+/// being the next tokens (`torch.roll(input_ids, -1)` in `compute_packed_sft_loss`). Before
+/// AReaL `d58cca56f` the mask was per token and rolled by the loss (`unshifted`: `loss_mask[t]`
+/// trains token `t` as a target); from it on, it is pre-rolled per row (`shifted`: it trains
+/// the prediction at `t`). The file's metadata `loss_mask_convention` (or `--labels`) says
+/// which; without it the labels stay unknown.
+fn labels_from_loss_mask(file: &BatchFile, pack: &mut BatchData, opts: &ReadOptions) -> Result<()> {
+    let Some(mask) = opt_mask(file, "loss_mask", "input_ids", pack.input_ids.len(), false)? else {
+        return Ok(());
+    };
+    let convention = match (opts.labels, file.metadata().get("loss_mask_convention")) {
+        (Some(c), _) => c,
+        (None, Some(v)) => match v.trim() {
+            "unshifted" => LabelConvention::Unshifted,
+            "shifted" => LabelConvention::Shifted,
+            _ => {
+                return Err(Error::Value {
+                    key: "__metadata__.loss_mask_convention".into(),
+                    index: 0,
+                    value: v.clone(),
+                    expected: "unshifted or shifted",
+                });
+            }
+        },
+        (None, None) => {
+            pack.notes.push(
+                "`loss_mask` without `labels`: state its convention (metadata \
+                 loss_mask_convention, or --labels) to check the targets"
+                    .into(),
+            );
+            return Ok(());
+        }
+    };
+    let ids = &pack.input_ids;
+    let labels = (0..ids.len())
+        .map(|t| {
+            let target = match convention {
+                LabelConvention::Unshifted => Some(ids[t]),
+                LabelConvention::Shifted => ids.get(t + 1).copied(),
+            };
+            target.filter(|_| mask[t]).unwrap_or(thd::IGNORE_INDEX)
+        })
+        .collect();
+    pack.labels = Some(labels);
+    pack.convention = convention;
+    pack.keys.labels = "loss_mask (labels: the targets it trains)".into();
+    Ok(())
+}
+
 /// Offsets: shape `[N]` or `[1, N]`, validated against `tokens`; trailing sentinel entries
 /// (Automodel keeps them on the CP path) are stripped with a note.
 fn offsets(
@@ -345,6 +487,24 @@ fn offsets(
                            own file)"
                     .into(),
             });
+        }
+    }
+    // Megatron-Bridge: `-1` past the offsets, and `{key}_argmin` the index of the first one.
+    let argmin = format!("{key}_argmin");
+    if let Some(a) = scalar(file, &argmin)? {
+        let a =
+            usize::try_from(a).ok().filter(|&a| a <= values.len()).ok_or_else(|| Error::Value {
+                key: argmin.clone(),
+                index: 0,
+                value: a.to_string(),
+                expected: "an index into the offsets",
+            })?;
+        if a < values.len() {
+            notes.push(format!(
+                "`{key}`: cut at `{argmin}` = {a} ({} sentinel entries, Megatron-Bridge)",
+                values.len() - a
+            ));
+            values.truncate(a);
         }
     }
     if let Some(s) = sentinel {
@@ -368,11 +528,12 @@ fn scalar(file: &BatchFile, key: &str) -> Result<Option<i64>> {
     }
     let Ints { shape, values } = file.ints(key)?;
     match (shape.as_slice(), values.as_slice()) {
-        ([] | [1], [v]) => Ok(Some(*v)),
+        // Megatron-Bridge row-slices its batch, leaving `[1, 1]` scalars.
+        (s, [v]) if s.iter().all(|&d| d == 1) => Ok(Some(*v)),
         _ => Err(Error::Shape {
             key: key.to_owned(),
             shape,
-            expected: "a scalar ([] or [1])".into(),
+            expected: "a scalar ([], [1] or [1, 1])".into(),
         }),
     }
 }
@@ -430,7 +591,7 @@ fn hf_pack(
     let cu_key = k("cu_seq_lens_q");
     let pos_key = k("position_ids");
     let cu = if file.contains(&cu_key) {
-        offsets(file, &cu_key, tokens.saturating_mul(scale), None, &mut notes)?
+        offsets(file, &cu_key, shard_bound(tokens, scale), None, &mut notes)?
     } else if part.is_none()
         && file.contains(&pos_key)
         && first_present(file, &["cu_seqlens", "cu_seqlens_q", "seq_lens"]).is_none()
@@ -452,13 +613,13 @@ fn hf_pack(
     let cu_k_key = k("cu_seq_lens_k");
     let cu_k = if file.contains(&cu_k_key) {
         // The same reader as the q offsets: a 2-D `[B, N]` key offset is the same shape error.
-        Some(offsets(file, &cu_k_key, tokens.saturating_mul(scale), None, &mut notes)?)
+        Some(offsets(file, &cu_k_key, shard_bound(tokens, scale), None, &mut notes)?)
     } else {
         None
     };
     let padded_key = k("cu_seq_lens_q_padded");
     let cu_padded = if file.contains(&padded_key) {
-        let p = offsets(file, &padded_key, tokens.saturating_mul(scale), None, &mut notes)?;
+        let p = offsets(file, &padded_key, shard_bound(tokens, scale), None, &mut notes)?;
         padded_count(&padded_key, &p, &cu_key, &cu)?;
         Some(p)
     } else {
@@ -498,7 +659,6 @@ fn hf_pack(
         labels,
         convention: opts.labels.unwrap_or(convention),
         position_ids: opt_tokens(file, &pos_key, &ids_key, tokens)?,
-        padded_in_file: cu_padded.is_some(),
         absorbed: false,
         cu,
         cu_padded,
@@ -510,7 +670,64 @@ fn hf_pack(
         row_slots: None,
         notes,
         input_ids,
+        padding_segment_by_design: false,
     })
+}
+
+/// The rows of a chunked TE file: offsets `[C, K]` with `C > 1` beside `[C, S]` token rows.
+fn chunks(file: &BatchFile) -> Option<usize> {
+    let key = first_present(file, &["cu_seqlens", "cu_seqlens_q"])?;
+    let (offsets, ids) = (file.entry(key)?, file.entry("input_ids")?);
+    match (offsets.shape.as_slice(), ids.shape.as_slice()) {
+        ([c, _], [b, _]) if *c > 1 && c == b => Some(*c),
+        _ => None,
+    }
+}
+
+/// How far a file's offsets may reach: its tokens, or for one CP rank's shard (whose offsets
+/// may be global) anything an offset can be; the group's reassembly holds them to the tokens
+/// the ranks hold together, and reports offsets past them as lost tokens (`cp-shard`).
+fn shard_bound(tokens: usize, scale: usize) -> usize {
+    if scale > 1 { i32::MAX as usize } else { tokens }
+}
+
+/// Megatron-Bridge's packed batch (`tokens`, `loss_mask`, `cu_seqlens` ending in `-1`s cut at
+/// `cu_seqlens_argmin`, `cu_seqlens_unpadded` for the real lengths beside the padded
+/// `cu_seqlens`; `gpt_step.get_packed_seq_params`, `067f987df`): renamed to the TE names.
+/// Returns whether the file is one.
+fn megatron_bridge(
+    file: &mut BatchFile,
+    profile: Option<Profile>,
+    notes: &mut Vec<String>,
+) -> Result<bool> {
+    let stated = profile == Some(Profile::MegatronBridge);
+    let keyed = file.contains("cu_seqlens_argmin")
+        || file.contains("cu_seqlens_unpadded")
+        || (file.contains("tokens") && !file.contains("input_ids"));
+    if !(stated || keyed) {
+        return Ok(false);
+    }
+    let mut renamed = Vec::new();
+    let mut rename = |file: &mut BatchFile, from: &str, to: &str| -> Result<()> {
+        if file.contains(from) && !file.contains(to) {
+            file.rename(from, to)?;
+            renamed.push(format!("{from} → {to}"));
+        }
+        Ok(())
+    };
+    rename(file, "tokens", "input_ids")?;
+    if file.contains("cu_seqlens_unpadded") {
+        rename(file, "cu_seqlens", "cu_seqlens_padded")?;
+        rename(file, "cu_seqlens_argmin", "cu_seqlens_padded_argmin")?;
+        rename(file, "cu_seqlens_unpadded", "cu_seqlens")?;
+        rename(file, "cu_seqlens_unpadded_argmin", "cu_seqlens_argmin")?;
+    }
+    notes.push(if renamed.is_empty() {
+        "Megatron-Bridge batch".into()
+    } else {
+        format!("Megatron-Bridge batch: read {}", renamed.join(", "))
+    });
+    Ok(true)
 }
 
 /// Document offsets from position ids: a document starts at token 0, at every row start of a
@@ -536,7 +753,14 @@ fn restarts(pos: &[i64], rows: usize, tokens: usize) -> Vec<i64> {
 }
 
 /// A TE / Megatron / Automodel pack.
-fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) -> Result<BatchData> {
+/// `mb`: the file is Megatron-Bridge's (see [`megatron_bridge`]).
+fn te_pack(
+    file: &BatchFile,
+    sentinel: i64,
+    opts: &ReadOptions,
+    scale: usize,
+    mb: bool,
+) -> Result<BatchData> {
     let d = Dialect::Te;
     if !file.contains("input_ids") {
         return Err(missing(file, "input_ids", d));
@@ -549,16 +773,11 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
     let padded_key = first_present(file, &["cu_seqlens_padded", "cu_seqlens_q_padded"]);
     let (cu_name, cu, cu_padded, padded_name) = match cu_key {
         Some(key) => {
-            let cu = offsets(file, key, tokens.saturating_mul(scale), Some(sentinel), &mut notes)?;
+            let cu = offsets(file, key, shard_bound(tokens, scale), Some(sentinel), &mut notes)?;
             let padded = match padded_key {
                 Some(pk) => {
-                    let p = offsets(
-                        file,
-                        pk,
-                        tokens.saturating_mul(scale),
-                        Some(sentinel),
-                        &mut notes,
-                    )?;
+                    let p =
+                        offsets(file, pk, shard_bound(tokens, scale), Some(sentinel), &mut notes)?;
                     padded_count(pk, &p, key, &cu)?;
                     Some(p)
                 }
@@ -575,19 +794,71 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         None => return Err(missing(file, "cu_seqlens", d)),
     };
     let cu_k_key = first_present(file, &["cu_seqlens_kv"]);
-    let cu_k = match cu_k_key {
+    let mut cu_k = match cu_k_key {
         Some(key) => {
             // Global on a shard, like `cu_seqlens` (AReaL's CP split keeps both).
-            let v = offsets(file, key, tokens.saturating_mul(scale), Some(sentinel), &mut notes)?;
+            let v = offsets(file, key, shard_bound(tokens, scale), Some(sentinel), &mut notes)?;
             Some(v)
         }
         None => None,
     };
-    let (mask_key, invert) = match first_present(file, &["padding_mask", "attention_mask"]) {
+    let (mut cu, mut cu_padded) = (cu, cu_padded);
+    if mb {
+        // Megatron-Bridge #5400 pads ragged rows with zero-length repeats of the last offset.
+        let mut repeats = 0;
+        while cu.len() > 2
+            && cu[cu.len() - 1] == cu[cu.len() - 2]
+            && cu_padded.as_ref().is_none_or(|p| p[p.len() - 1] == p[p.len() - 2])
+        {
+            cu.pop();
+            if let Some(p) = cu_padded.as_mut() {
+                p.pop();
+            }
+            if let Some(k) = cu_k.as_mut().filter(|k| k.len() > cu.len()) {
+                k.pop();
+            }
+            repeats += 1;
+        }
+        if repeats > 0 {
+            notes.push(format!(
+                "`{cu_name}`: {} of the last offset dropped (Megatron-Bridge pads ragged rows so, #5400)",
+                plural(repeats, "zero-length repeat")
+            ));
+        }
+    }
+    let (mut mask_key, invert) = match first_present(file, &["padding_mask", "attention_mask"]) {
         Some("padding_mask") => (Some("padding_mask"), true),
         Some(k) => (Some(k), false),
         None => (None, false),
     };
+    // Megatron-Bridge's legacy collate_fn returns `attention_mask = [1] * batch size` (sft.py,
+    // until fb9ec5f85): unused at cp = 1, sliced along the tokens under CP (#4519).
+    if mb
+        && mask_key == Some("attention_mask")
+        && let Some(e) = file.entry("attention_mask")
+        && e.shape.len() == 1
+        && e.shape[0] == rows
+        && rows != tokens
+    {
+        let cp = file.metadata().get("cp_size").and_then(|c| c.trim().parse::<usize>().ok());
+        if cp.is_some_and(|c| c > 1) {
+            return Err(Error::Shape {
+                key: "attention_mask".into(),
+                shape: e.shape.clone(),
+                expected: format!(
+                    "one value per token ([{tokens}]): Megatron-Bridge's legacy `attention_mask` \
+                     holds one per row, and with cp_size > 1 the CP split slices it along the \
+                     tokens (#4519)"
+                ),
+            });
+        }
+        notes.push(
+            "`attention_mask` holds one value per row (Megatron-Bridge's legacy collate_fn): \
+             not a token mask, unused at cp = 1"
+                .into(),
+        );
+        mask_key = None;
+    }
     let real_mask = match mask_key {
         Some(k) => opt_mask(file, k, "input_ids", tokens, invert)?,
         None => None,
@@ -612,19 +883,21 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         position_base: opts.position_base,
         pad_token_id: opts.pad_token_id,
         rows,
-        labels: masked_labels(
-            file,
-            match labels_key {
-                Some(k) => opt_tokens(file, k, "input_ids", tokens)?,
-                None => None,
-            },
-            "input_ids",
-            tokens,
-            &mut notes,
-        )?,
+        labels: ignore_extra(
+            masked_labels(
+                file,
+                match labels_key {
+                    Some(k) => opt_tokens(file, k, "input_ids", tokens)?,
+                    None => None,
+                },
+                "input_ids",
+                tokens,
+                &mut notes,
+            )?,
+            opts.ignore_index,
+        ),
         convention: opts.labels.unwrap_or(LabelConvention::Shifted),
         position_ids: opt_tokens(file, "position_ids", "input_ids", tokens)?,
-        padded_in_file: cu_padded.is_some(),
         absorbed: false,
         cu,
         cu_padded,
@@ -639,7 +912,12 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         row_slots,
         notes,
         input_ids,
+        padding_segment_by_design: mb
+            || opts.profile.is_some_and(Profile::padding_segment_by_design),
     };
+    if pack.labels.is_none() {
+        labels_from_loss_mask(file, &mut pack, opts)?;
+    }
     unabsorb(&mut pack);
     Ok(pack)
 }
@@ -844,8 +1122,8 @@ fn dpo_concatenated(
         labels: read("concatenated_labels")?,
         convention: opts.labels.unwrap_or(LabelConvention::Unshifted),
         position_ids: read("concatenated_position_ids")?,
-        padded_in_file: false,
         absorbed: false,
+        padding_segment_by_design: false,
         cu_padded: (slots != cu).then_some(slots),
         cu,
         cu_k: None,

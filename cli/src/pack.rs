@@ -34,13 +34,14 @@ pub struct BatchData {
     pub position_base: Option<i64>,
     /// The tokenizer's pad id, when stated (`--pad-token-id`).
     pub pad_token_id: Option<i64>,
+    /// The stack puts the pack padding in a final segment on purpose (Megatron-Bridge's
+    /// collate_fn: "the last seq needs to be the max seq len"), so an unmarked all-padding
+    /// segment is noted, not flagged.
+    pub padding_segment_by_design: bool,
     /// Real offsets: `B + 1` entries from 0, non-decreasing, within `T`.
     pub cu: Vec<i64>,
     /// Storage offsets (each slot `pᵢ ≥ sᵢ` is checked, not assumed).
     pub cu_padded: Option<Vec<i64>>,
-    /// Whether the storage offsets come from the file (`false`: derived, e.g. for a DPO
-    /// concatenation or trailing-pad absorption).
-    pub padded_in_file: bool,
     /// Whether the real offsets were recovered from offsets that absorbed trailing padding
     /// (the stored offsets are then [`BatchData::cu_padded`]).
     pub absorbed: bool,
@@ -97,6 +98,7 @@ impl BatchData {
             row_slots: self.row_slots.as_deref(),
             position_base: self.position_base,
             pad_token_id: self.pad_token_id,
+            padding_segment_by_design: self.padding_segment_by_design,
             keys: Some(&self.keys),
         }
     }

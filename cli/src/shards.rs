@@ -17,6 +17,19 @@ pub struct Shard {
     pub pack: BatchData,
 }
 
+/// When the shards' (global) offsets address more tokens than the ranks hold together, what was
+/// lost: `(the global offsets, cp)`. The Python zigzag splits of TransformerEngine and bionemo
+/// floor `L / (2·cp)` and silently drop the rest of a slot that is not a multiple of `2·cp`; the
+/// `cp-shard` rule names the slot.
+pub fn lost_tokens(shards: &[Shard]) -> Option<(Vec<i64>, usize)> {
+    let first = shards.first()?;
+    let cp = first.size;
+    let held: usize = shards.iter().map(|s| s.pack.tokens()).sum();
+    let global = first.pack.storage().to_vec();
+    let last = usize::try_from(*global.last()?).ok()?;
+    (shards.len() == cp && last > held && last != first.pack.tokens()).then_some((global, cp))
+}
+
 /// Reassembles the shards of one CP group (zigzag, labels rolled before the split) into the
 /// full pack: storage offsets from the shards' offsets (local ones are multiplied by `cp`),
 /// real lengths from the padding mask (the real tokens lead each slot), labels `shifted`.
@@ -120,6 +133,7 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
         mask_is_padding: ranks[0].pack.mask_is_padding,
         position_base: ranks[0].pack.position_base,
         pad_token_id: ranks[0].pack.pad_token_id,
+        padding_segment_by_design: ranks[0].pack.padding_segment_by_design,
         rows: 1,
         input_ids,
         labels,
@@ -127,7 +141,6 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
         position_ids,
         cu: real,
         cu_padded: Some(global),
-        padded_in_file: true,
         absorbed: false,
         max_seqlen: None,
         real_mask: mask,

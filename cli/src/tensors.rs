@@ -128,6 +128,34 @@ impl BatchFile {
         Ok(())
     }
 
+    /// Row `r` of a file whose tensors are stacked `[rows, …]` (NeMo Automodel's
+    /// `split_batch_into_thd_chunks`: one independent pack per row): every tensor whose first
+    /// dimension is `rows` is cut to that row; the others are kept whole.
+    ///
+    /// # Errors
+    /// [`Error::Format`] if the row cannot be written back (it always can for a parsed file).
+    pub fn row(&self, r: usize, rows: usize) -> Result<Self> {
+        let mut parts = Vec::new();
+        for (name, e) in &self.entries {
+            let b = &self.bytes[e.bytes.clone()];
+            match e.shape.split_first() {
+                Some((&n, rest)) if n == rows && r < n => {
+                    let width = b.len() / n;
+                    parts.push((
+                        name.as_str(),
+                        e.dtype,
+                        rest.to_vec(),
+                        &b[r * width..(r + 1) * width],
+                    ));
+                }
+                _ => parts.push((name.as_str(), e.dtype, e.shape.clone(), b)),
+            }
+        }
+        let meta: Vec<(&str, &str)> =
+            self.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Self::from_bytes(write_raw(parts, &meta)?)
+    }
+
     fn get(&self, key: &str) -> Result<(&Entry, &[u8])> {
         let e = self.entries.get(key).ok_or_else(|| Error::MissingKey {
             key: key.to_owned(),

@@ -2,8 +2,8 @@
 the examples, -100 at every segment start, position ids restarting per segment, static padding
 to max_seq_length (pad id 0, label -100, outside cu_seq_lens). For DPO requests it flattens the
 chosen and rejected branches separately and concatenates them like open-instruct's
-`concatenated_inputs` (fixed, 005366f75): rejected offsets shifted by the *padded* chosen
-length."""
+`concatenated_inputs` after both fixes: rejected offsets shifted by the *padded* chosen length
+(005366f75), and the chosen padding its own segment, in no document (open-instruct PR #1900)."""
 
 import os
 import sys
@@ -41,7 +41,7 @@ def rejected_offset(chosen):
     return len(chosen["input_ids"][0])
 
 
-def collate(examples, max_seq_length, offset=rejected_offset):
+def collate(examples, max_seq_length, offset=rejected_offset, padding_segment=True):
     if "input_ids" in examples[0]:
         return flatten([e["input_ids"] for e in examples], max_seq_length)
     chosen = flatten([e["chosen_input_ids"] for e in examples], max_seq_length)
@@ -49,7 +49,10 @@ def collate(examples, max_seq_length, offset=rejected_offset):
     batch = {"chosen_" + k: v for k, v in chosen.items()}
     batch.update({"rejected_" + k: v for k, v in rejected.items()})
     shift = offset(chosen)
-    cu = chosen["cu_seq_lens_k"] + [x + shift for x in rejected["cu_seq_lens_k"][1:]]
+    real = chosen["cu_seq_lens_k"][-1]
+    # The chosen padding (real..shift) as a segment of its own, so no document holds it.
+    pad = [shift] if padding_segment and shift > real else []
+    cu = chosen["cu_seq_lens_k"] + pad + [x + shift for x in rejected["cu_seq_lens_k"][1:]]
     for key in ("input_ids", "labels", "position_ids"):
         batch["concatenated_" + key] = [chosen[key][0] + rejected[key][0]]
     batch["concatenated_cu_seq_lens_q"] = cu

@@ -310,11 +310,16 @@ def generate():
     permissive = common.permissive_stub("nemo_automodel")
     sys.modules["nemo_automodel.components.distributed.thd_utils"] = common.upstream(REPO, INITIAL, THD)
     cp_old = common.upstream(REPO, INITIAL, CP_OLD)
-    _cp_group("cp2_mask_from_ids_88bff", INITIAL, cp_old, bcp, inp_cp, ["mask"], ["pass", ["mask"]],
+    _cp_group("cp2_mask_from_ids_88bff", INITIAL, cp_old, bcp, inp_cp, ["mask", "pad-labels"],
+              ["pass", "pass"],
               "pack_dataset(cp_size=2) pads [1,0,5] and [1,8,9] to 4 each (cu_padded [0,4,8]); "
               "_shard_thd_chunk_for_te (cp_utils.py@88bff26df) zigzag-splits and recomputes padding_mask "
               "= (input_ids == 0) on the shard: rank 1 holds the real token 0 (global index 1) and marks "
-              "it padding. Rank 0 holds only BOS and CP pad tokens: its mask is right.",
+              "it padding. Rank 0 holds only BOS and CP pad tokens: its mask is right. Rank files "
+              "carry no verdict of their own (thdcheck checks them as their reassembled group). "
+              "The group violates mask, and pad-labels follows from it: the only padding marker "
+              "at 88bff26df is that mask, so the real token 0 it calls padding carries a trained "
+              "label (5) where padding must carry -100.",
               bug="Automodel #3223 class on the CP path: padding_mask from token ids after sharding",
               meta={"pad_token_id": "0"},
               notes="At 88bff26df the CP output has no cp_rank/cp_size keys: stated in metadata.")

@@ -54,7 +54,7 @@ def run(case, feats, *, expected="pass", why, notes="", bug=None, metadata=None,
             out[k] = v
     if conv:
         notes = (notes + " " if notes else "") + f"numpy arrays {conv} saved via torch.from_numpy (same dtype and values)."
-    meta = {"causal": "true", "profile": STACK}
+    meta = {"causal": "true", "profile": "transformers"}
     meta.update(metadata or {})
     args = ", ".join(f"{k}={v!r}" for k, v in kw.items())
     fn = f"DataCollatorWithFlattening({args}).__call__" + (f"(return_tensors={return_tensors!r})" if return_tensors else "")

@@ -286,6 +286,17 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                 notes.push("mock segments are not all at the end of the pack".into());
             }
             let r = view.slot(i);
+            if view.padding_segment_by_design {
+                return MOCK_MARKED
+                    .ok(format!(
+                        "{} of padding (tokens {}..{} first), by design: the stack gives the \
+                         kernels its pack padding as a final segment; excluded from useful work",
+                        plural(mocks.len(), "segment"),
+                        r.start,
+                        r.end
+                    ))
+                    .with_notes(notes);
+            }
             MOCK_MARKED
                 .violated(
                     MOCK_MARKED

@@ -111,6 +111,9 @@ pub struct LayoutView<'a> {
     /// The tokenizer's pad id, when known: without a mask, a segment made only of it with every
     /// label -100 is a mock segment (bionemo `pad_to_multiple_of`, #1561).
     pub pad_token_id: Option<i64>,
+    /// The stack puts its pack padding in a final segment on purpose (Megatron-Bridge): an
+    /// unmarked all-padding segment is then noted by `mock-marked`, not flagged.
+    pub padding_segment_by_design: bool,
     /// The file's key names; `None` for the default names.
     pub keys: Option<&'a KeyNames>,
 }
@@ -416,31 +419,56 @@ pub fn num_real_seqs(view: &LayoutView<'_>) -> Outcome {
     }
 }
 
-/// LAYOUT, `mock-nonempty`: every segment past `num_real_seqs` holds at least one token (a
-/// duplicated offset appended when nothing needed padding, AReaL #1103).
+/// LAYOUT, `mock-nonempty`: every segment past `num_real_seqs` holds at least one token, and
+/// where the stack's last segment is its padding by design (AReaL's `pad_packed_tensor_dict`)
+/// that segment is not empty: a duplicated final offset appended when nothing needed padding
+/// (AReaL #1103, `[0, 4, 7, 12, 12]`, which crashes the conv1d of linear-attention models).
+/// Zero-length sequences are otherwise legal (Automodel's tests pack `[[2, 0, 2]]`, TE pads
+/// `[0, 3, 3]`); Megatron-Bridge's ragged-row repeats are dropped by the reader.
 pub fn mock_nonempty(view: &LayoutView<'_>) -> Outcome {
     let k = view.keys();
     let b = view.segments();
-    let Some(n_real) = view.num_real_seqs.filter(|&n| n <= b) else {
-        return MOCK_NONEMPTY.skipped("");
-    };
     let (name, storage) = match view.cu_seqlens_padded {
         Some(p) => (&k.cu_seqlens_padded, p),
         None => (&k.cu_seqlens, view.cu_seqlens),
     };
+    let empty = |i: usize| storage[i + 1] == storage[i];
+    let violated = |i: usize, note: &str| {
+        MOCK_NONEMPTY.violated(
+            MOCK_NONEMPTY
+                .violation()
+                .at(Location::default().segment(i).key(name.as_str()))
+                .expected("a non-empty mock segment (or none at all)")
+                .got(format!(
+                    "a zero-length segment: {name}[{i}] = {name}[{}] = {}",
+                    i + 1,
+                    storage[i]
+                ))
+                .note(note),
+        )
+    };
+    let Some(n_real) = view.num_real_seqs.filter(|&n| n <= b) else {
+        // A stack whose last segment is its padding by design (AReaL) must not append one that
+        // is empty; elsewhere a trailing zero-length sequence is legal (TE pads `[0, 3, 3]`).
+        if view.num_real_seqs.is_none()
+            && view.padding_segment_by_design
+            && b > 1
+            && empty(b - 1)
+            && storage[b] > 0
+        {
+            return violated(
+                b - 1,
+                "the pack ends in a duplicated offset: padding appended its tail offset when \
+                 nothing needed padding (AReaL #1103)",
+            );
+        }
+        return MOCK_NONEMPTY.skipped("");
+    };
     for i in n_real..b {
-        if storage[i + 1] == storage[i] {
-            return MOCK_NONEMPTY.violated(
-                MOCK_NONEMPTY
-                    .violation()
-                    .at(Location::default().segment(i).key(name.as_str()))
-                    .expected("a non-empty mock segment (or none at all)")
-                    .got(format!(
-                        "a zero-length segment: {name}[{i}] = {name}[{}] = {}",
-                        i + 1,
-                        storage[i]
-                    ))
-                    .note("a duplicated offset appended when nothing needed padding (AReaL #1103)"),
+        if empty(i) {
+            return violated(
+                i,
+                "a duplicated offset appended when nothing needed padding (AReaL #1103)",
             );
         }
     }
@@ -524,12 +552,15 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
     };
     let mut trained = 0usize;
     let n = view.segments();
+    // Padding is not a document, even as a segment of its own (bionemo's mock, Megatron-Bridge's
+    // pack tail, whose pad id may be the EOS that a segment's last label rightly targets).
+    let mock = crate::checks::mock_segments(view);
     for i in 0..n {
         let r = view.real(i);
-        // The next document: the next segment that holds a token.
+        // The next document: the next segment that holds a real token.
         let Some((j, next)) = (i + 1..n)
             .map(|j| (j, view.real(j)))
-            .find(|(_, r)| !r.is_empty())
+            .find(|(j, r)| !r.is_empty() && !mock[*j])
             .filter(|_| !r.is_empty())
         else {
             continue;

@@ -199,10 +199,13 @@ impl PackedBatch {
     /// `separator_id` trains a separator), not a leak.
     fn check_label_boundaries(&self) -> Result<()> {
         let n = self.num_segments();
+        // Mock segments (past `num_real_seqs`) are padding, not documents.
+        let documents = self.num_real_segments().min(n);
         for segment in 0..n {
             let real = self.real_tokens(segment);
-            // The next document: the next segment that holds a token.
-            let next = (segment + 1..n).map(|j| self.real_tokens(j)).find(|r| !r.is_empty());
+            // The next document: the next real segment that holds a token.
+            let next =
+                (segment + 1..documents).map(|j| self.real_tokens(j)).find(|r| !r.is_empty());
             let Some(next) = next.filter(|_| !real.is_empty()) else { continue };
             let token = match self.label_convention {
                 LabelConvention::Unshifted if real.end == next.start => real.end,
