@@ -17,6 +17,7 @@ cargo run -p thdcheck -- selfcheck
 cargo run -p thdcheck -- selfcheck --zoo
 for seed in 1 2 3 37 129; do cargo run -q -p thdcheck -- selfcheck --seed "$seed" >/dev/null; done
 cargo run -p thdcheck -- check examples/batches/good/te_thd_cp2.safetensors --cp-size 2
+cargo run -q -p thdcheck -- check --quiet corpus/real/batches   # what the real upstream code returns
 cargo run -p thdcheck -- metrics --recipe golden/tests/recipes/qwen3_8b_sft_seq4096.toml
 cargo run -p thdcheck -- fuzz packer --cases 64 -- python3 adapters/python/examples/greedy_packer.py
 

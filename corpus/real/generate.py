@@ -43,7 +43,36 @@ def expected_toml() -> str:
     return "\n".join(lines) + "\n"
 
 
+def cases_md() -> str:
+    """CASES.md: one line per case, from the records."""
+    records = [json.loads(p.read_text()) for p in sorted(common.OUT.rglob("*.json"))]
+    groups = {str(Path(r["path"]).parent) for r in records if r["path"].endswith("cp-group")}
+    lines = [
+        "# The real-code corpus, case by case",
+        "",
+        "Written by `corpus/real/generate.py` from the records (`batches/STACK/CASE.json` holds the",
+        "exact input, the output, the stubs and the full reasoning). Rank files of a CP group are",
+        "judged as their reassembled `cp-group`.",
+        "",
+        "| case | upstream | function | expected | bug |",
+        "|---|---|---|---|---|",
+    ]
+    for r in records:
+        if str(Path(r["path"]).parent) in groups and not r["path"].endswith("cp-group"):
+            continue
+        exp = r["expected"]
+        exp = "pass" if exp == "pass" else ", ".join(exp if isinstance(exp, list) else [exp])
+        commit = r["commit"] if r["commit"].startswith("pypi:") else r["commit"][:9]
+        fn = r["function"].replace("|", "\\|")
+        lines.append(f"| `{r['path']}` | {r['repo']}@{commit} | `{fn}` | {exp} | {r.get('bug') or ''} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> None:
+    if argv == ["--index"]:
+        (common.OUT / "expected.toml").write_text(expected_toml())
+        (HERE / "CASES.md").write_text(cases_md())
+        return
     stacks = argv or STACKS
     for stack in stacks:
         if stack not in STACKS:
@@ -54,6 +83,7 @@ def main(argv: list[str]) -> None:
         module.generate()
         print(f"{stack}: {len(common.RECORDS) - before} cases")
     (common.OUT / "expected.toml").write_text(expected_toml())
+    (HERE / "CASES.md").write_text(cases_md())
     total = list(common.OUT.rglob("*.json"))
     bugs = [p for p in total if json.loads(p.read_text())["expected"] != "pass"]
     print(f"corpus: {len(total)} cases, {len(bugs)} expected to fail")
