@@ -49,6 +49,7 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         cp_size: args.cp_size.map(|c| c as usize),
         pad_to_multiple_of: args.pad_to_multiple_of.map(|m| m as usize),
         causal: args.causal,
+        masked_lm: args.mlm,
     };
     let mut expectations: Vec<Expectations> = Vec::new();
     if let Some(e) = &args.expect {

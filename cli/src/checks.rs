@@ -50,6 +50,10 @@ pub fn with_metadata(
     if let Some(v) = meta.get("causal") {
         opts.causal |= matches!(v.trim(), "1" | "true" | "True");
     }
+    // `mlm = true` (or an encoder stated `causal = false`): labels are not shifted targets.
+    let flag = |key: &str, want: &[&str]| meta.get(key).is_some_and(|v| want.contains(&v.trim()));
+    opts.masked_lm |=
+        flag("mlm", &["1", "true", "True"]) || flag("causal", &["0", "false", "False"]);
     Ok(opts)
 }
 

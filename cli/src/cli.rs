@@ -201,8 +201,12 @@ pub struct CheckArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub pad_to_multiple_of: Option<u32>,
     /// Causal attention: report useful work as the exact triangle Σ s(s+1)/2.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "mlm")]
     pub causal: bool,
+    /// Masked LM (ESM, BERT): labels are targets at their own position, never shifted across a
+    /// boundary (also metadata `mlm = true` or `causal = false`).
+    #[arg(long)]
+    pub mlm: bool,
     /// Expected verdicts (default: DIR/expected.toml for each directory argument).
     #[arg(long, value_name = "FILE")]
     pub expect: Option<PathBuf>,

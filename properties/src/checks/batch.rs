@@ -41,6 +41,9 @@ pub struct BatchOptions {
     /// Causal LM: check every valid label against the token it predicts; useful work is the
     /// exact triangle `Σ s(s+1)/2`.
     pub causal: bool,
+    /// Masked LM (ESM, BERT): each label is the target at its own position, nothing is
+    /// shifted, so no prediction can cross a boundary and `cross-doc-label` does not apply.
+    pub masked_lm: bool,
 }
 
 /// Layout facts of one pack: what the report shows above the rules.
@@ -180,7 +183,13 @@ pub fn check_batch(view: &LayoutView<'_>, opts: &BatchOptions) -> BatchReport {
         layout::num_real_seqs(view),
         layout::mock_nonempty(view),
         layout::position_ids(view),
-        layout::cross_doc_label(view),
+        if opts.masked_lm {
+            crate::checks::rules::CROSS_DOC_LABEL.skipped(
+                "masked LM: every label is the target at its own position, none crosses a boundary",
+            )
+        } else {
+            layout::cross_doc_label(view)
+        },
         pad_labels(view, &mock),
         layout::mask(view, &mock),
         layout::seq_idx(view, &mock),
