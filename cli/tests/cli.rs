@@ -328,10 +328,11 @@ fn fuzz_collator_passes_flattening_and_catches_the_dpo_offset_bug() {
         f["detail"].as_str().unwrap().contains("real chosen length 1, not the padded length 2"),
         "{f}"
     );
-    assert_eq!(
-        f["request"]["examples"],
-        serde_json::json!([{"chosen_input_ids": [1], "rejected_input_ids": [1], "index": 0}])
-    );
+    // One pair, one chosen token padded to 2 (the rejected side may keep a second token: that
+    // is what keeps the static length at 2 when the shrinker cannot move both at once).
+    let examples = f["request"]["examples"].as_array().unwrap();
+    assert_eq!(examples.len(), 1, "{f}");
+    assert_eq!(examples[0]["chosen_input_ids"], serde_json::json!([1]), "{f}");
     assert_eq!(f["request"]["max_seq_length"], 2);
 }
 

@@ -3,7 +3,8 @@ the examples, -100 at every segment start, position ids restarting per segment, 
 to max_seq_length (pad id 0, label -100, outside cu_seq_lens). For DPO requests it flattens the
 chosen and rejected branches separately and concatenates them like open-instruct's
 `concatenated_inputs` (fixed, 005366f75): rejected offsets shifted by the *padded* chosen
-length."""
+length, with the chosen padding as its own segment (open-instruct PR #1900), so that the first
+rejected example does not span it wherever the offsets are read as document lengths."""
 
 import os
 import sys
@@ -41,7 +42,7 @@ def rejected_offset(chosen):
     return len(chosen["input_ids"][0])
 
 
-def collate(examples, max_seq_length, offset=rejected_offset):
+def collate(examples, max_seq_length, offset=rejected_offset, padding_segment=True):
     if "input_ids" in examples[0]:
         return flatten([e["input_ids"] for e in examples], max_seq_length)
     chosen = flatten([e["chosen_input_ids"] for e in examples], max_seq_length)
@@ -49,7 +50,11 @@ def collate(examples, max_seq_length, offset=rejected_offset):
     batch = {"chosen_" + k: v for k, v in chosen.items()}
     batch.update({"rejected_" + k: v for k, v in rejected.items()})
     shift = offset(chosen)
-    cu = chosen["cu_seq_lens_k"] + [x + shift for x in rejected["cu_seq_lens_k"][1:]]
+    cu = list(chosen["cu_seq_lens_k"])
+    padded = len(chosen["input_ids"][0])
+    if padding_segment and cu[-1] < padded:
+        cu.append(padded)  # PR #1900: the chosen padding is a segment of its own
+    cu += [x + shift for x in rejected["cu_seq_lens_k"][1:]]
     for key in ("input_ids", "labels", "position_ids"):
         batch["concatenated_" + key] = [chosen[key][0] + rejected[key][0]]
     batch["concatenated_cu_seq_lens_q"] = cu
