@@ -125,6 +125,10 @@ pub struct FuzzArgs {
     /// Per-request timeout in milliseconds; an adapter that does not answer is a hang.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
+    /// Timeout in milliseconds of the first request after the adapter (re)starts, instead of
+    /// --timeout-ms: its start-up (`import torch`, loading a tokenizer) happens then.
+    #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub startup_timeout_ms: u64,
     /// At most this many runs to shrink a failure (a crashing adapter is restarted per run).
     #[arg(long, default_value_t = 1000)]
     pub max_shrink_runs: u32,

@@ -343,7 +343,7 @@ fn fuzz_reports_crash_hang_garbage_schema_and_adapter_errors_as_such() {
         (
             "hang",
             "import sys, time\nsys.stdin.readline()\ntime.sleep(30)",
-            &["--timeout-ms", "200"],
+            &["--timeout-ms", "200", "--startup-timeout-ms", "200"],
         ),
         ("not-json", "import sys\nfor l in sys.stdin: print('hello', flush=True)", &[]),
         (

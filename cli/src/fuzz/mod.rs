@@ -109,7 +109,11 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
 }
 
 fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
-    let mut adapter = Adapter::new(args.command.clone(), Duration::from_millis(args.timeout_ms));
+    let mut adapter = Adapter::new(
+        args.command.clone(),
+        Duration::from_millis(args.timeout_ms),
+        Duration::from_millis(args.startup_timeout_ms),
+    );
     adapter
         .ensure_started()
         .with_context(|| format!("cannot start the adapter `{}`", args.command.join(" ")))?;
@@ -178,12 +182,17 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                     ),
                     response: None,
                 }),
-                Reply::Hang { after, stderr } => Err(Failure {
+                Reply::Hang { after, startup, stderr } => Err(Failure {
                     kind: "hang",
                     checks: vec![],
                     detail: format!(
-                        "no answer within {} ms; killed{}",
+                        "no answer within {} ms{}; killed{}",
                         after.as_millis(),
+                        if startup {
+                            " (the first request after the adapter started: --startup-timeout-ms)"
+                        } else {
+                            ""
+                        },
                         tail(&stderr)
                     ),
                     response: None,
