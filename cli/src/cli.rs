@@ -97,8 +97,13 @@ pub struct MetricsArgs {
     pub json: bool,
 }
 
-const FUZZ_AFTER_HELP: &str = "Exit codes: 0 every case passed, 1 a case failed (violation, \
-crash, hang, malformed answer), 2 the adapter could not be started or a usage error.\n\
+const FUZZ_AFTER_HELP: &str = "Collators: the batch is read and checked with the options of \
+`thdcheck check` (--dialect, --map, --labels, --sentinel, --position-base, --pad-token-id, \
+--cp-size, --pad-to-multiple-of, --causal); token ids include 0 and the --pad-token-id. A \
+failure is shrunk keeping its kind and first violated check. The first request after each \
+(re)start of the adapter waits --startup-timeout-ms, later ones --timeout-ms.\n\
+Exit codes: 0 every case passed, 1 a case failed (violation, crash, hang, malformed answer), 2 \
+the adapter could not be started or a usage error.\n\
 Example: thdcheck fuzz packer -- python3 adapters/python/examples/greedy_packer.py";
 
 /// What `fuzz` drives.
@@ -138,6 +143,19 @@ pub struct FuzzArgs {
     /// Packer: also require that no two packs fit together (first-fit-like strategies).
     #[arg(long)]
     pub first_fit: bool,
+    /// Collator: masked LM. The collator may replace input ids (mask or random tokens), so
+    /// `documents` compares only the segment lengths and labels are not compared with ids.
+    #[arg(long, conflicts_with = "causal")]
+    pub mlm: bool,
+    /// Collator: it inserts this token at the start of each example (BOS); `documents` expects it.
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
+    pub add_bos: Option<i64>,
+    /// Collator: it appends this token to each example (EOS); `documents` expects it.
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
+    pub add_eos: Option<i64>,
+    // Collator: how its batch is read and checked, as `thdcheck check` reads a dumped file.
+    #[command(flatten)]
+    pub batch: BatchOpts,
     /// One JSON document on stdout instead of the text report (no progress bar).
     #[arg(long)]
     pub json: bool,
@@ -162,12 +180,10 @@ pub enum Labels {
     Shifted,
 }
 
-/// Options of `thdcheck check`.
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// Batch files or directories (searched recursively for *.safetensors).
-    #[arg(required = true, value_name = "FILE|DIR")]
-    pub paths: Vec<PathBuf>,
+/// How a batch is read and checked: shared by `check` (dumped files) and `fuzz collator`
+/// (the batches a collator returns).
+#[derive(Debug, Clone, Args)]
+pub struct BatchOpts {
     /// Read the keys in this dialect instead of detecting it.
     #[arg(long, value_enum)]
     pub dialect: Option<Dialect>,
@@ -199,6 +215,44 @@ pub struct CheckArgs {
     /// Causal attention: report useful work as the exact triangle Σ s(s+1)/2.
     #[arg(long)]
     pub causal: bool,
+}
+
+impl BatchOpts {
+    /// What the keys cannot say: dialect, renames, label convention, sentinel, position base,
+    /// pad id.
+    pub fn read_options(&self) -> thdcheck::ReadOptions {
+        thdcheck::ReadOptions {
+            dialect: self.dialect,
+            map: self.map.clone(),
+            labels: self.labels.map(|l| match l {
+                Labels::Unshifted => thd::LabelConvention::Unshifted,
+                Labels::Shifted => thd::LabelConvention::Shifted,
+            }),
+            sentinel: Some(self.sentinel),
+            position_base: self.position_base,
+            pad_token_id: self.pad_token_id,
+        }
+    }
+
+    /// The options of the batch rules: CP size, pad multiple, causal.
+    pub fn check_options(&self) -> thdcheck::CheckOptions {
+        thdcheck::CheckOptions {
+            cp_size: self.cp_size.map(|c| c as usize),
+            pad_to_multiple_of: self.pad_to_multiple_of.map(|m| m as usize),
+            causal: self.causal,
+        }
+    }
+}
+
+/// Options of `thdcheck check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Batch files or directories (searched recursively for *.safetensors).
+    #[arg(required = true, value_name = "FILE|DIR")]
+    pub paths: Vec<PathBuf>,
+    // How to read and check each batch (shared with `fuzz collator`).
+    #[command(flatten)]
+    pub batch: BatchOpts,
     /// Expected verdicts (default: DIR/expected.toml for each directory argument).
     #[arg(long, value_name = "FILE")]
     pub expect: Option<PathBuf>,

@@ -104,7 +104,19 @@ pub trait Target {
 pub fn run(args: &FuzzArgs) -> Result<u8> {
     match args.target {
         FuzzTarget::Packer => drive(&packer::PackerTarget { first_fit: args.first_fit }, args),
-        FuzzTarget::Collator => drive(&collator::CollatorTarget { mode: args.mode }, args),
+        FuzzTarget::Collator => drive(
+            &collator::CollatorTarget {
+                mode: args.mode,
+                read: args.batch.read_options(),
+                opts: args.batch.check_options(),
+                rewrites: collator::Rewrites {
+                    mlm: args.mlm,
+                    bos: args.add_bos,
+                    eos: args.add_eos,
+                },
+            },
+            args,
+        ),
     }
 }
 
