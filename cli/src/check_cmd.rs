@@ -6,11 +6,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use serde_json::json;
-use thd::LabelConvention;
 use thdcheck::expect::{Expectations, Expected, matches};
 use thdcheck::{CheckOptions, FileReport, ReadOptions, check_bytes};
 
-use crate::cli::{CheckArgs, Labels};
+use crate::cli::CheckArgs;
 
 /// What happened to one file.
 struct Outcome {
@@ -32,25 +31,8 @@ impl Outcome {
 
 /// Runs the command; returns the exit code.
 pub fn run(args: &CheckArgs) -> Result<u8> {
-    let read = ReadOptions {
-        dialect: args.dialect,
-        map: args.map.clone(),
-        labels: args.labels.map(|l| match l {
-            Labels::Unshifted => LabelConvention::Unshifted,
-            Labels::Shifted => LabelConvention::Shifted,
-        }),
-        sentinel: Some(args.sentinel),
-        position_base: args.position_base,
-        pad_token_id: args.pad_token_id,
-        ignore_index: args.ignore_index,
-        profile: args.profile,
-    };
-    let opts = CheckOptions {
-        cp_size: args.cp_size.map(|c| c as usize),
-        pad_to_multiple_of: args.pad_to_multiple_of.map(|m| m as usize),
-        causal: args.causal,
-        masked_lm: args.mlm,
-    };
+    let read = args.batch.read_options();
+    let opts = args.batch.check_options();
     let mut expectations: Vec<Expectations> = Vec::new();
     if let Some(e) = &args.expect {
         expectations.push(Expectations::load(e)?);
@@ -280,7 +262,7 @@ fn print_text(out: &mut impl Write, o: &Outcome, args: &CheckArgs) -> Result<()>
                 r.dialect.stacks()
             )?;
             let mut s = String::new();
-            r.render(&mut s, args.causal);
+            r.render(&mut s, args.batch.causal);
             write!(out, "{s}")?;
             writeln!(out, "  => {}\n", verdict_line(o))?;
         }

@@ -97,8 +97,13 @@ pub struct MetricsArgs {
     pub json: bool,
 }
 
-const FUZZ_AFTER_HELP: &str = "Exit codes: 0 every case passed, 1 a case failed (violation, \
-crash, hang, malformed answer), 2 the adapter could not be started or a usage error.\n\
+const FUZZ_AFTER_HELP: &str = "Collators: the batch is read and checked with the options of \
+`thdcheck check` (--dialect, --map, --labels, --sentinel, --position-base, --pad-token-id, \
+--cp-size, --pad-to-multiple-of, --causal); token ids include 0 and the --pad-token-id. A \
+failure is shrunk keeping its kind and first violated check. The first request after each \
+(re)start of the adapter waits --startup-timeout-ms, later ones --timeout-ms.\n\
+Exit codes: 0 every case passed, 1 a case failed (violation, crash, hang, malformed answer), 2 \
+the adapter could not be started or a usage error.\n\
 Example: thdcheck fuzz packer -- python3 adapters/python/examples/greedy_packer.py";
 
 /// What `fuzz` drives.
@@ -125,6 +130,10 @@ pub struct FuzzArgs {
     /// Per-request timeout in milliseconds; an adapter that does not answer is a hang.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
+    /// Timeout in milliseconds of the first request after the adapter (re)starts, instead of
+    /// --timeout-ms: its start-up (`import torch`, loading a tokenizer) happens then.
+    #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub startup_timeout_ms: u64,
     /// At most this many runs to shrink a failure (a crashing adapter is restarted per run).
     #[arg(long, default_value_t = 1000)]
     pub max_shrink_runs: u32,
@@ -134,6 +143,15 @@ pub struct FuzzArgs {
     /// Packer: also require that no two packs fit together (first-fit-like strategies).
     #[arg(long)]
     pub first_fit: bool,
+    /// Collator: it inserts this token at the start of each example (BOS); `documents` expects it.
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
+    pub add_bos: Option<i64>,
+    /// Collator: it appends this token to each example (EOS); `documents` expects it.
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
+    pub add_eos: Option<i64>,
+    // Collator: how its batch is read and checked, as `thdcheck check` reads a dumped file.
+    #[command(flatten)]
+    pub batch: BatchOpts,
     /// One JSON document on stdout instead of the text report (no progress bar).
     #[arg(long)]
     pub json: bool,
@@ -158,12 +176,10 @@ pub enum Labels {
     Shifted,
 }
 
-/// Options of `thdcheck check`.
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// Batch files or directories (searched recursively for *.safetensors).
-    #[arg(required = true, value_name = "FILE|DIR")]
-    pub paths: Vec<PathBuf>,
+/// How a batch is read and checked: shared by `check` (dumped files) and `fuzz collator`
+/// (the batches a collator returns).
+#[derive(Debug, Clone, Args)]
+pub struct BatchOpts {
     /// Read the keys in this dialect instead of detecting it.
     #[arg(long, value_enum)]
     pub dialect: Option<Dialect>,
@@ -204,9 +220,52 @@ pub struct CheckArgs {
     #[arg(long, conflicts_with = "mlm")]
     pub causal: bool,
     /// Masked LM (ESM, BERT): labels are targets at their own position, never shifted across a
-    /// boundary (also metadata `mlm = true` or `causal = false`).
+    /// boundary (also metadata `mlm = true` or `causal = false`). For `fuzz collator`, the
+    /// collator may also replace input ids (mask or random tokens), so `documents` compares only
+    /// the segment lengths and labels are not compared with ids.
     #[arg(long)]
     pub mlm: bool,
+}
+
+impl BatchOpts {
+    /// What the keys cannot say: dialect, renames, label convention, sentinel, position base,
+    /// pad id, second ignore value, profile.
+    pub fn read_options(&self) -> thdcheck::ReadOptions {
+        thdcheck::ReadOptions {
+            dialect: self.dialect,
+            map: self.map.clone(),
+            labels: self.labels.map(|l| match l {
+                Labels::Unshifted => thd::LabelConvention::Unshifted,
+                Labels::Shifted => thd::LabelConvention::Shifted,
+            }),
+            sentinel: Some(self.sentinel),
+            position_base: self.position_base,
+            pad_token_id: self.pad_token_id,
+            ignore_index: self.ignore_index,
+            profile: self.profile,
+        }
+    }
+
+    /// The options of the batch rules: CP size, pad multiple, causal or masked LM.
+    pub fn check_options(&self) -> thdcheck::CheckOptions {
+        thdcheck::CheckOptions {
+            cp_size: self.cp_size.map(|c| c as usize),
+            pad_to_multiple_of: self.pad_to_multiple_of.map(|m| m as usize),
+            causal: self.causal,
+            masked_lm: self.mlm,
+        }
+    }
+}
+
+/// Options of `thdcheck check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Batch files or directories (searched recursively for *.safetensors).
+    #[arg(required = true, value_name = "FILE|DIR")]
+    pub paths: Vec<PathBuf>,
+    // How to read and check each batch (shared with `fuzz collator`).
+    #[command(flatten)]
+    pub batch: BatchOpts,
     /// Expected verdicts (default: DIR/expected.toml for each directory argument).
     #[arg(long, value_name = "FILE")]
     pub expect: Option<PathBuf>,

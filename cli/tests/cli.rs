@@ -328,10 +328,11 @@ fn fuzz_collator_passes_flattening_and_catches_the_dpo_offset_bug() {
         f["detail"].as_str().unwrap().contains("real chosen length 1, not the padded length 2"),
         "{f}"
     );
-    assert_eq!(
-        f["request"]["examples"],
-        serde_json::json!([{"chosen_input_ids": [1], "rejected_input_ids": [1], "index": 0}])
-    );
+    // One pair, one chosen token padded to 2 (the rejected side may keep a second token: that
+    // is what keeps the static length at 2 when the shrinker cannot move both at once).
+    let examples = f["request"]["examples"].as_array().unwrap();
+    assert_eq!(examples.len(), 1, "{f}");
+    assert_eq!(examples[0]["chosen_input_ids"], serde_json::json!([1]), "{f}");
     assert_eq!(f["request"]["max_seq_length"], 2);
 
     // The 005366f75 layout: right shift, but rejected example 0 spans the chosen padding (#1900).
@@ -353,7 +354,7 @@ fn fuzz_reports_crash_hang_garbage_schema_and_adapter_errors_as_such() {
         (
             "hang",
             "import sys, time\nsys.stdin.readline()\ntime.sleep(30)",
-            &["--timeout-ms", "200"],
+            &["--timeout-ms", "200", "--startup-timeout-ms", "200"],
         ),
         ("not-json", "import sys\nfor l in sys.stdin: print('hello', flush=True)", &[]),
         (
@@ -382,6 +383,125 @@ fn fuzz_reports_crash_hang_garbage_schema_and_adapter_errors_as_such() {
         stderr(&o)
     );
     run_expect(&["fuzz", "packer"], 2);
+}
+
+#[test]
+fn fuzz_gives_the_first_request_the_startup_allowance() {
+    // 2 s of start-up (an `import torch` under load), then a correct packer.
+    let slow = "import time, runpy\ntime.sleep(2)\n\
+                runpy.run_path('adapters/python/examples/greedy_packer.py', run_name='__main__')";
+    let base = ["packer", "--json", "--cases", "16", "--timeout-ms", "1000"];
+    let started = std::time::Instant::now();
+    let v = fuzz_json(&[&base[..], &["--", "python3", "-c", slow]].concat(), 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let v = fuzz_json(
+        &[&base[..], &["--startup-timeout-ms", "1", "--", "python3", "-c", slow]].concat(),
+        1,
+    );
+    let f = &v["failure"];
+    assert_eq!(f["kind"], "hang", "{v}");
+    assert!(f["detail"].as_str().unwrap().contains("--startup-timeout-ms"), "{f}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+    let o = run_expect(&["fuzz", "--help"], 0);
+    assert!(stdout(&o).contains("--startup-timeout-ms"), "{}", stdout(&o));
+}
+
+#[test]
+fn fuzz_collator_draws_token_id_zero_and_catches_a_mask_built_from_ids() {
+    let bad = example_adapter("mask_from_ids_collator");
+    let v = fuzz_json(&["collator", "--json", "--cases", "64", "--", "python3", &bad], 1);
+    let f = &v["failure"];
+    assert_eq!(f["kind"], "violation", "{v}");
+    assert_eq!(f["checks"][0], "mask", "{v}");
+    let examples = f["request"]["examples"].as_array().unwrap();
+    assert!(
+        examples.iter().any(|e| e["input_ids"].as_array().unwrap().contains(&serde_json::json!(0))),
+        "the shrunk case holds a real token 0: {f}"
+    );
+    assert!(f.get("shrunk_as").is_none(), "{f}");
+}
+
+#[test]
+fn fuzz_collator_takes_the_check_options() {
+    let good = example_adapter("flatten_collator");
+    // The flattening collator pads to max_seq_length only, never to a multiple of 8.
+    let v = fuzz_json(
+        &[
+            "collator",
+            "--json",
+            "--cases",
+            "50",
+            "--pad-to-multiple-of",
+            "8",
+            "--",
+            "python3",
+            &good,
+        ],
+        1,
+    );
+    assert_eq!(v["failure"]["checks"][0], "pad-multiple", "{v}");
+    // The read options reach the reader: a forced TE dialect finds no `cu_seqlens`.
+    let o = run_expect(
+        &["fuzz", "collator", "--json", "--cases", "4", "--dialect", "te", "--", "python3", &good],
+        1,
+    );
+    assert!(stdout(&o).contains("batch-readable"), "{}", stdout(&o));
+    // A pad id makes it into the cases and the correct collator still passes.
+    let v = fuzz_json(
+        &[
+            "collator",
+            "--json",
+            "--cases",
+            "50",
+            "--pad-token-id",
+            "7",
+            "--causal",
+            "--",
+            "python3",
+            &good,
+        ],
+        0,
+    );
+    assert_eq!(v["result"], "pass", "{v}");
+    // --mlm and --causal exclude each other.
+    run_expect(&["fuzz", "collator", "--mlm", "--causal", "--", "python3", &good], 2);
+}
+
+#[test]
+fn fuzz_collator_accepts_declared_rewrites_only() {
+    let eos = example_adapter("eos_collator");
+    let v = fuzz_json(
+        &["collator", "--json", "--cases", "50", "--add-eos", "2", "--", "python3", &eos],
+        0,
+    );
+    assert_eq!(v["result"], "pass", "{v}");
+    let v = fuzz_json(&["collator", "--json", "--cases", "50", "--", "python3", &eos], 1);
+    assert_eq!(v["failure"]["checks"][0], "documents", "{v}");
+    // BOS declared but not inserted.
+    let v = fuzz_json(
+        &[
+            "collator",
+            "--json",
+            "--cases",
+            "50",
+            "--add-bos",
+            "1",
+            "--add-eos",
+            "2",
+            "--",
+            "python3",
+            &eos,
+        ],
+        1,
+    );
+    assert_eq!(v["failure"]["checks"][0], "documents", "{v}");
+    // Masked LM: ids replaced or kept, labels the originals; only the lengths are compared.
+    let mlm = example_adapter("mlm_collator");
+    let v = fuzz_json(&["collator", "--json", "--cases", "50", "--mlm", "--", "python3", &mlm], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let v = fuzz_json(&["collator", "--json", "--cases", "50", "--", "python3", &mlm], 1);
+    let first = v["failure"]["checks"][0].as_str().unwrap();
+    assert!(["documents", "cross-doc-label"].contains(&first), "{v}");
 }
 
 // ---- metrics: the golden record and the logger gate ------------------------------------------

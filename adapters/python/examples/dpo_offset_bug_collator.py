@@ -16,4 +16,7 @@ def real_chosen_length(chosen):
 
 
 if __name__ == "__main__":
-    serve_collator(lambda examples, m: collate(examples, m, offset=real_chosen_length))
+    # The pre-005366f75 code had no padding segment either.
+    serve_collator(
+        lambda examples, m: collate(examples, m, offset=real_chosen_length, padding_segment=False)
+    )

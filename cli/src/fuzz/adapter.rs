@@ -23,15 +23,21 @@ pub enum Reply {
     Hang {
         /// The timeout.
         after: Duration,
+        /// True when it was the first request after a start (the start-up allowance).
+        startup: bool,
         /// The last lines of its stderr.
         stderr: String,
     },
 }
 
 /// A running adapter, restarted on demand after a crash or a hang.
+///
+/// The first request after each start waits up to `startup_timeout` instead of `timeout`: the
+/// adapter's start-up (`import torch`, a tokenizer) happens before it reads that request.
 pub struct Adapter {
     argv: Vec<String>,
     timeout: Duration,
+    startup_timeout: Duration,
     live: Option<Live>,
     /// Processes started so far.
     pub starts: usize,
@@ -42,14 +48,17 @@ struct Live {
     stdin: ChildStdin,
     lines: Receiver<String>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// No request has been answered (or timed out) yet: the start-up allowance applies.
+    fresh: bool,
 }
 
 const STDERR_KEEP: usize = 4096;
 
 impl Adapter {
-    /// An adapter for `argv` (program and arguments); nothing is started yet.
-    pub fn new(argv: Vec<String>, timeout: Duration) -> Self {
-        Self { argv, timeout, live: None, starts: 0 }
+    /// An adapter for `argv` (program and arguments); nothing is started yet. Requests wait
+    /// `timeout`, the first one after each (re)start `startup_timeout`.
+    pub fn new(argv: Vec<String>, timeout: Duration, startup_timeout: Duration) -> Self {
+        Self { argv, timeout, startup_timeout, live: None, starts: 0 }
     }
 
     /// Starts the process if it is not running.
@@ -101,7 +110,7 @@ impl Adapter {
             }
         });
         self.starts += 1;
-        self.live = Some(Live { child, stdin, lines, stderr });
+        self.live = Some(Live { child, stdin, lines, stderr, fresh: true });
         Ok(())
     }
 
@@ -122,12 +131,14 @@ impl Adapter {
         if sent.is_err() {
             return Ok(self.crashed());
         }
-        match live.lines.recv_timeout(self.timeout) {
+        let startup = std::mem::replace(&mut live.fresh, false);
+        let after = if startup { self.startup_timeout } else { self.timeout };
+        match live.lines.recv_timeout(after) {
             Ok(l) => Ok(Reply::Line(l)),
             Err(RecvTimeoutError::Disconnected) => Ok(self.crashed()),
             Err(RecvTimeoutError::Timeout) => {
                 let stderr = self.stop();
-                Ok(Reply::Hang { after: self.timeout, stderr })
+                Ok(Reply::Hang { after, startup, stderr })
             }
         }
     }

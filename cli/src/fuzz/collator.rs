@@ -1,5 +1,6 @@
-//! Collators: the batch they return is checked like a dumped file (`thdcheck check`), and it
-//! must hold exactly the examples it was given.
+//! Collators: the batch they return is checked like a dumped file (`thdcheck check`, with the
+//! same read and check options), and it must hold exactly the examples it was given, up to the
+//! rewrites declared on the command line (`--mlm`, `--add-bos`, `--add-eos`).
 
 use properties::checks::{Outcome, check_documents, check_static_shape};
 use proptest::collection::vec;
@@ -19,6 +20,36 @@ use super::{Failure, Target, response};
 pub struct CollatorTarget {
     /// SFT or DPO requests.
     pub mode: CollatorMode,
+    /// How the returned batch is read (`thdcheck check`'s options).
+    pub read: ReadOptions,
+    /// How it is checked.
+    pub opts: CheckOptions,
+    /// What the collator may do to the examples' tokens.
+    pub rewrites: Rewrites,
+}
+
+/// Rewrites of the examples' tokens a collator declares; `documents` allows exactly these.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rewrites {
+    /// Masked LM: any input id may be replaced (mask or random token); only the segment
+    /// lengths are compared, and labels are not compared with ids.
+    pub mlm: bool,
+    /// A token inserted at the start of each example.
+    pub bos: Option<i64>,
+    /// A token appended to each example.
+    pub eos: Option<i64>,
+}
+
+impl Rewrites {
+    /// Tokens the collator adds to each example.
+    fn added(&self) -> usize {
+        usize::from(self.bos.is_some()) + usize::from(self.eos.is_some())
+    }
+
+    /// The example as the collator should put it in the pack.
+    fn apply(&self, ex: &[i64]) -> Vec<i64> {
+        self.bos.into_iter().chain(ex.iter().copied()).chain(self.eos).collect()
+    }
 }
 
 #[derive(Deserialize)]
@@ -26,8 +57,22 @@ struct CollatorResponse {
     batch: serde_json::Map<String, Value>,
 }
 
-fn tokens(max_len: usize) -> impl Strategy<Value = Vec<i64>> {
-    vec(1i64..=50_000, 1..=max_len)
+/// Token ids: mostly large, but 0 (a common pad id) and the pad id (when given) come up
+/// regularly, so a mask or a split built from token values is caught. An example is never made
+/// only of the pad id: without a mask, that is a mock segment by definition.
+fn tokens(max_len: usize, pad: Option<i64>) -> BoxedStrategy<Vec<i64>> {
+    let id = match pad {
+        Some(p) if p != 0 => prop_oneof![8 => 1i64..=50_000, 1 => Just(0i64), 1 => Just(p)].boxed(),
+        _ => prop_oneof![8 => 1i64..=50_000, 2 => Just(0i64)].boxed(),
+    };
+    vec(id, 1..=max_len)
+        .prop_map(move |mut ids| {
+            if let Some(p) = pad.filter(|&p| ids.iter().all(|&t| t == p)) {
+                ids[0] = if p == 1 { 2 } else { 1 };
+            }
+            ids
+        })
+        .boxed()
 }
 
 impl Target for CollatorTarget {
@@ -52,12 +97,15 @@ impl Target for CollatorTarget {
     /// the requests ask for static padding to a `max_seq_length` that the examples fit.
     fn strategy(&self) -> BoxedStrategy<CollatorRequest> {
         let mode = self.mode;
+        let pad = self.read.pad_token_id;
+        let added = self.rewrites.added();
         let examples = match mode {
-            CollatorMode::Sft => {
-                vec(tokens(12).prop_map(|input_ids| CollatorExample::Single { input_ids }), 1..=6)
-                    .boxed()
-            }
-            CollatorMode::Dpo => vec((tokens(8), tokens(8)), 1..=4)
+            CollatorMode::Sft => vec(
+                tokens(12, pad).prop_map(|input_ids| CollatorExample::Single { input_ids }),
+                1..=6,
+            )
+            .boxed(),
+            CollatorMode::Dpo => vec((tokens(8, pad), tokens(8, pad)), 1..=4)
                 .prop_map(|pairs| {
                     pairs
                         .into_iter()
@@ -73,7 +121,8 @@ impl Target for CollatorTarget {
         };
         (examples, prop::option::of(0u64..=6))
             .prop_map(move |(examples, extra)| {
-                let need = branch_totals(&examples).into_iter().max().unwrap_or(0) as u64;
+                // With BOS / EOS the collator's examples are longer: the static length fits them.
+                let need = branch_totals(&examples, added).into_iter().max().unwrap_or(0) as u64;
                 CollatorRequest { mode, max_seq_length: extra.map(|e| need + e), examples }
             })
             .boxed()
@@ -89,30 +138,37 @@ impl Target for CollatorTarget {
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
         let (resp, line) = response::<CollatorResponse>(send)?;
-        check(case, &resp.batch).map_err(|mut f| {
+        check(case, &resp.batch, &self.read, &self.opts, self.rewrites).map_err(|mut f| {
             f.response = Some(line);
             f
         })
     }
 }
 
-/// Tokens per branch: `[Σ]` for SFT, `[Σ chosen, Σ rejected]` for DPO.
-fn branch_totals(examples: &[CollatorExample]) -> Vec<usize> {
+/// Tokens per branch: `[Σ]` for SFT, `[Σ chosen, Σ rejected]` for DPO, with `added` tokens
+/// more per example.
+fn branch_totals(examples: &[CollatorExample], added: usize) -> Vec<usize> {
     let mut sft = 0;
     let (mut c, mut r) = (0, 0);
     for e in examples {
         match e {
-            CollatorExample::Single { input_ids } => sft += input_ids.len(),
+            CollatorExample::Single { input_ids } => sft += input_ids.len() + added,
             CollatorExample::Pair { chosen_input_ids, rejected_input_ids, .. } => {
-                c += chosen_input_ids.len();
-                r += rejected_input_ids.len();
+                c += chosen_input_ids.len() + added;
+                r += rejected_input_ids.len() + added;
             }
         }
     }
     if c + r > 0 { vec![c, r] } else { vec![sft] }
 }
 
-fn check(req: &CollatorRequest, batch: &serde_json::Map<String, Value>) -> Result<(), Failure> {
+fn check(
+    req: &CollatorRequest,
+    batch: &serde_json::Map<String, Value>,
+    read: &ReadOptions,
+    opts: &CheckOptions,
+    rewrites: Rewrites,
+) -> Result<(), Failure> {
     let unreadable = |e: thdcheck::Error| Failure {
         kind: "violation",
         checks: vec!["batch-readable".into()],
@@ -121,8 +177,10 @@ fn check(req: &CollatorRequest, batch: &serde_json::Map<String, Value>) -> Resul
     };
     let bytes = batch_to_safetensors(batch).map_err(unreadable)?;
     let file = BatchFile::from_bytes(bytes).map_err(unreadable)?;
-    let parsed = parse(file, &ReadOptions::default()).map_err(unreadable)?;
-    let report = FileReport::new(&parsed, &CheckOptions::default());
+    let parsed = parse(file, read).map_err(unreadable)?;
+    let report = FileReport::new(&parsed, opts);
+    // With --mlm the check options say masked LM: the rules themselves skip what compares a
+    // shifted label with the next document (cross-doc-label); label-targets needs --causal.
     let violated: Vec<&Outcome> = report.all_checks().filter(|c| c.is_violated()).collect();
     if !violated.is_empty() {
         return Err(Failure {
@@ -148,7 +206,7 @@ fn check(req: &CollatorRequest, batch: &serde_json::Map<String, Value>) -> Resul
                 .collect();
             let pack =
                 parsed.packs.first().ok_or_else(|| Failure::violation("documents", "no pack"))?;
-            documents(pack, &docs, req.max_seq_length, "batch")
+            documents(pack, &docs, req.max_seq_length, rewrites, "batch")
         }
         CollatorMode::Dpo => {
             if parsed.dpo.is_none() {
@@ -167,23 +225,31 @@ fn check(req: &CollatorRequest, batch: &serde_json::Map<String, Value>) -> Resul
             let (Some(c), Some(r)) = (parsed.packs.first(), parsed.packs.get(1)) else {
                 return Err(Failure::violation("documents", "no chosen / rejected packs"));
             };
-            documents(c, &chosen, req.max_seq_length, "chosen")?;
-            documents(r, &rejected, req.max_seq_length, "rejected")
+            documents(c, &chosen, req.max_seq_length, rewrites, "chosen")?;
+            documents(r, &rejected, req.max_seq_length, rewrites, "rejected")
         }
     }
 }
 
-/// The pack's real segments are exactly the examples, in order ([`check_documents`]); with a
+/// The pack's real segments are exactly the examples, in order ([`check_documents`]), with the
+/// declared BOS / EOS around each and, for MLM, only their lengths compared; with a
 /// `max_seq_length` the pack is exactly that long ([`check_static_shape`]).
 fn documents(
     pack: &BatchData,
     docs: &[&[i64]],
     max_seq_length: Option<u64>,
+    rewrites: Rewrites,
     what: &str,
 ) -> Result<(), Failure> {
-    let view = pack.view();
+    let mut view = pack.view();
     let within = |v: properties::Violation| Failure::from_violation(v.within(what));
-    check_documents(docs, &view).map_err(within)?;
+    let expected: Vec<Vec<i64>> = docs.iter().map(|d| rewrites.apply(d)).collect();
+    let expected: Vec<&[i64]> = expected.iter().map(Vec::as_slice).collect();
+    if rewrites.mlm {
+        // The ids may be masked or replaced: the segments must still have the examples' lengths.
+        view.input_ids = None;
+    }
+    check_documents(&expected, &view).map_err(within)?;
     if let Some(m) = max_seq_length {
         check_static_shape(&view, m).map_err(within)?;
     }

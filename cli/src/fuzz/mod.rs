@@ -45,12 +45,36 @@ impl Failure {
         }
     }
 
+    /// What makes two failures the same bug: the kind and the first violated check.
+    pub fn signature(&self) -> Signature {
+        Signature { kind: self.kind, check: self.checks.first().cloned() }
+    }
+
     fn violation(check: &str, detail: impl Into<String>) -> Self {
         Self {
             kind: "violation",
             checks: vec![check.to_owned()],
             detail: format!("{check}: {}", detail.into()),
             response: None,
+        }
+    }
+}
+
+/// The class of a failure: shrinking keeps it, so a bug cannot turn into another one (an offset
+/// bug into a `seq-idx` one) on the way to the minimal case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature {
+    /// The failure's kind.
+    pub kind: &'static str,
+    /// Its first violated check, for a violation.
+    pub check: Option<String>,
+}
+
+impl std::fmt::Display for Signature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.check {
+            Some(c) => write!(f, "{} {c}", self.kind),
+            None => f.write_str(self.kind),
         }
     }
 }
@@ -80,12 +104,28 @@ pub trait Target {
 pub fn run(args: &FuzzArgs) -> Result<u8> {
     match args.target {
         FuzzTarget::Packer => drive(&packer::PackerTarget { first_fit: args.first_fit }, args),
-        FuzzTarget::Collator => drive(&collator::CollatorTarget { mode: args.mode }, args),
+        FuzzTarget::Collator => drive(
+            &collator::CollatorTarget {
+                mode: args.mode,
+                read: args.batch.read_options(),
+                opts: args.batch.check_options(),
+                rewrites: collator::Rewrites {
+                    mlm: args.batch.mlm,
+                    bos: args.add_bos,
+                    eos: args.add_eos,
+                },
+            },
+            args,
+        ),
     }
 }
 
 fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
-    let mut adapter = Adapter::new(args.command.clone(), Duration::from_millis(args.timeout_ms));
+    let mut adapter = Adapter::new(
+        args.command.clone(),
+        Duration::from_millis(args.timeout_ms),
+        Duration::from_millis(args.startup_timeout_ms),
+    );
     adapter
         .ensure_started()
         .with_context(|| format!("cannot start the adapter `{}`", args.command.join(" ")))?;
@@ -122,8 +162,14 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
     };
     let passed = Cell::new(0u64);
     let shrinking = Cell::new(false);
-    // A hang costs a full timeout per run, so a hanging case is reported as found.
+    // A hang costs a full timeout per run, so a hanging case is reported as found; a hang while
+    // shrinking another failure ends the shrinking.
     let hung = Cell::new(false);
+    let stop_shrinking = Cell::new(false);
+    // The first failure's class, and the latest failure of that class: while shrinking, a run
+    // failing another way counts as a pass, so the minimal case shows the bug found.
+    let found: RefCell<Option<Failure>> = RefCell::new(None);
+    let other_classes = Cell::new(0u64);
     let exec = |case: &T::Case| -> Result<(), Failure> {
         executed.set(executed.get() + 1);
         let mut last_request = String::new();
@@ -148,12 +194,17 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                     ),
                     response: None,
                 }),
-                Reply::Hang { after, stderr } => Err(Failure {
+                Reply::Hang { after, startup, stderr } => Err(Failure {
                     kind: "hang",
                     checks: vec![],
                     detail: format!(
-                        "no answer within {} ms; killed{}",
+                        "no answer within {} ms{}; killed{}",
                         after.as_millis(),
+                        if startup {
+                            " (the first request after the adapter started: --startup-timeout-ms)"
+                        } else {
+                            ""
+                        },
                         tail(&stderr)
                     ),
                     response: None,
@@ -167,22 +218,36 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
         // Past the shrink budget (or after a hang) a run reports success without running, so
         // proptest keeps the smallest failure found so far.
         if hung.get()
+            || stop_shrinking.get()
             || (shrinking.get() && executed.get() > u64::from(args.max_shrink_runs) + passed.get())
         {
             return Ok(());
         }
-        let r = exec(&case);
-        if r.as_ref().is_err_and(|f| f.kind == "hang") {
-            hung.set(true);
-        }
+        let mut r = exec(&case);
         if shrinking.get() {
             bar.set_message(format!("shrinking ({} runs)", executed.get()));
-        } else if r.is_ok() {
-            passed.set(passed.get() + 1);
-            bar.set_position(passed.get());
-        } else {
+            if let Err(f) = &r {
+                let same = found.borrow().as_ref().is_some_and(|g| g.signature() == f.signature());
+                if f.kind == "hang" {
+                    stop_shrinking.set(true);
+                }
+                if same {
+                    *found.borrow_mut() = Some(f.clone());
+                } else {
+                    other_classes.set(other_classes.get() + 1);
+                    r = Ok(());
+                }
+            }
+        } else if let Err(f) = &r {
+            if f.kind == "hang" {
+                hung.set(true);
+            }
+            *found.borrow_mut() = Some(f.clone());
             shrinking.set(true);
             bar.set_message("failure found, shrinking");
+        } else {
+            passed.set(passed.get() + 1);
+            bar.set_position(passed.get());
         }
         r.map_err(|f| TestCaseError::fail(format!("{}: {}", f.kind, f.detail)))
     });
@@ -216,19 +281,40 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
         }
         Err(TestError::Abort(reason)) => anyhow::bail!("fuzzing aborted: {reason}"),
         Err(TestError::Fail(_, minimal)) => {
-            // Replay the minimal case once more to report it in full.
+            // Replay the minimal case once more to report it in full. It failed as `found`
+            // when shrinking; a replay that passes or fails another way is reported as such.
             let request = envelope(0, target.kind(), &target.payload(&minimal)).to_string();
-            let failure = match exec(&minimal) {
+            let found = found.borrow().clone();
+            let replayed = exec(&minimal);
+            let differs = match (&replayed, &found) {
+                (Err(f), Some(g)) => f.signature() != g.signature(),
+                (Ok(()), _) => true,
+                (Err(_), None) => false,
+            };
+            let failure = match replayed {
                 Err(f) => f,
                 Ok(()) => Failure {
                     kind: "flaky",
-                    checks: vec![],
+                    checks: found.as_ref().map(|g| g.checks.clone()).unwrap_or_default(),
                     detail:
                         "the shrunk case passed when replayed: the adapter is not deterministic"
                             .into(),
                     response: None,
                 },
             };
+            let shrunk_as = found.filter(|_| differs);
+            let note = shrunk_as.as_ref().map(|g| {
+                let now = if failure.kind == "flaky" {
+                    "replayed, it passed".to_owned()
+                } else {
+                    format!("replayed, it failed as `{}`", failure.signature())
+                };
+                format!(
+                    "while shrinking this case failed as `{}`; {now}: the adapter is not deterministic\n{}",
+                    g.signature(),
+                    g.detail
+                )
+            });
             let replay = format!("echo '{}' | {command}", request.replace('\'', "'\\''"));
             if args.json {
                 let doc = json!({
@@ -240,7 +326,15 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                         "request": serde_json::from_str::<Value>(&request).unwrap_or(Value::Null),
                         "response": failure.response, "replay": replay,
                     },
+                    "other_failures_ignored": other_classes.get(),
                 });
+                let mut doc = doc;
+                if let Some(g) = &shrunk_as {
+                    doc["failure"]["shrunk_as"] = json!({
+                        "kind": g.kind, "checks": g.checks, "detail": g.detail,
+                        "response": g.response,
+                    });
+                }
                 writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
             } else {
                 writeln!(
@@ -252,7 +346,20 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                     if hung.get() {
                         "not shrunk (every run of a hang waits the full timeout)".to_owned()
                     } else {
-                        format!("shrunk to a minimal case in {} runs", executed.get())
+                        let others = match other_classes.get() {
+                            0 => String::new(),
+                            n => format!(
+                                " ({n} run{} that failed another way counted as passing)",
+                                if n == 1 { "" } else { "s" }
+                            ),
+                        };
+                        format!(
+                            "shrunk to a minimal case in {} runs, keeping the failure `{}`{others}",
+                            executed.get(),
+                            shrunk_as
+                                .as_ref()
+                                .map_or_else(|| failure.signature(), Failure::signature)
+                        )
                     }
                 )?;
                 writeln!(
@@ -261,6 +368,9 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                     failure.kind,
                     failure.detail.replace('\n', "\n                ")
                 )?;
+                if let Some(n) = &note {
+                    writeln!(out, "  {:<14}{}", "note", n.replace('\n', "\n                "))?;
+                }
                 writeln!(out, "  {:<14}{request}", "request")?;
                 if let Some(r) = &failure.response {
                     writeln!(out, "  {:<14}{r}", "response")?;
