@@ -143,6 +143,10 @@ pub struct FuzzArgs {
     /// Packer: also require that no two packs fit together (first-fit-like strategies).
     #[arg(long)]
     pub first_fit: bool,
+    /// Collator: which requests ask for a static max_seq_length (`never` for a collator that
+    /// does not pad to one, such as transformers' DataCollatorWithFlattening).
+    #[arg(long, value_enum, default_value = "sometimes")]
+    pub static_length: crate::fuzz::StaticLength,
     /// Collator: it inserts this token at the start of each example (BOS); `documents` expects it.
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub add_bos: Option<i64>,

@@ -833,3 +833,23 @@ fn real_corpus_expected_toml_matches_its_records() {
     }
     assert_eq!(listed, toml.len(), "expected.toml lists files no record expects to fail");
 }
+
+/// `--static-length never` fits a collator that never pads to a static length (transformers'
+/// DataCollatorWithFlattening): no request carries one. By default half the requests do, and a
+/// collator that refuses them is reported.
+#[test]
+fn fuzz_static_length_never_sends_no_static_length() {
+    let script = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                  sys.path.insert(0, 'adapters/python/examples')\n\
+                  from thdcheck_adapter import serve_collator\nfrom flatten_collator import collate\n\
+                  def c(ex, m):\n    assert m is None, 'static length %r' % m\n    return collate(ex, None)\n\
+                  serve_collator(c)";
+    let base = ["collator", "--json", "--cases", "48"];
+    let v = fuzz_json(
+        &[&base[..], &["--static-length", "never", "--", "python3", "-c", script]].concat(),
+        0,
+    );
+    assert_eq!(v["result"], "pass", "{v}");
+    let v = fuzz_json(&[&base[..], &["--", "python3", "-c", script]].concat(), 1);
+    assert_eq!(v["failure"]["kind"], "adapter-error", "{v}");
+}

@@ -26,6 +26,21 @@ pub struct CollatorTarget {
     pub opts: CheckOptions,
     /// What the collator may do to the examples' tokens.
     pub rewrites: Rewrites,
+    /// Which requests ask for a static `max_seq_length`.
+    pub static_length: StaticLength,
+}
+
+/// Which requests carry a static `max_seq_length` (`--static-length`): a collator that never
+/// pads to one (transformers' `DataCollatorWithFlattening`, bionemo's) gets `never`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum StaticLength {
+    /// Half the requests, at or above what the examples need.
+    #[default]
+    Sometimes,
+    /// No request: `max_seq_length` is always null.
+    Never,
+    /// Every request.
+    Always,
 }
 
 /// Rewrites of the examples' tokens a collator declares; `documents` allows exactly these.
@@ -94,7 +109,8 @@ impl Target for CollatorTarget {
     }
 
     /// SFT: 1..=6 examples of 1..=12 tokens; DPO: 1..=4 pairs of 1..=8 tokens each side. Half
-    /// the requests ask for static padding to a `max_seq_length` that the examples fit.
+    /// the requests (`--static-length`: none, or all) ask for static padding to a
+    /// `max_seq_length` that the examples fit.
     fn strategy(&self) -> BoxedStrategy<CollatorRequest> {
         let mode = self.mode;
         let pad = self.read.pad_token_id;
@@ -119,7 +135,12 @@ impl Target for CollatorTarget {
                 })
                 .boxed(),
         };
-        (examples, prop::option::of(0u64..=6))
+        let extra = match self.static_length {
+            StaticLength::Sometimes => prop::option::of(0u64..=6).boxed(),
+            StaticLength::Never => Just(None).boxed(),
+            StaticLength::Always => (0u64..=6).prop_map(Some).boxed(),
+        };
+        (examples, extra)
             .prop_map(move |(examples, extra)| {
                 // With BOS / EOS the collator's examples are longer: the static length fits them.
                 let need = branch_totals(&examples, added).into_iter().max().unwrap_or(0) as u64;

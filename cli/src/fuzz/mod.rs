@@ -4,6 +4,7 @@
 
 mod adapter;
 mod collator;
+pub use collator::StaticLength;
 mod packer;
 
 use std::cell::{Cell, RefCell};
@@ -114,6 +115,7 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
                     bos: args.add_bos,
                     eos: args.add_eos,
                 },
+                static_length: args.static_length,
             },
             args,
         ),
