@@ -75,7 +75,7 @@ fn main() {
     let file = BatchFile::from_bytes(bytes.clone()).expect("parses");
     let parsed = parse(file.clone(), &ReadOptions::default()).expect("understood");
     let pack = &parsed.packs[0];
-    let opts = CheckOptions { cp_size: None, pad_to_multiple_of: None, causal: false };
+    let opts = CheckOptions::default();
     let report = check_pack(pack, &opts);
     assert!(report.checks.iter().all(|c| c.status != thdcheck::checks::Status::Violated));
     println!(
