@@ -134,6 +134,10 @@ pub struct FuzzArgs {
     /// --timeout-ms: its start-up (`import torch`, loading a tokenizer) happens then.
     #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub startup_timeout_ms: u64,
+    /// The longest answer line read, in bytes; a longer one is reported as `too-long` and the
+    /// adapter killed (never buffered without bound).
+    #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
+    pub max_line_bytes: u64,
     /// At most this many runs to shrink a failure (a crashing adapter is restarted per run).
     #[arg(long, default_value_t = 1000)]
     pub max_shrink_runs: u32,

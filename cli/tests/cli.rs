@@ -853,3 +853,144 @@ fn fuzz_static_length_never_sends_no_static_length() {
     let v = fuzz_json(&[&base[..], &["--", "python3", "-c", script]].concat(), 1);
     assert_eq!(v["failure"]["kind"], "adapter-error", "{v}");
 }
+
+/// Whether process `pid` is gone (or a zombie nobody waits for any more).
+fn gone(pid: u32) -> bool {
+    for _ in 0..100 {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            Ok(s) if s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')) => {
+                return true;
+            }
+            Ok(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+    false
+}
+
+/// An adapter that spawns a child (writing its pid to `pidfile`), then hangs.
+fn forking_hanger(pidfile: &Path) -> String {
+    format!(
+        "import subprocess, sys, time\np = subprocess.Popen(['sleep', '60'])\n\
+         open({:?}, 'w').write(str(p.pid))\nsys.stdin.readline()\ntime.sleep(60)",
+        pidfile.display().to_string()
+    )
+}
+
+fn read_pid(pidfile: &Path) -> u32 {
+    for _ in 0..250 {
+        if let Ok(s) = std::fs::read_to_string(pidfile)
+            && let Ok(pid) = s.trim().parse()
+        {
+            return pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("the adapter never wrote {}", pidfile.display());
+}
+
+/// A hang kills the adapter's whole process group: what it spawned does not outlive thdcheck.
+/// The hang is not replayed (it would cost a second timeout): one run in all.
+#[test]
+fn fuzz_hang_kills_what_the_adapter_spawned_and_costs_one_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("child.pid");
+    let script = forking_hanger(&pidfile);
+    let v = fuzz_json(
+        &[
+            "packer",
+            "--json",
+            "--cases",
+            "4",
+            "--timeout-ms",
+            "300",
+            "--startup-timeout-ms",
+            "300",
+            "--",
+            "python3",
+            "-c",
+            &script,
+        ],
+        1,
+    );
+    assert_eq!(v["failure"]["kind"], "hang", "{v}");
+    assert_eq!(v["runs"], 1, "a hang is run once: {v}");
+    assert!(gone(read_pid(&pidfile)), "the adapter's child survived the hang");
+}
+
+/// SIGTERM to thdcheck takes the adapter's process group with it.
+#[test]
+#[cfg(unix)]
+fn fuzz_sigterm_kills_the_adapter_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("child.pid");
+    let script = forking_hanger(&pidfile);
+    let mut thdcheck = Command::new(env!("CARGO_BIN_EXE_thdcheck"))
+        .args(["fuzz", "packer", "--quiet", "--", "python3", "-c", &script])
+        .current_dir(repo())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = read_pid(&pidfile);
+    // SAFETY: a signal to the process this test started.
+    unsafe {
+        libc::kill(thdcheck.id() as i32, libc::SIGTERM);
+    }
+    let status = thdcheck.wait().unwrap();
+    assert!(!status.success());
+    assert!(gone(child), "the adapter's child survived SIGTERM to thdcheck");
+}
+
+/// Garbage is named as what it is: an endless line is cut at --max-line-bytes (`too-long`,
+/// never buffered without bound), a non-UTF-8 line is `not-json`, a batch value of the wrong
+/// type breaks the protocol (`schema`), not an invariant.
+#[test]
+fn fuzz_names_too_long_non_utf8_and_wrong_typed_answers() {
+    let endless = "import sys\nsys.stdin.readline()\nwhile True: sys.stdout.write('x' * 65536)";
+    let v = fuzz_json(
+        &[
+            "packer",
+            "--json",
+            "--cases",
+            "2",
+            "--max-line-bytes",
+            "100000",
+            "--",
+            "python3",
+            "-c",
+            endless,
+        ],
+        1,
+    );
+    assert_eq!(v["failure"]["kind"], "too-long", "{v}");
+    let binary = "import sys\nfor l in sys.stdin: sys.stdout.buffer.write(b'\\xff\\xfe{}\\n'); sys.stdout.flush()";
+    let v = fuzz_json(&["packer", "--json", "--cases", "2", "--", "python3", "-c", binary], 1);
+    assert_eq!(v["failure"]["kind"], "not-json", "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("not UTF-8"), "{v}");
+    let typed = "import sys, json\nfor l in sys.stdin:\n    r = json.loads(l)\n    \
+                 print(json.dumps({'thdcheck': 1, 'id': r['id'], 'batch': {'input_ids': ['a']}}), flush=True)";
+    let v = fuzz_json(&["collator", "--json", "--cases", "2", "--", "python3", "-c", typed], 1);
+    assert_eq!(v["failure"]["kind"], "schema", "{v}");
+}
+
+/// An adapter that crashes on its 5th request: reported as a crash with its exit status, and
+/// the replay sends every request the crashed process had received, so it crashes again.
+#[test]
+fn fuzz_stateful_crash_is_a_crash_with_a_replay_that_reproduces_it() {
+    let script = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                  from thdcheck_adapter import serve_packer\nn = [0]\n\
+                  def p(lens, cap, seed):\n    n[0] += 1\n    \
+                  if n[0] == 5: sys.exit(7)\n    \
+                  fit = [i for i, n in enumerate(lens) if n <= cap]\n    \
+                  return [[i] for i in fit], [i for i in range(len(lens)) if i not in fit]\n\
+                  serve_packer(p)";
+    let v = fuzz_json(&["packer", "--json", "--cases", "32", "--", "python3", "-c", script], 1);
+    let f = &v["failure"];
+    assert_eq!(f["kind"], "crash", "{v}");
+    assert!(f["detail"].as_str().unwrap().contains("exit status: 7"), "{v}");
+    let replay = f["replay"].as_str().unwrap();
+    assert!(replay.contains(" < "), "{replay}");
+    let o = Command::new("sh").args(["-c", replay]).current_dir(repo()).output().unwrap();
+    assert_eq!(o.status.code(), Some(7), "the replay does not reproduce the crash: {replay}");
+}

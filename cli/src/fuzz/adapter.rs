@@ -1,17 +1,68 @@
 //! The user's adapter as a child process: one JSON line out, one JSON line back, with a
 //! timeout; a crash, a hang or garbage is an outcome, never a panic.
+//!
+//! The adapter runs in a process group of its own, and the whole group is killed when it hangs,
+//! crashes, is restarted, when thdcheck exits, and when thdcheck gets SIGTERM or SIGINT
+//! ([`install_signal_cleanup`]): nothing it spawned outlives the command. A line is read up to
+//! a stated maximum (`--max-line-bytes`), never buffered without bound.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The process group of the running adapter (0: none), for the signal handler.
+static ADAPTER_GROUP: AtomicI32 = AtomicI32::new(0);
+
+/// Kills the running adapter's process group on SIGTERM, SIGINT or SIGHUP to thdcheck, then
+/// lets the signal do what it would have done (the default action, re-raised).
+pub fn install_signal_cleanup() {
+    #[cfg(unix)]
+    {
+        extern "C" fn on_signal(sig: libc::c_int) {
+            let group = ADAPTER_GROUP.load(Ordering::SeqCst);
+            // SAFETY: kill, signal and raise are async-signal-safe.
+            unsafe {
+                if group > 0 {
+                    libc::kill(-group, libc::SIGKILL);
+                }
+                libc::signal(sig, libc::SIG_DFL);
+                libc::raise(sig);
+            }
+        }
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            // SAFETY: installs a handler that only calls async-signal-safe functions.
+            unsafe {
+                libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+            }
+        }
+    }
+}
+
+/// What the adapter's stdout gave.
+#[derive(Debug)]
+enum Out {
+    Line(String),
+    /// A line longer than the maximum: reading stopped there.
+    TooLong(usize),
+    /// A line that is not UTF-8: its first invalid byte.
+    NotUtf8(usize, String),
+}
 
 /// What a request got back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
     /// A line on stdout.
     Line(String),
+    /// Garbage instead of a line: longer than the maximum, or not UTF-8.
+    Garbage {
+        /// `too-long` or `not-json`.
+        kind: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
     /// The process exited (or closed stdout) before answering.
     Crash {
         /// Exit status, as text.
@@ -38,15 +89,22 @@ pub struct Adapter {
     argv: Vec<String>,
     timeout: Duration,
     startup_timeout: Duration,
+    max_line: usize,
     live: Option<Live>,
     /// Processes started so far.
     pub starts: usize,
+    /// The requests the running process has received, in order (at most [`HISTORY_KEEP`]):
+    /// what a replay must send to reproduce a failure that depends on earlier requests.
+    pub history: Vec<String>,
 }
+
+/// Requests kept for a replay.
+pub const HISTORY_KEEP: usize = 100_000;
 
 struct Live {
     child: Child,
     stdin: ChildStdin,
-    lines: Receiver<String>,
+    lines: Receiver<Out>,
     stderr: Arc<Mutex<Vec<u8>>>,
     /// No request has been answered (or timed out) yet: the start-up allowance applies.
     fresh: bool,
@@ -57,8 +115,21 @@ const STDERR_KEEP: usize = 4096;
 impl Adapter {
     /// An adapter for `argv` (program and arguments); nothing is started yet. Requests wait
     /// `timeout`, the first one after each (re)start `startup_timeout`.
-    pub fn new(argv: Vec<String>, timeout: Duration, startup_timeout: Duration) -> Self {
-        Self { argv, timeout, startup_timeout, live: None, starts: 0 }
+    pub fn new(
+        argv: Vec<String>,
+        timeout: Duration,
+        startup_timeout: Duration,
+        max_line: usize,
+    ) -> Self {
+        Self {
+            argv,
+            timeout,
+            startup_timeout,
+            max_line,
+            live: None,
+            starts: 0,
+            history: Vec::new(),
+        }
     }
 
     /// Starts the process if it is not running.
@@ -72,25 +143,55 @@ impl Adapter {
         let (program, args) = self.argv.split_first().ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "no adapter command given")
         })?;
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
+        let mut cmd = Command::new(program);
+        cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        #[cfg(unix)]
+        {
+            // A group of its own: killing it kills whatever the adapter spawned.
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
+        let mut child = cmd.spawn()?;
+        ADAPTER_GROUP.store(i32::try_from(child.id()).unwrap_or(0), Ordering::SeqCst);
+        self.history.clear();
         let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin pipe"))?;
         let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout pipe"))?;
         let mut err = child.stderr.take().ok_or_else(|| std::io::Error::other("no stderr pipe"))?;
         let (tx, lines) = channel();
+        let max_line = self.max_line;
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                match line {
-                    Ok(l) => {
-                        if tx.send(l).is_err() {
-                            break;
+            let mut reader = BufReader::new(stdout);
+            loop {
+                // At most max_line + 1 bytes: one more than allowed says the line is too long.
+                let mut buf = Vec::new();
+                let limit = u64::try_from(max_line).unwrap_or(u64::MAX).saturating_add(1);
+                match (&mut reader).take(limit).read_until(b'\n', &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let ended = buf.last() == Some(&b'\n');
+                if ended {
+                    buf.pop();
+                    if buf.last() == Some(&b'\r') {
+                        buf.pop();
+                    }
+                }
+                let out = if !ended && buf.len() > max_line {
+                    Out::TooLong(max_line)
+                } else {
+                    match String::from_utf8(buf) {
+                        Ok(l) => Out::Line(l),
+                        Err(e) => {
+                            let at = e.utf8_error().valid_up_to();
+                            let shown: String =
+                                String::from_utf8_lossy(e.as_bytes()).chars().take(200).collect();
+                            Out::NotUtf8(at, shown)
                         }
                     }
-                    Err(_) => break,
+                };
+                let stop = matches!(out, Out::TooLong(_));
+                if tx.send(out).is_err() || stop {
+                    break;
                 }
             }
         });
@@ -131,10 +232,30 @@ impl Adapter {
         if sent.is_err() {
             return Ok(self.crashed());
         }
+        if self.history.len() < HISTORY_KEEP {
+            self.history.push(line.to_owned());
+        }
+        let Some(live) = self.live.as_mut() else {
+            return Err(std::io::Error::other("adapter not running"));
+        };
         let startup = std::mem::replace(&mut live.fresh, false);
         let after = if startup { self.startup_timeout } else { self.timeout };
         match live.lines.recv_timeout(after) {
-            Ok(l) => Ok(Reply::Line(l)),
+            Ok(Out::Line(l)) => Ok(Reply::Line(l)),
+            Ok(Out::TooLong(max)) => {
+                self.stop();
+                Ok(Reply::Garbage {
+                    kind: "too-long",
+                    detail: format!(
+                        "an answer line longer than {max} bytes (--max-line-bytes); the adapter \
+                         was killed"
+                    ),
+                })
+            }
+            Ok(Out::NotUtf8(at, shown)) => Ok(Reply::Garbage {
+                kind: "not-json",
+                detail: format!("an answer line that is not UTF-8 (byte {at}): {shown}"),
+            }),
             Err(RecvTimeoutError::Disconnected) => Ok(self.crashed()),
             Err(RecvTimeoutError::Timeout) => {
                 let stderr = self.stop();
@@ -163,11 +284,20 @@ impl Adapter {
         Reply::Crash { status, stderr }
     }
 
-    /// Kills the process (if running) and returns the tail of its stderr.
+    /// Kills the process and its group (if running) and returns the tail of its stderr.
     pub fn stop(&mut self) -> String {
         let Some(mut live) = self.live.take() else {
             return String::new();
         };
+        #[cfg(unix)]
+        if let Ok(pid) = i32::try_from(live.child.id()) {
+            // The group: whatever the adapter spawned goes with it.
+            // SAFETY: kill with a negative pid signals that process group; no memory is touched.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+            let _ = ADAPTER_GROUP.compare_exchange(pid, 0, Ordering::SeqCst, Ordering::SeqCst);
+        }
         let _ = live.child.kill();
         let _ = live.child.wait();
         // The stderr thread ends at EOF; give it a moment to drain.

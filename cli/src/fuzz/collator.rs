@@ -196,7 +196,13 @@ fn check(
         detail: format!("`thdcheck check` cannot read the batch: {e}"),
         response: None,
     };
-    let bytes = batch_to_safetensors(batch).map_err(unreadable)?;
+    // A value that is not an integer, or rows of unequal length, breaks the protocol itself.
+    let bytes = batch_to_safetensors(batch).map_err(|e| Failure {
+        kind: "schema",
+        checks: vec![],
+        detail: format!("the answer breaks the protocol: `batch` {e}"),
+        response: None,
+    })?;
     let file = BatchFile::from_bytes(bytes).map_err(unreadable)?;
     let parsed = parse(file, read).map_err(unreadable)?;
     let report = FileReport::new(&parsed, opts);

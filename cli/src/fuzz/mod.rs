@@ -123,10 +123,12 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
 }
 
 fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
+    adapter::install_signal_cleanup();
     let mut adapter = Adapter::new(
         args.command.clone(),
         Duration::from_millis(args.timeout_ms),
         Duration::from_millis(args.startup_timeout_ms),
+        usize::try_from(args.max_line_bytes).unwrap_or(usize::MAX),
     );
     adapter
         .ensure_started()
@@ -171,6 +173,10 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
     // The first failure's class, and the latest failure of that class: while shrinking, a run
     // failing another way counts as a pass, so the minimal case shows the bug found.
     let found: RefCell<Option<Failure>> = RefCell::new(None);
+    // The requests the adapter had received when it last crashed (since its start): a crash
+    // that depends on earlier requests is replayed with all of them.
+    let crash_history: RefCell<Vec<String>> = RefCell::new(Vec::new());
+    let found_history: RefCell<Vec<String>> = RefCell::new(Vec::new());
     let other_classes = Cell::new(0u64);
     let exec = |case: &T::Case| -> Result<(), Failure> {
         executed.set(executed.get() + 1);
@@ -187,15 +193,21 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
             })?;
             match reply {
                 Reply::Line(l) => Ok(format!("{id}\n{l}")),
-                Reply::Crash { status, stderr } => Err(Failure {
-                    kind: "crash",
-                    checks: vec![],
-                    detail: format!(
-                        "the adapter exited ({status}) without answering{}",
-                        tail(&stderr)
-                    ),
-                    response: None,
-                }),
+                Reply::Garbage { kind, detail } => {
+                    Err(Failure { kind, checks: vec![], detail, response: None })
+                }
+                Reply::Crash { status, stderr } => {
+                    *crash_history.borrow_mut() = adapter.borrow().history.clone();
+                    Err(Failure {
+                        kind: "crash",
+                        checks: vec![],
+                        detail: format!(
+                            "the adapter exited ({status}) without answering{}",
+                            tail(&stderr)
+                        ),
+                        response: None,
+                    })
+                }
                 Reply::Hang { after, startup, stderr } => Err(Failure {
                     kind: "hang",
                     checks: vec![],
@@ -225,7 +237,13 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
         {
             return Ok(());
         }
+        crash_history.borrow_mut().clear();
         let mut r = exec(&case);
+        let keep_history = |f: &Failure| {
+            if f.kind == "crash" {
+                *found_history.borrow_mut() = crash_history.borrow().clone();
+            }
+        };
         if shrinking.get() {
             bar.set_message(format!("shrinking ({} runs)", executed.get()));
             if let Err(f) = &r {
@@ -234,6 +252,7 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                     stop_shrinking.set(true);
                 }
                 if same {
+                    keep_history(f);
                     *found.borrow_mut() = Some(f.clone());
                 } else {
                     other_classes.set(other_classes.get() + 1);
@@ -244,6 +263,7 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
             if f.kind == "hang" {
                 hung.set(true);
             }
+            keep_history(f);
             *found.borrow_mut() = Some(f.clone());
             shrinking.set(true);
             bar.set_message("failure found, shrinking");
@@ -287,15 +307,35 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
             // when shrinking; a replay that passes or fails another way is reported as such.
             let request = envelope(0, target.kind(), &target.payload(&minimal)).to_string();
             let found = found.borrow().clone();
-            let replayed = exec(&minimal);
+            // A hang is not replayed: it would cost another full timeout. Anything else is
+            // replayed in a fresh process, as the user's replay command will run it.
+            let replayed = match &found {
+                Some(f) if f.kind == "hang" => Err(f.clone()),
+                _ => {
+                    adapter.borrow_mut().stop();
+                    exec(&minimal)
+                }
+            };
+            // A crash that the minimal case alone does not reproduce depends on the requests
+            // before it: the replay sends every request the crashed process had received.
+            let stateful_crash =
+                found.as_ref().is_some_and(|g| g.kind == "crash") && replayed.is_ok();
+            let history_file = if stateful_crash && !found_history.borrow().is_empty() {
+                let path = std::env::temp_dir()
+                    .join(format!("thdcheck-replay-{}.jsonl", std::process::id()));
+                std::fs::write(&path, found_history.borrow().join("\n") + "\n").ok().map(|()| path)
+            } else {
+                None
+            };
             let differs = match (&replayed, &found) {
                 (Err(f), Some(g)) => f.signature() != g.signature(),
-                (Ok(()), _) => true,
+                (Ok(()), _) => !stateful_crash,
                 (Err(_), None) => false,
             };
-            let failure = match replayed {
-                Err(f) => f,
-                Ok(()) => Failure {
+            let failure = match (replayed, &found) {
+                (Err(f), _) => f,
+                (Ok(()), Some(g)) if stateful_crash => g.clone(),
+                (Ok(()), _) => Failure {
                     kind: "flaky",
                     checks: found.as_ref().map(|g| g.checks.clone()).unwrap_or_default(),
                     detail:
@@ -317,7 +357,19 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                     g.detail
                 )
             });
-            let replay = format!("echo '{}' | {command}", request.replace('\'', "'\\''"));
+            let replay = match &history_file {
+                Some(path) => format!("{command} < {}", shell_quote(&path.display().to_string())),
+                None => format!("echo '{}' | {command}", request.replace('\'', "'\\''")),
+            };
+            let note = note.or_else(|| {
+                history_file.as_ref().map(|_| {
+                    format!(
+                        "replayed alone the minimal case does not crash: the adapter crashed after \
+                         {} requests, so the replay sends them all, in order",
+                        found_history.borrow().len()
+                    )
+                })
+            });
             if args.json {
                 let doc = json!({
                     "version": 1, "target": target.kind(), "command": args.command, "result": "fail",
@@ -326,7 +378,7 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                     "failure": {
                         "kind": failure.kind, "checks": failure.checks, "detail": failure.detail,
                         "request": serde_json::from_str::<Value>(&request).unwrap_or(Value::Null),
-                        "response": failure.response, "replay": replay,
+                        "response": failure.response.as_deref().map(clip), "replay": replay,
                     },
                     "other_failures_ignored": other_classes.get(),
                 });
@@ -334,7 +386,7 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                 if let Some(g) = &shrunk_as {
                     doc["failure"]["shrunk_as"] = json!({
                         "kind": g.kind, "checks": g.checks, "detail": g.detail,
-                        "response": g.response,
+                        "response": g.response.as_deref().map(clip),
                     });
                 }
                 writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
@@ -375,12 +427,21 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                 }
                 writeln!(out, "  {:<14}{request}", "request")?;
                 if let Some(r) = &failure.response {
-                    writeln!(out, "  {:<14}{r}", "response")?;
+                    writeln!(out, "  {:<14}{}", "response", clip(r))?;
                 }
                 writeln!(out, "  {:<14}{replay}", "replay")?;
             }
             Ok(1)
         }
+    }
+}
+
+/// An answer as the report shows it: at most 4000 characters, then how long it was.
+fn clip(s: &str) -> String {
+    const KEEP: usize = 4000;
+    match s.char_indices().nth(KEEP) {
+        None => s.to_owned(),
+        Some((cut, _)) => format!("{}… ({} bytes in all)", &s[..cut], s.len()),
     }
 }
 
