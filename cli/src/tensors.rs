@@ -295,13 +295,81 @@ fn f16_to_f64(h: u16) -> f64 {
 }
 
 /// A hint for the commonest ways a file is not safetensors at all.
-fn format_hint(bytes: &[u8]) -> &'static str {
+/// The first tensor whose header entry does not fit: its bytes against its dtype and shape, or
+/// data past the end of the file. `None` when the header is not a JSON object of entries.
+fn tensor_at_fault(bytes: &[u8]) -> Option<String> {
+    let n = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(bytes.get(8..8usize.checked_add(n)?)?).ok()?;
+    let data = bytes.len() - 8 - n;
+    for (name, e) in header.iter().filter(|(k, _)| *k != "__metadata__") {
+        let dtype = e.get("dtype")?.as_str()?;
+        let width: u64 = match dtype {
+            "BOOL" | "U8" | "I8" | "F8_E5M2" | "F8_E4M3" => 1,
+            "I16" | "U16" | "F16" | "BF16" => 2,
+            "I32" | "U32" | "F32" => 4,
+            "I64" | "U64" | "F64" => 8,
+            _ => return Some(format!("tensor `{name}`: unknown dtype {dtype}")),
+        };
+        let shape: Vec<u64> =
+            e.get("shape")?.as_array()?.iter().map(|d| d.as_u64()).collect::<Option<_>>()?;
+        let offs: Vec<u64> =
+            e.get("data_offsets")?.as_array()?.iter().map(|d| d.as_u64()).collect::<Option<_>>()?;
+        let [start, end] = offs[..] else {
+            return Some(format!("tensor `{name}`: data_offsets {offs:?} are not [start, end]"));
+        };
+        let need = shape.iter().try_fold(width, |acc, &d| acc.checked_mul(d));
+        if need != end.checked_sub(start) {
+            return Some(format!(
+                "tensor `{name}`: shape {shape:?} of {dtype} needs {} bytes, its data_offsets \
+                 [{start}, {end}] hold {}",
+                need.map_or("more than 2^64".into(), |b| b.to_string()),
+                end.saturating_sub(start)
+            ));
+        }
+        if end > data as u64 {
+            return Some(format!(
+                "tensor `{name}`: data_offsets [{start}, {end}] end past the {data} data bytes of \
+                 the file (truncated?)"
+            ));
+        }
+    }
+    None
+}
+
+/// What the bytes say about a file safetensors could not parse: a torch zip, a truncated file,
+/// text, or a header-length field that does not fit the file (with both numbers).
+fn format_hint(bytes: &[u8]) -> String {
     if bytes.starts_with(b"PK\x03\x04") {
-        " (this looks like a torch.save zip archive; dump with safetensors.torch.save_file)"
-    } else if bytes.len() < 8 {
-        " (the file is shorter than the 8-byte header length: truncated?)"
+        return " (this looks like a torch.save zip archive; dump with safetensors.torch.save_file)"
+            .into();
+    }
+    let Some(len) = bytes.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+        return format!(
+            " (the file has {} bytes, fewer than the 8-byte header length: truncated?)",
+            bytes.len()
+        );
+    };
+    let header = u64::from_le_bytes(len);
+    let after = bytes.len() as u64 - 8;
+    let start: String = bytes.iter().take(16).map(|&b| b as char).collect();
+    let text = bytes.iter().take(64).all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace());
+    let what = if text {
+        format!("; the file starts with text {start:?}: not a safetensors file")
     } else {
-        ""
+        String::new()
+    };
+    if let Some(tensor) = tensor_at_fault(bytes) {
+        return format!(" ({tensor})");
+    }
+    if header > after {
+        format!(
+            " (bytes 0..8 give a header of {header} bytes, but only {after} bytes follow{what})"
+        )
+    } else if bytes.get(8) != Some(&b'{') {
+        format!(" (the {header}-byte header at byte 8 is not a JSON object{what})")
+    } else {
+        format!(" (header of {header} bytes at byte 8; {after} bytes after the length field)")
     }
 }
 

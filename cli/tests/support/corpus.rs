@@ -539,7 +539,12 @@ pub fn malformed() -> Result<Vec<Malformed>> {
     let mut case = |name, bytes, message| out.push(Malformed { name, bytes, message });
 
     case("truncated.safetensors", good[..good.len() - 7].to_vec(), "not a valid safetensors file");
-    case("empty.safetensors", Vec::new(), "shorter than the 8-byte header length");
+    case("empty.safetensors", Vec::new(), "fewer than the 8-byte header length");
+    case(
+        "text.safetensors",
+        b"input_ids,labels\n1,2\n".to_vec(),
+        "the file starts with text \"input_ids,labels",
+    );
     let mut bad_json = 12u64.to_le_bytes().to_vec();
     bad_json.extend_from_slice(b"{not json!!}");
     case("bad_header_json.safetensors", bad_json, "invalid JSON in header");
@@ -553,7 +558,11 @@ pub fn malformed() -> Result<Vec<Malformed>> {
     let mut offs = (hdr.len() as u64).to_le_bytes().to_vec();
     offs.extend_from_slice(hdr);
     offs.extend_from_slice(&[0u8; 48]);
-    case("header_offsets_mismatch.safetensors", offs, "invalid shape, data type, or offset");
+    case(
+        "header_offsets_mismatch.safetensors",
+        offs,
+        "tensor `input_ids`: shape [1, 5] of I64 needs 40 bytes, its data_offsets [0, 48] hold 48",
+    );
     case(
         "torch_save_zip.safetensors",
         b"PK\x03\x04 torch.save archive".to_vec(),
