@@ -38,6 +38,8 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         expectations.push(Expectations::load(e)?);
     }
     let mut files = Vec::new();
+    // Subdirectories that cannot be read: reported as unreadable (exit 2), the rest checked.
+    let mut unreadable_dirs = Vec::new();
     for path in &args.paths {
         let meta =
             std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -46,7 +48,7 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
             if !args.no_expect && args.expect.is_none() && e.is_file() {
                 expectations.push(Expectations::load(&e)?);
             }
-            walk(path, &mut files)?;
+            walk(path, &mut files, &mut unreadable_dirs)?;
         } else if meta.is_file() {
             files.push(path.clone());
         } else {
@@ -59,7 +61,7 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
             bail!("{} lists files that do not exist: {}", e.source.display(), missing.join(", "));
         }
     }
-    if files.is_empty() {
+    if files.is_empty() && unreadable_dirs.is_empty() {
         bail!(
             "no .safetensors files under {}",
             args.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
@@ -83,6 +85,12 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         .collect();
 
     let mut outcomes = outcomes;
+    outcomes.extend(unreadable_dirs.into_iter().map(|(path, source)| Outcome {
+        expected: Expected::Pass,
+        expect_source: None,
+        result: Err(thdcheck::Error::Io { path: path.clone(), source }),
+        path,
+    }));
     outcomes.extend(cp_groups(&outcomes, &read, &opts, &expectations));
 
     let unexpected_errors =
@@ -189,16 +197,33 @@ fn cp_groups(
 /// twice (a symlink to itself or to an ancestor, two links to one place) is walked once, and
 /// anything that is not a regular file (a FIFO, a socket, a device) is left out: opening a FIFO
 /// would block forever.
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// A subdirectory that cannot be read goes to `bad` and the walk goes on; the directory given
+/// on the command line must be readable.
+fn walk(
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    bad: &mut Vec<(PathBuf, std::io::Error)>,
+) -> Result<()> {
     let mut seen = std::collections::HashSet::new();
-    walk_into(dir, &mut seen, out)
+    walk_into(dir, &mut seen, out, bad, true)
 }
 
 fn walk_into(
     dir: &Path,
     seen: &mut std::collections::HashSet<PathBuf>,
     out: &mut Vec<PathBuf>,
+    bad: &mut Vec<(PathBuf, std::io::Error)>,
+    top: bool,
 ) -> Result<()> {
+    if !top {
+        match std::fs::read_dir(dir) {
+            Ok(_) => {}
+            Err(e) => {
+                bad.push((dir.to_path_buf(), e));
+                return Ok(());
+            }
+        }
+    }
     let real = std::fs::canonicalize(dir)
         .with_context(|| format!("cannot read directory {}", dir.display()))?;
     if !seen.insert(real) {
@@ -212,7 +237,7 @@ fn walk_into(
     for p in entries {
         // Follows symlinks; a dangling link has no metadata and is named below as a file.
         match std::fs::metadata(&p) {
-            Ok(m) if m.is_dir() => walk_into(&p, seen, out)?,
+            Ok(m) if m.is_dir() => walk_into(&p, seen, out, bad, false)?,
             Ok(m) if !m.is_file() => {}
             _ if p.extension().is_some_and(|e| e == "safetensors") => out.push(p),
             _ => {}

@@ -45,7 +45,24 @@ pub struct Expectations {
     /// The `expected.toml` read.
     pub source: PathBuf,
     base: PathBuf,
+    /// `base` resolved (absolute, symlinks followed): paths are matched on this, not on how
+    /// the command line spelled them (`dir`, `./dir`, `/abs/dir`, `dir/../dir`).
+    canonical: PathBuf,
     files: BTreeMap<String, Expected>,
+}
+
+/// `p` resolved (absolute, symlinks and `..` followed) as far as it exists, the rest joined on:
+/// a directory's `cp-group` (a name, not a file) or a path that does not exist resolves the same
+/// way however it is spelled.
+fn canonical(p: &Path) -> PathBuf {
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return c;
+    }
+    match (p.parent(), p.file_name()) {
+        (Some(dir), Some(name)) if !dir.as_os_str().is_empty() => canonical(dir).join(name),
+        (Some(_), Some(name)) => canonical(Path::new(".")).join(name),
+        _ => std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
+    }
 }
 
 impl Expectations {
@@ -87,17 +104,19 @@ impl Expectations {
             files.insert(file, e);
         }
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Ok(Self { source: path.to_owned(), base, files })
+        let canonical = canonical(if base.as_os_str().is_empty() { Path::new(".") } else { &base });
+        Ok(Self { source: path.to_owned(), base, canonical, files })
     }
 
     /// Whether `path` lies under this file's directory.
     pub fn covers(&self, path: &Path) -> bool {
-        path.starts_with(&self.base)
+        canonical(path).starts_with(&self.canonical)
     }
 
     /// The expectation for `path`: listed, or [`Expected::Pass`].
     pub fn expected(&self, path: &Path) -> Expected {
-        let rel = path.strip_prefix(&self.base).unwrap_or(path);
+        let path = canonical(path);
+        let rel = path.strip_prefix(&self.canonical).unwrap_or(&path);
         let key: Vec<String> =
             rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
         self.files.get(&key.join("/")).cloned().unwrap_or(Expected::Pass)

@@ -17,6 +17,24 @@ pub struct Shard {
     pub pack: BatchData,
 }
 
+/// Sorted numbers as ranges, at most eight of them shown: `0, 2..=5, 9` (a lone rank of a
+/// 65536-rank group is one line, not a list of 65535 numbers).
+fn ranges(v: &[usize]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &x in v {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == x => *end = x,
+            _ => runs.push((x, x)),
+        }
+    }
+    let show = |&(a, b): &(usize, usize)| if a == b { a.to_string() } else { format!("{a}..={b}") };
+    let mut out: Vec<String> = runs.iter().take(8).map(show).collect();
+    if runs.len() > 8 {
+        out.push(format!("… ({} more runs)", runs.len() - 8));
+    }
+    out.join(", ")
+}
+
 /// When the shards' (global) offsets address more tokens than the ranks hold together, what was
 /// lost: `(the global offsets, cp)`. The Python zigzag splits of TransformerEngine and bionemo
 /// floor `L / (2·cp)` and silently drop the rest of a slot that is not a multiple of `2·cp`; the
@@ -60,7 +78,11 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
         Some(r) => r,
         None => {
             let missing: Vec<usize> = (0..cp).filter(|&r| by_rank[r].is_none()).collect();
-            return Err(bad(format!("missing ranks {missing:?} of cp_size {cp}")));
+            return Err(bad(format!(
+                "missing {} of cp_size {cp}: {}",
+                if missing.len() == 1 { "rank" } else { "ranks" },
+                ranges(&missing)
+            )));
         }
     };
     let local = ranks[0].pack.tokens();
@@ -94,6 +116,29 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
         let parts: Option<Vec<Vec<i64>>> = ranks.iter().map(|s| get(&s.pack)).collect();
         parts.map(|p| zigzag_reassemble(&storage, cp, &p).map_err(&bad)).transpose()
     };
+    // A tensor some ranks have and others lack cannot be reassembled: dropping it for the whole
+    // group would miscount (a rank without `padding_mask` made every pad token real).
+    let presence: [(&str, fn(&BatchData) -> bool); 3] = [
+        ("mask", |p| p.real_mask.is_some()),
+        ("labels", |p| p.labels.is_some()),
+        ("position ids", |p| p.position_ids.is_some()),
+    ];
+    for (what, has) in presence {
+        if let Some(with) = ranks.iter().find(|s| has(&s.pack))
+            && let Some(without) = ranks.iter().find(|s| !has(&s.pack))
+        {
+            return Err(bad(format!(
+                "rank {} has {what} (`{}`), rank {} has none: the ranks must carry the same tensors",
+                with.rank,
+                match what {
+                    "mask" => with.pack.keys.mask.as_str(),
+                    "labels" => with.pack.keys.labels.as_str(),
+                    _ => with.pack.keys.position_ids.as_str(),
+                },
+                without.rank
+            )));
+        }
+    }
     let input_ids = join(&|p| Some(p.input_ids.clone()))?.unwrap_or_default();
     let labels = join(&|p| p.labels.clone())?;
     let position_ids = join(&|p| p.position_ids.clone())?;

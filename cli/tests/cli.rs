@@ -589,7 +589,50 @@ fn cp_rank_files_are_reassembled_and_an_incomplete_group_is_unreadable() {
     )
     .unwrap();
     let o = run_expect(&["check", dir.path().to_str().unwrap()], 2);
-    assert!(stderr(&o).contains("missing ranks [1] of cp_size 2"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("missing rank of cp_size 2: 1"), "{}", stderr(&o));
+
+    // A rank without the padding mask the other has: unreadable, named (the group's mask was
+    // dropped and every pad token counted as real).
+    let dir = tempfile::tempdir().unwrap();
+    let shards = repo().join("examples/batches/good/cp_shards");
+    std::fs::copy(shards.join("rank0.safetensors"), dir.path().join("rank0.safetensors")).unwrap();
+    let rank1 = thdcheck::tensors::BatchFile::read(&shards.join("rank1.safetensors")).unwrap();
+    let kept: Vec<(String, Vec<usize>, Vec<i64>)> = rank1
+        .keys()
+        .filter(|k| *k != "padding_mask")
+        .map(|k| {
+            let t = rank1.ints(k).unwrap();
+            (k.to_owned(), t.shape, t.values)
+        })
+        .collect();
+    let kept: Vec<(&str, Vec<usize>, Vec<i64>)> =
+        kept.iter().map(|(k, s, v)| (k.as_str(), s.clone(), v.clone())).collect();
+    let meta: Vec<(&str, &str)> =
+        rank1.metadata().iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    std::fs::write(dir.path().join("rank1.safetensors"), write_ints(&kept, &meta).unwrap())
+        .unwrap();
+    let o = run_expect(&["check", dir.path().to_str().unwrap()], 2);
+    assert!(
+        stderr(&o).contains("rank 0 has mask (`padding_mask`), rank 1 has none"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A lone rank of a 65536-rank group: the missing ranks are one range, not 448 KB of list.
+    let dir = tempfile::tempdir().unwrap();
+    temp_batch(
+        dir.path(),
+        "rank0.safetensors",
+        &[
+            ("input_ids", vec![4], vec![1, 2, 3, 4]),
+            ("cu_seqlens", vec![2], vec![0, 4]),
+            ("cp_rank", vec![], vec![0]),
+            ("cp_size", vec![], vec![65536]),
+        ],
+    );
+    let o = run_expect(&["check", dir.path().to_str().unwrap()], 2);
+    assert!(stderr(&o).contains("missing ranks of cp_size 65536: 1..=65535"), "{}", stderr(&o));
+    assert!(stderr(&o).len() < 2000, "{} bytes of stderr", stderr(&o).len());
 }
 
 #[test]
@@ -993,4 +1036,27 @@ fn fuzz_stateful_crash_is_a_crash_with_a_replay_that_reproduces_it() {
     assert!(replay.contains(" < "), "{replay}");
     let o = Command::new("sh").args(["-c", replay]).current_dir(repo()).output().unwrap();
     assert_eq!(o.status.code(), Some(7), "the replay does not reproduce the crash: {replay}");
+}
+
+/// `--expect` and a directory's expected.toml match files however the paths are spelled:
+/// absolute, with `./` or `..`, or from another working directory.
+#[test]
+fn expectations_match_paths_however_they_are_spelled() {
+    let abs = repo().join("examples/batches").canonicalize().unwrap();
+    let abs = abs.to_str().unwrap();
+    for args in [
+        vec!["check", "--quiet", abs],
+        vec!["check", "--quiet", "./examples/../examples/batches"],
+        vec![
+            "check",
+            "--quiet",
+            "examples/batches/bad",
+            "--expect",
+            "examples/batches/expected.toml",
+        ],
+        vec!["check", "--quiet", abs, "--expect", "./examples/batches/expected.toml"],
+    ] {
+        let o = run_expect(&args, 0);
+        assert!(stdout(&o).contains("every verdict as expected"), "{args:?}: {}", stdout(&o));
+    }
 }
