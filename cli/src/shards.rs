@@ -118,24 +118,23 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
     };
     // A tensor some ranks have and others lack cannot be reassembled: dropping it for the whole
     // group would miscount (a rank without `padding_mask` made every pad token real).
-    let presence: [(&str, fn(&BatchData) -> bool); 3] = [
-        ("mask", |p| p.real_mask.is_some()),
-        ("labels", |p| p.labels.is_some()),
-        ("position ids", |p| p.position_ids.is_some()),
-    ];
-    for (what, has) in presence {
-        if let Some(with) = ranks.iter().find(|s| has(&s.pack))
-            && let Some(without) = ranks.iter().find(|s| !has(&s.pack))
-        {
+    // (what, key, present) of each optional per-token tensor of a rank.
+    let optional = |p: &BatchData| {
+        [
+            ("mask", p.keys.mask.clone(), p.real_mask.is_some()),
+            ("labels", p.keys.labels.clone(), p.labels.is_some()),
+            ("position ids", p.keys.position_ids.clone(), p.position_ids.is_some()),
+        ]
+    };
+    for i in 0..3 {
+        let with = ranks.iter().find(|s| optional(&s.pack)[i].2);
+        let without = ranks.iter().find(|s| !optional(&s.pack)[i].2);
+        if let (Some(with), Some(without)) = (with, without) {
+            let (what, key, _) = &optional(&with.pack)[i];
             return Err(bad(format!(
-                "rank {} has {what} (`{}`), rank {} has none: the ranks must carry the same tensors",
-                with.rank,
-                match what {
-                    "mask" => with.pack.keys.mask.as_str(),
-                    "labels" => with.pack.keys.labels.as_str(),
-                    _ => with.pack.keys.position_ids.as_str(),
-                },
-                without.rank
+                "rank {} has {what} (`{key}`), rank {} has none: the ranks must carry the same \
+                 tensors",
+                with.rank, without.rank
             )));
         }
     }
