@@ -22,3 +22,24 @@ proptest! {
         run_isolation(&ThdSubject, &case, segment)?;
     }
 }
+
+/// Cases of the large tier: 6 in `cargo test` (each is an oracle call on hundreds of tokens);
+/// the long fuzz (`PROPTEST_CASES=N`) runs N / 16 of them.
+fn large_cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map_or(6, |n| (n / 16).max(6))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(large_cases()))]
+
+    /// The size tier that crosses the fast path's 128-key tiles, causal tile skipping and the
+    /// head-dim tails (up to 128, odd ones included), with GQA and CP: every real token matches
+    /// the oracle as in `attention_matches_oracle_f64`.
+    #[test]
+    fn attention_matches_oracle_f64_across_tiles(case in crate::strategies::arb_attn_case_large()) {
+        run_attention(&ThdSubject, &case)?;
+    }
+}

@@ -142,3 +142,44 @@ pub fn arb_attn_case() -> impl Strategy<Value = AttnCase> {
             },
         )
 }
+
+/// The size tier that crosses the fast path's 128-key tiles: `1..=3` segments of `0..=300`
+/// tokens (lengths at and around 128 and 256 come up often), head dims up to 128 (odd ones
+/// included: 1, 63, 65, 111, 127, 128, or any in between), MHA, GQA (groups up to 4) and MQA,
+/// causal or not, plain, padded or split over CP ∈ {2, 4}. Few cases: each costs an oracle
+/// call on hundreds of tokens.
+pub fn arb_attn_case_large() -> impl Strategy<Value = AttnCase> {
+    let len = prop_oneof![
+        3 => 0u32..=300,
+        2 => (127u32..=130),
+        2 => (255u32..=258),
+    ];
+    let head_dim = prop_oneof![
+        2 => proptest::sample::select(vec![1usize, 63, 64, 65, 111, 127, 128]),
+        1 => 1usize..=128,
+    ];
+    let mode = prop_oneof![2 => Just(0u8), 1 => Just(1u8), 1 => Just(3u8)];
+    (
+        mode,
+        prop_oneof![Just(2usize), Just(4usize)],
+        (1usize..=2, 1usize..=4, head_dim),
+        any::<bool>(),
+        0u64..1_000,
+        vec(0u32..=9, 3),
+        vec(len, 1..=3),
+    )
+        .prop_map(|(mode, cp, (kv_heads, group, head_dim), causal, seed, pad, lens)| {
+            let n = lens.len();
+            AttnCase {
+                pad: if mode == 1 { pad[..n].to_vec() } else { vec![0; n] },
+                lens_k: None,
+                cp: if mode == 3 { cp } else { 1 },
+                lens,
+                heads: kv_heads * group,
+                kv_heads,
+                head_dim,
+                causal,
+                seed,
+            }
+        })
+}

@@ -22,7 +22,7 @@ pub mod metrics;
 pub mod packer;
 pub mod sft;
 
-pub use attn::{AttnCase, arb_attn_case};
+pub use attn::{AttnCase, arb_attn_case, arb_attn_case_large};
 pub use dpo::{DpoCase, arb_dpo_case};
 pub use lens::{arb_cp, arb_cp_gt1, arb_seq_lens};
 pub use metrics::{
