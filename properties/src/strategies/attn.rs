@@ -151,8 +151,8 @@ pub fn arb_attn_case() -> impl Strategy<Value = AttnCase> {
 pub fn arb_attn_case_large() -> impl Strategy<Value = AttnCase> {
     let len = prop_oneof![
         3 => 0u32..=300,
-        2 => (127u32..=130),
-        2 => (255u32..=258),
+        2 => 127u32..=130,
+        2 => 255u32..=258,
     ];
     let head_dim = prop_oneof![
         2 => proptest::sample::select(vec![1usize, 63, 64, 65, 111, 127, 128]),
