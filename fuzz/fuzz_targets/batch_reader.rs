@@ -23,10 +23,11 @@ fuzz_target!(|data: &[u8]| {
         },
         ..ReadOptions::default()
     };
+    // `..default()`: options added later keep this target building.
     let check = CheckOptions {
         cp_size: (opts & 0x4 != 0).then_some(2),
         pad_to_multiple_of: (opts & 0x8 != 0).then_some(8),
-        causal: false,
+        ..CheckOptions::default()
     };
     if let Ok(report) = check_bytes(bytes.to_vec(), &read, &check) {
         let _ = report.violated();

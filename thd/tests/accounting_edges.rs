@@ -1,0 +1,89 @@
+//! Edges that cargo-mutants found unguarded (shard 0 of 25, `ci/mutants.sh 0`): each test pins
+//! one value that a surviving mutant changed.
+
+use thd::collate::{BshdBatch, BshdOptions, bshd_to_thd};
+use thd::cp::{CpLayout, padded_varlen_attention};
+use thd::metrics::BatchWork;
+use thd::metrics::megatron::{FlopsAccumulator, MicroBatch};
+use thd::pack::{Packer, SequentialBudget, SequentialOptions};
+use thd::{AttnOptions, AttnShape, CuSeqlens, Error, SeqLens};
+
+#[test]
+fn seq_lens_sum_squares_is_the_sum_of_squares() {
+    let lens = SeqLens::try_from(vec![3u32, 0, 2]).unwrap();
+    assert_eq!(lens.sum_squares(), 13);
+}
+
+#[test]
+fn megatron_thd_micro_batches_add_up() {
+    // Two THD micro-batches: every accumulator is their sum, not the last one's.
+    let cu = [0i64, 3, 8];
+    let mb = MicroBatch { tokens: Some((1, 8)), cu_seqlens: Some(&cu), ..Default::default() };
+    let mut acc = FlopsAccumulator::default();
+    acc.accumulate(&mb).unwrap();
+    acc.accumulate(&mb).unwrap();
+    assert_eq!((acc.seqlen_sum, acc.seqlen_sq_sum, acc.real_seqlen_sum), (16, 68, 16));
+}
+
+#[test]
+fn megatron_vision_stats_add_up() {
+    let mb = MicroBatch {
+        tokens: Some((1, 8)),
+        vision_patch_stats: Some((4, 10, 3)),
+        ..Default::default()
+    };
+    let mut acc = FlopsAccumulator::default();
+    acc.accumulate(&mb).unwrap();
+    acc.accumulate(&mb).unwrap();
+    assert_eq!(
+        (acc.vision_patch_sum, acc.vision_patch_sq_sum, acc.vision_merged_token_sum),
+        (8, 20, 6)
+    );
+}
+
+#[test]
+fn attention_mask_work_counts_the_ones() {
+    let w = BatchWork::from_attention_mask(&[vec![1, 1, 0], vec![1, 0, 0]]).unwrap();
+    assert_eq!(w.real_tokens, 3);
+    assert_eq!(w.useful.sum_squares, 4 + 1);
+}
+
+#[test]
+fn bshd_without_seq_lens_masks_every_row() {
+    // No seq_lens: the padding mask comes from the pad id, row by row.
+    let batch = BshdBatch {
+        rows: 2,
+        seq_len: 3,
+        input_ids: vec![5, 6, 0, 7, 0, 0],
+        labels: vec![-100; 6],
+        position_ids: None,
+        seq_lens: None,
+        seq_lens_padded: None,
+    };
+    let out = bshd_to_thd(&batch, &BshdOptions::default()).unwrap();
+    assert_eq!(out.padding_mask, vec![false, false, true, false, true, true]);
+}
+
+#[test]
+fn padded_attention_names_the_shape_it_expected() {
+    let real = CuSeqlens::try_from(vec![0, 1]).unwrap();
+    let padded = CuSeqlens::try_from(vec![0, 2]).unwrap();
+    let layout = CpLayout::new(&real, Some(&padded), 1).unwrap();
+    let shape = AttnShape { heads: 2, kv_heads: 1, head_dim: 3 };
+    let e = padded_varlen_attention(
+        &layout,
+        &[0.0; 5],
+        &[0.0; 6],
+        &[0.0; 6],
+        shape,
+        &AttnOptions::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { key: "q", len: 5, expected: 12, .. }), "{e:?}");
+}
+
+#[test]
+fn sequential_budget_is_named() {
+    let p = SequentialBudget::new(8, SequentialOptions::default()).unwrap();
+    assert_eq!(p.name(), "sequential_budget");
+}
