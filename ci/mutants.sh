@@ -11,4 +11,4 @@ extra=()
 if [ "${THD_MUTANTS_PROPERTIES:-0}" = 1 ]; then
   extra+=(--test-package thd --test-package properties)
 fi
-cargo mutants --package thd --shard "$k/$n" --sharding round-robin --no-shuffle "${extra[@]}"
+cargo mutants --package thd --shard "$k/$n" --sharding round-robin --no-shuffle --gitignore true "${extra[@]}"

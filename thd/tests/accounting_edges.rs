@@ -43,9 +43,10 @@ fn megatron_vision_stats_add_up() {
 
 #[test]
 fn attention_mask_work_counts_the_ones() {
-    let w = BatchWork::from_attention_mask(&[vec![1, 1, 0], vec![1, 0, 0]]).unwrap();
-    assert_eq!(w.real_tokens, 3);
-    assert_eq!(w.useful.sum_squares, 4 + 1);
+    // Not as many ones as zeros, so that counting the zeros cannot give the same numbers.
+    let w = BatchWork::from_attention_mask(&[vec![1, 1, 1, 0], vec![1, 1, 0, 0]]).unwrap();
+    assert_eq!(w.real_tokens, 5);
+    assert_eq!(w.useful.sum_squares, 9 + 4);
 }
 
 #[test]
