@@ -340,6 +340,26 @@ mod tests {
     use super::sealed::Sealed;
     use super::*;
 
+    /// The bounds check the SIMD kernels rely on sees the last column panel of `b`: two panels
+    /// of stride 4 need `b` to reach index 4 + nr, one element short panics.
+    #[test]
+    #[should_panic(expected = "b out of bounds")]
+    fn panels_check_covers_the_last_panel_of_b() {
+        let a = [0.0f64; MR * 2];
+        let b = [0.0f64; 4 + 2 - 1];
+        let p = sealed::Panels {
+            depth: 1,
+            a: &a,
+            a_rs: 2,
+            b: &b,
+            b_rs: 1,
+            b_ps: 4,
+            n_panels: 2,
+            alpha: None,
+        };
+        p.check(2, MR * 4, 4);
+    }
+
     /// Relative error in ulps of `got` against the correctly rounded-ish `want`.
     fn ulps(got: f64, want: f64, eps: f64) -> f64 {
         if want == 0.0 {

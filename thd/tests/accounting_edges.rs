@@ -4,7 +4,7 @@
 use thd::collate::{BshdBatch, BshdOptions, bshd_to_thd};
 use thd::cp::{CpLayout, padded_varlen_attention};
 use thd::metrics::BatchWork;
-use thd::metrics::megatron::{FlopsAccumulator, MicroBatch};
+use thd::metrics::megatron::{FlopsAccumulator, MicroBatch, resolve_global_stats};
 use thd::pack::{Packer, SequentialBudget, SequentialOptions};
 use thd::{AttnOptions, AttnShape, CuSeqlens, Error, SeqLens};
 
@@ -47,6 +47,7 @@ fn attention_mask_work_counts_the_ones() {
     let w = BatchWork::from_attention_mask(&[vec![1, 1, 1, 0], vec![1, 1, 0, 0]]).unwrap();
     assert_eq!(w.real_tokens, 5);
     assert_eq!(w.useful.sum_squares, 9 + 4);
+    assert_eq!(w.valid_labels, 2 + 1); // one fewer than the real tokens of each row
 }
 
 #[test]
@@ -87,4 +88,17 @@ fn padded_attention_names_the_shape_it_expected() {
 fn sequential_budget_is_named() {
     let p = SequentialBudget::new(8, SequentialOptions::default()).unwrap();
     assert_eq!(p.name(), "sequential_budget");
+}
+
+#[test]
+fn megatron_scales_the_local_stats_unless_they_need_the_reduce() {
+    // Dense stats (no global reduce needed) are the local ones times DP, even when the ranks'
+    // accumulators are at hand; only THD stats are summed over the ranks.
+    let local = FlopsAccumulator { seqlen_sum: 10, seqlen_sq_sum: 100, ..Default::default() };
+    let other = FlopsAccumulator { seqlen_sum: 7, seqlen_sq_sum: 49, ..Default::default() };
+    let (stats, _) = resolve_global_stats(&local, 2, Some(&[local, other])).unwrap();
+    assert_eq!(stats.map(|s| (s.seqlen_sum, s.seqlen_squared_sum)), Some((20, 200)));
+    let thd = FlopsAccumulator { requires_global_reduce: true, ..local };
+    let (stats, _) = resolve_global_stats(&thd, 2, Some(&[thd, other])).unwrap();
+    assert_eq!(stats.map(|s| (s.seqlen_sum, s.seqlen_squared_sum)), Some((17, 149)));
 }
