@@ -102,3 +102,19 @@ fn megatron_scales_the_local_stats_unless_they_need_the_reduce() {
     let (stats, _) = resolve_global_stats(&thd, 2, Some(&[thd, other])).unwrap();
     assert_eq!(stats.map(|s| (s.seqlen_sum, s.seqlen_squared_sum)), Some((17, 149)));
 }
+
+#[test]
+fn bshd_of_empty_rows_is_empty_not_a_panic() {
+    // seq_len 0: no row to mask (chunks of 0 would panic).
+    let batch = BshdBatch {
+        rows: 2,
+        seq_len: 0,
+        input_ids: vec![],
+        labels: vec![],
+        position_ids: None,
+        seq_lens: None,
+        seq_lens_padded: None,
+    };
+    let out = bshd_to_thd(&batch, &BshdOptions::default()).unwrap();
+    assert!(out.padding_mask.is_empty() && out.input_ids.is_empty());
+}
