@@ -118,3 +118,13 @@ fn bshd_of_empty_rows_is_empty_not_a_panic() {
     let out = bshd_to_thd(&batch, &BshdOptions::default()).unwrap();
     assert!(out.padding_mask.is_empty() && out.input_ids.is_empty());
 }
+
+#[test]
+fn megatron_argmin_may_be_the_length_but_not_past_it() {
+    use thd::metrics::megatron::real_subseq_lengths;
+    // argmin = len: no sentinel, every offset kept.
+    let lens = real_subseq_lengths(Some(&[0, 3, 8]), Some(3), None, None).unwrap().unwrap();
+    assert_eq!(lens.as_slice(), &[3, 5]);
+    let e = real_subseq_lengths(Some(&[0, 3, 8]), Some(4), None, None).unwrap_err();
+    assert!(matches!(e, Error::ArgminOutOfRange { argmin: 4, len: 3, .. }), "{e:?}");
+}
