@@ -1,7 +1,7 @@
 //! Edges that cargo-mutants found unguarded (shard 0 of 25, `ci/mutants.sh 0`): each test pins
 //! one value that a surviving mutant changed.
 
-use thd::collate::{BshdBatch, BshdOptions, bshd_to_thd};
+use thd::collate::{BshdBatch, BshdOptions, bshd_to_thd, split_into_thd_chunks};
 use thd::cp::{CpLayout, padded_varlen_attention};
 use thd::metrics::BatchWork;
 use thd::metrics::megatron::{FlopsAccumulator, MicroBatch, resolve_global_stats};
@@ -127,4 +127,26 @@ fn megatron_argmin_may_be_the_length_but_not_past_it() {
     assert_eq!(lens.as_slice(), &[3, 5]);
     let e = real_subseq_lengths(Some(&[0, 3, 8]), Some(4), None, None).unwrap_err();
     assert!(matches!(e, Error::ArgminOutOfRange { argmin: 4, len: 3, .. }), "{e:?}");
+}
+
+/// A pad id inside a row's content is named at its index in the whole `[B, S]` batch, also when
+/// the batch is split into chunks.
+#[test]
+fn bshd_pad_id_in_content_is_named_at_its_batch_index() {
+    let batch = BshdBatch {
+        rows: 2,
+        seq_len: 3,
+        input_ids: vec![5, 6, 7, 8, 0, 9],
+        labels: vec![-100; 6],
+        position_ids: None,
+        seq_lens: None,
+        seq_lens_padded: None,
+    };
+    let opts = BshdOptions::default();
+    let at = |e: Error| match e {
+        Error::PadIdInContent { index, .. } => index,
+        e => panic!("{e:?}"),
+    };
+    assert_eq!(at(bshd_to_thd(&batch, &opts).unwrap_err()), 4);
+    assert_eq!(at(split_into_thd_chunks(&batch, 2, &opts).unwrap_err()), 4);
 }
