@@ -5,7 +5,7 @@ use thd::collate::{BshdBatch, BshdOptions, bshd_to_thd, split_into_thd_chunks};
 use thd::cp::{CpLayout, padded_varlen_attention};
 use thd::metrics::BatchWork;
 use thd::metrics::megatron::{FlopsAccumulator, MicroBatch, resolve_global_stats};
-use thd::pack::{Packer, SequentialBudget, SequentialOptions};
+use thd::pack::{BestFit, BinPackingOptions, Example, Packer, SequentialBudget, SequentialOptions};
 use thd::{AttnOptions, AttnShape, CuSeqlens, Error, SeqLens};
 
 #[test]
@@ -85,9 +85,26 @@ fn padded_attention_names_the_shape_it_expected() {
 }
 
 #[test]
-fn sequential_budget_is_named() {
+fn sequential_budget_is_named_and_knows_its_capacity() {
     let p = SequentialBudget::new(8, SequentialOptions::default()).unwrap();
-    assert_eq!(p.name(), "sequential_budget");
+    assert_eq!((p.name(), p.capacity()), ("sequential_budget", 8));
+}
+
+#[test]
+fn offline_bin_packer_counts_what_it_holds() {
+    // Packing the whole epoch at its end: pushed examples wait, and say how many they are.
+    let mut p = BestFit::new(8, BinPackingOptions::default()).unwrap();
+    assert_eq!(p.pending(), 0);
+    assert!(p.push(&[Example::single(0, 3), Example::single(1, 4)]).unwrap().is_empty());
+    assert_eq!(p.pending(), 2);
+}
+
+#[test]
+fn megatron_config_seq_len_zero_uses_the_tensors_length() {
+    let mb = MicroBatch { tokens: Some((1, 8)), config_seq_len: Some(0), ..Default::default() };
+    let mut acc = FlopsAccumulator::default();
+    acc.accumulate(&mb).unwrap();
+    assert_eq!((acc.seqlen_sum, acc.seqlen_sq_sum), (8, 64));
 }
 
 #[test]
@@ -98,9 +115,16 @@ fn megatron_scales_the_local_stats_unless_they_need_the_reduce() {
     let other = FlopsAccumulator { seqlen_sum: 7, seqlen_sq_sum: 49, ..Default::default() };
     let (stats, _) = resolve_global_stats(&local, 2, Some(&[local, other])).unwrap();
     assert_eq!(stats.map(|s| (s.seqlen_sum, s.seqlen_squared_sum)), Some((20, 200)));
-    let thd = FlopsAccumulator { requires_global_reduce: true, ..local };
-    let (stats, _) = resolve_global_stats(&thd, 2, Some(&[thd, other])).unwrap();
+    let thd = FlopsAccumulator {
+        requires_global_reduce: true,
+        real_seqlen_sum: 9,
+        vision_patches: 3,
+        ..local
+    };
+    let other = FlopsAccumulator { real_seqlen_sum: 2, vision_patches: 1, ..other };
+    let (stats, sum) = resolve_global_stats(&thd, 2, Some(&[thd, other])).unwrap();
     assert_eq!(stats.map(|s| (s.seqlen_sum, s.seqlen_squared_sum)), Some((17, 149)));
+    assert_eq!((sum.real_seqlen_sum, sum.vision_patches), (11, 4));
 }
 
 #[test]
