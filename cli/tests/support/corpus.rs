@@ -290,7 +290,7 @@ pub fn examples() -> Result<Vec<ExampleBatch>> {
         };
         push(
             path,
-            "AReaL before #1223: labels rolled on each rank's shard after the split, so a chunk's last token targets the rank's other chunk",
+            "labels rolled on each rank's shard after the split (the bug class of CP-local losses; AReaL itself rolls before the split, d58cca56f), so a chunk's last token targets the rank's other chunk",
             &[][..],
             shard(rank, properties::zoo::shift_after_split(&cp2, &layout, rank)?)?,
         );
