@@ -138,6 +138,11 @@ pub struct FuzzArgs {
     /// adapter killed (never buffered without bound).
     #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
     pub max_line_bytes: u64,
+    /// A failure class that counts as passing (`violation dpo-offsets`, a check id such as
+    /// `dpo-offsets`, or a kind such as `crash`), so that the next class is shrunk. Repeatable.
+    /// A failing run lists every other class it met ("also failing").
+    #[arg(long, value_name = "CLASS")]
+    pub ignore: Vec<String>,
     /// At most this many runs to shrink a failure (a crashing adapter is restarted per run).
     #[arg(long, default_value_t = 1000)]
     pub max_shrink_runs: u32,

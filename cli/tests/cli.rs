@@ -1060,3 +1060,24 @@ fn expectations_match_paths_however_they_are_spelled() {
         assert!(stdout(&o).contains("every verdict as expected"), "{args:?}: {}", stdout(&o));
     }
 }
+
+/// Every distinct failing class is reported; `--ignore` the first and the next one is shrunk on
+/// its own. The planted mask-from-ids collator does not pad, so with `--pad-to-multiple-of 8` it
+/// breaks two rules: `mask` (on a token 0) and `pad-multiple`.
+#[test]
+fn fuzz_reports_every_failing_class_and_ignore_shrinks_the_next() {
+    let bad = example_adapter("mask_from_ids_collator");
+    let base = ["collator", "--json", "--cases", "64", "--pad-to-multiple-of", "8"];
+    let v = fuzz_json(&[&base[..], &["--", "python3", &bad]].concat(), 1);
+    let first = v["failure"]["checks"][0].as_str().unwrap().to_owned();
+    let also: Vec<String> = v["also_failing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["class"].as_str().unwrap().to_owned())
+        .collect();
+    let other = if first == "mask" { "pad-multiple" } else { "mask" };
+    assert!(also.contains(&format!("violation {other}")), "{v}");
+    let v = fuzz_json(&[&base[..], &["--ignore", &first, "--", "python3", &bad]].concat(), 1);
+    assert_eq!(v["failure"]["checks"], serde_json::json!([other]), "{v}");
+}

@@ -145,8 +145,32 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
         max_shrink_time: 120_000,
         ..Config::default()
     };
+    let scan_config = config.clone();
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
+    // `--ignore CLASS`: an ignored check is dropped from a violation (which passes when none is
+    // left), an ignored kind passes, so the next class is shrunk.
+    let is_ignored = |kind: &str, check: Option<&str>| {
+        args.ignore
+            .iter()
+            .any(|c| *c == kind || check.is_some_and(|k| *c == k || *c == format!("{kind} {k}")))
+    };
+    let unignored = |mut f: Failure| -> Option<Failure> {
+        if f.checks.is_empty() {
+            return (!is_ignored(f.kind, None)).then_some(f);
+        }
+        f.checks.retain(|k| !is_ignored(f.kind, Some(k)));
+        // The detail has a line per violated check, `check: …`: keep the kept checks' lines.
+        let kept: Vec<&str> = f
+            .detail
+            .lines()
+            .filter(|l| l.split_once(':').is_none_or(|(k, _)| !is_ignored(f.kind, Some(k))))
+            .collect();
+        if !kept.is_empty() {
+            f.detail = kept.join("\n");
+        }
+        (!f.checks.is_empty()).then_some(f)
+    };
     let bar = if args.json || args.quiet {
         ProgressBar::hidden()
     } else {
@@ -238,7 +262,7 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
             return Ok(());
         }
         crash_history.borrow_mut().clear();
-        let mut r = exec(&case);
+        let mut r = exec(&case).or_else(|f| unignored(f).map_or(Ok(()), Err));
         let keep_history = |f: &Failure| {
             if f.kind == "crash" {
                 *found_history.borrow_mut() = crash_history.borrow().clone();
@@ -313,7 +337,7 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                 Some(f) if f.kind == "hang" => Err(f.clone()),
                 _ => {
                     adapter.borrow_mut().stop();
-                    exec(&minimal)
+                    exec(&minimal).or_else(|f| unignored(f).map_or(Ok(()), Err))
                 }
             };
             // A crash that the minimal case alone does not reproduce depends on the requests
@@ -357,6 +381,44 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                     g.detail
                 )
             });
+            // Every other class of failure: one more pass over fresh cases, unshrunk, so that
+            // each distinct failing rule is reported; `--ignore` the first to shrink the next.
+            let mut also: std::collections::BTreeMap<String, (u64, String)> = Default::default();
+            if !hung.get() {
+                let mut scan = TestRunner::new_with_rng(
+                    scan_config.clone(),
+                    TestRng::from_seed(RngAlgorithm::ChaCha, &{
+                        let mut b = seed_bytes;
+                        b[8] = 1;
+                        b
+                    }),
+                );
+                let strategy = target.strategy();
+                let first = failure.signature();
+                for _ in 0..args.cases.min(256) {
+                    let Ok(tree) = proptest::strategy::Strategy::new_tree(&strategy, &mut scan)
+                    else {
+                        break;
+                    };
+                    let Err(f) = exec(&proptest::strategy::ValueTree::current(&tree)) else {
+                        continue;
+                    };
+                    let Some(f) = unignored(f) else { continue };
+                    if f.kind == "hang" {
+                        break;
+                    }
+                    // Every violated check is a class of its own.
+                    let classes: Vec<String> = if f.checks.is_empty() {
+                        vec![f.signature().to_string()]
+                    } else {
+                        f.checks.iter().map(|k| format!("{} {k}", f.kind)).collect()
+                    };
+                    for class in classes.into_iter().filter(|c| *c != first.to_string()) {
+                        let e = also.entry(class).or_insert((0, f.detail.clone()));
+                        e.0 += 1;
+                    }
+                }
+            }
             let replay = match &history_file {
                 Some(path) => format!("{command} < {}", shell_quote(&path.display().to_string())),
                 None => format!("echo '{}' | {command}", request.replace('\'', "'\\''")),
@@ -381,6 +443,9 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                         "response": failure.response.as_deref().map(clip), "replay": replay,
                     },
                     "other_failures_ignored": other_classes.get(),
+                    "also_failing": also.iter().map(|(class, (n, detail))| json!({
+                        "class": class, "cases": n, "detail": clip(detail),
+                    })).collect::<Vec<_>>(),
                 });
                 let mut doc = doc;
                 if let Some(g) = &shrunk_as {
@@ -430,6 +495,16 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                     writeln!(out, "  {:<14}{}", "response", clip(r))?;
                 }
                 writeln!(out, "  {:<14}{replay}", "replay")?;
+                for (class, (n, detail)) in &also {
+                    writeln!(
+                        out,
+                        "  {:<14}`{class}` in {n} of {} more cases (shrink it with --ignore '{}'): {}",
+                        "also failing",
+                        args.cases.min(256),
+                        failure.signature(),
+                        clip(detail).lines().next().unwrap_or_default()
+                    )?;
+                }
             }
             Ok(1)
         }
