@@ -156,6 +156,10 @@ pub struct FuzzArgs {
     /// does not pad to one, such as transformers' DataCollatorWithFlattening).
     #[arg(long, value_enum, default_value = "sometimes")]
     pub static_length: crate::fuzz::StaticLength,
+    /// Collator: one request in four has a max_seq_length below what its examples need; the
+    /// collator must keep the longest prefix of examples that fits (`documents` expects it).
+    #[arg(long)]
+    pub over_budget: bool,
     /// Collator: it inserts this token at the start of each example (BOS); `documents` expects it.
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub add_bos: Option<i64>,

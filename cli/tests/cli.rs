@@ -1081,3 +1081,37 @@ fn fuzz_reports_every_failing_class_and_ignore_shrinks_the_next() {
     let v = fuzz_json(&[&base[..], &["--ignore", &first, "--", "python3", &bad]].concat(), 1);
     assert_eq!(v["failure"]["checks"], serde_json::json!([other]), "{v}");
 }
+
+/// `--over-budget`: some requests need more than their `max_seq_length`; a collator that keeps
+/// the longest prefix that fits passes, one that packs everything is caught.
+#[test]
+fn fuzz_over_budget_requests_run_the_budget_filter() {
+    let good = example_adapter("flatten_collator");
+    for mode in ["sft", "dpo"] {
+        let v = fuzz_json(
+            &[
+                "collator",
+                "--over-budget",
+                "--mode",
+                mode,
+                "--json",
+                "--cases",
+                "64",
+                "--",
+                "python3",
+                &good,
+            ],
+            0,
+        );
+        assert_eq!(v["result"], "pass", "{mode}: {v}");
+    }
+    let greedy = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                  sys.path.insert(0, 'adapters/python/examples')\n\
+                  from thdcheck_adapter import serve_collator\nimport flatten_collator as f\n\
+                  f.within_budget = lambda ex, m: ex\nserve_collator(f.collate)";
+    let v = fuzz_json(
+        &["collator", "--over-budget", "--json", "--cases", "64", "--", "python3", "-c", greedy],
+        1,
+    );
+    assert_eq!(v["failure"]["kind"], "violation", "{v}");
+}

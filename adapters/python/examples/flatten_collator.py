@@ -41,7 +41,23 @@ def rejected_offset(chosen):
     return len(chosen["input_ids"][0])
 
 
+def within_budget(examples, max_seq_length):
+    """The longest prefix of examples that fits max_seq_length (on both branches for DPO), as
+    open-instruct's count_features_within_token_budget keeps it."""
+    if max_seq_length is None:
+        return examples
+    keys = ["input_ids"] if "input_ids" in examples[0] else ["chosen_input_ids", "rejected_input_ids"]
+    totals = {k: 0 for k in keys}
+    for n, e in enumerate(examples):
+        for k in keys:
+            totals[k] += len(e[k])
+        if any(t > max_seq_length for t in totals.values()):
+            return examples[:n]
+    return examples
+
+
 def collate(examples, max_seq_length, offset=rejected_offset, padding_segment=True):
+    examples = within_budget(examples, max_seq_length)
     if "input_ids" in examples[0]:
         return flatten([e["input_ids"] for e in examples], max_seq_length)
     chosen = flatten([e["chosen_input_ids"] for e in examples], max_seq_length)

@@ -28,6 +28,9 @@ pub struct CollatorTarget {
     pub rewrites: Rewrites,
     /// Which requests ask for a static `max_seq_length`.
     pub static_length: StaticLength,
+    /// Some requests' `max_seq_length` is below what the examples need: the collator keeps the
+    /// longest prefix of examples that fits (open-instruct's `count_features_within_token_budget`).
+    pub over_budget: bool,
 }
 
 /// Which requests carry a static `max_seq_length` (`--static-length`): a collator that never
@@ -140,11 +143,23 @@ impl Target for CollatorTarget {
             StaticLength::Never => Just(None).boxed(),
             StaticLength::Always => (0u64..=6).prop_map(Some).boxed(),
         };
-        (examples, extra)
-            .prop_map(move |(examples, extra)| {
+        let over = self.over_budget;
+        (examples, extra, 0u64..4, any::<proptest::sample::Index>())
+            .prop_map(move |(examples, extra, coin, at)| {
                 // With BOS / EOS the collator's examples are longer: the static length fits them.
                 let need = branch_totals(&examples, added).into_iter().max().unwrap_or(0) as u64;
-                CollatorRequest { mode, max_seq_length: extra.map(|e| need + e), examples }
+                let first =
+                    branch_totals(&examples[..1.min(examples.len())], added).into_iter().max();
+                let first = first.unwrap_or(0) as u64;
+                // --over-budget: one request in four gets less than the examples need (but room
+                // for the first one), so the collator's budget filter runs.
+                let max_seq_length = match extra {
+                    Some(_) if over && coin == 0 && first < need => {
+                        Some(first + at.index((need - first) as usize) as u64)
+                    }
+                    e => e.map(|e| need + e),
+                };
+                CollatorRequest { mode, max_seq_length, examples }
             })
             .boxed()
     }
@@ -221,10 +236,23 @@ fn check(
             response: None,
         });
     }
+    // The examples the collator keeps: the longest prefix that fits `max_seq_length` (all of
+    // them unless the request is over budget).
+    let kept = match req.max_seq_length {
+        Some(m) => (0..=req.examples.len())
+            .rev()
+            .find(|&k| {
+                branch_totals(&req.examples[..k], rewrites.added())
+                    .into_iter()
+                    .all(|t| t as u64 <= m)
+            })
+            .unwrap_or(0),
+        None => req.examples.len(),
+    };
+    let examples = &req.examples[..kept];
     match req.mode {
         CollatorMode::Sft => {
-            let docs: Vec<&[i64]> = req
-                .examples
+            let docs: Vec<&[i64]> = examples
                 .iter()
                 .filter_map(|e| match e {
                     CollatorExample::Single { input_ids } => Some(input_ids.as_slice()),
@@ -243,7 +271,7 @@ fn check(
                 ));
             }
             let (mut chosen, mut rejected) = (Vec::new(), Vec::new());
-            for e in &req.examples {
+            for e in examples {
                 if let CollatorExample::Pair { chosen_input_ids, rejected_input_ids, .. } = e {
                     chosen.push(chosen_input_ids.as_slice());
                     rejected.push(rejected_input_ids.as_slice());

@@ -116,6 +116,7 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
                     eos: args.add_eos,
                 },
                 static_length: args.static_length,
+                over_budget: args.over_budget,
             },
             args,
         ),
