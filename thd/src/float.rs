@@ -340,6 +340,44 @@ mod tests {
     use super::sealed::Sealed;
     use super::*;
 
+    /// The bounds check admits a `b` that ends exactly where the last panel's last row ends:
+    /// panel start 8, (depth − 1)·b_rs = 3, and nr = 2 columns make 13 elements.
+    #[test]
+    fn panels_check_admits_an_exact_b() {
+        let a = [0.0f64; (MR - 1) * 2 + 2];
+        let b = [0.0f64; 8 + 3 + 2];
+        let p = sealed::Panels {
+            depth: 2,
+            a: &a,
+            a_rs: 2,
+            b: &b,
+            b_rs: 3,
+            b_ps: 8,
+            n_panels: 2,
+            alpha: None,
+        };
+        p.check(2, (MR - 1) * 4 + 2 * 2, 4);
+    }
+
+    /// ... and refuses one element less.
+    #[test]
+    #[should_panic(expected = "b out of bounds")]
+    fn panels_check_refuses_a_b_one_short() {
+        let a = [0.0f64; (MR - 1) * 2 + 2];
+        let b = [0.0f64; 8 + 3 + 2 - 1];
+        let p = sealed::Panels {
+            depth: 2,
+            a: &a,
+            a_rs: 2,
+            b: &b,
+            b_rs: 3,
+            b_ps: 8,
+            n_panels: 2,
+            alpha: None,
+        };
+        p.check(2, (MR - 1) * 4 + 2 * 2, 4);
+    }
+
     /// The bounds check the SIMD kernels rely on sees the last column panel of `b`: two panels
     /// of stride 4 need `b` to reach index 4 + nr, one element short panics.
     #[test]

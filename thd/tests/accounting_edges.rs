@@ -174,3 +174,48 @@ fn bshd_pad_id_in_content_is_named_at_its_batch_index() {
     assert_eq!(at(bshd_to_thd(&batch, &opts).unwrap_err()), 4);
     assert_eq!(at(split_into_thd_chunks(&batch, 2, &opts).unwrap_err()), 4);
 }
+
+#[test]
+fn attention_shapes_need_query_heads() {
+    let shape = AttnShape { heads: 0, kv_heads: 1, head_dim: 8 };
+    assert_eq!(shape.group_size(), Err(Error::HeadsNotMultiple { heads: 0, kv_heads: 1 }));
+}
+
+#[test]
+fn offsets_reach_exactly_int32_max() {
+    // A total of i32::MAX tokens still has int32 offsets; one more does not.
+    let cu = SeqLens::from(vec![i32::MAX as u32]).to_cu_seqlens().unwrap();
+    assert_eq!(cu.as_slice(), &[0, i32::MAX]);
+    assert!(SeqLens::from(vec![i32::MAX as u32, 1]).to_cu_seqlens().is_err());
+}
+
+#[test]
+fn megatron_one_dp_rank_needs_no_reduce() {
+    let thd = FlopsAccumulator {
+        seqlen_sum: 10,
+        seqlen_sq_sum: 100,
+        requires_global_reduce: true,
+        ..Default::default()
+    };
+    let other = FlopsAccumulator { seqlen_sum: 7, seqlen_sq_sum: 49, ..Default::default() };
+    let (stats, _) = resolve_global_stats(&thd, 1, Some(&[thd, other])).unwrap();
+    assert_eq!(stats.map(|s| (s.seqlen_sum, s.seqlen_squared_sum)), Some((10, 100)));
+}
+
+#[test]
+fn bshd_chunks_of_several_rows_name_the_batch_index() {
+    // 4 rows of 3 in 2 chunks of 2 rows: a pad id inside row 2 (chunk 1) is at 2·3 + 1.
+    let batch = BshdBatch {
+        rows: 4,
+        seq_len: 3,
+        input_ids: vec![5, 6, 7, 8, 9, 10, 11, 0, 12, 13, 14, 15],
+        labels: vec![-100; 12],
+        position_ids: None,
+        seq_lens: None,
+        seq_lens_padded: None,
+    };
+    match split_into_thd_chunks(&batch, 2, &BshdOptions::default()).unwrap_err() {
+        Error::PadIdInContent { index, .. } => assert_eq!(index, 7),
+        e => panic!("{e:?}"),
+    }
+}
