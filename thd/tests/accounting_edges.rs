@@ -5,7 +5,10 @@ use thd::collate::{BshdBatch, BshdOptions, bshd_to_thd, split_into_thd_chunks};
 use thd::cp::{CpLayout, padded_varlen_attention};
 use thd::metrics::BatchWork;
 use thd::metrics::megatron::{FlopsAccumulator, MicroBatch, resolve_global_stats};
-use thd::pack::{BestFit, BinPackingOptions, Example, Packer, SequentialBudget, SequentialOptions};
+use thd::pack::{
+    BestFit, BinPackingOptions, Example, Packer, SequentialBudget, SequentialOptions, TokenPacking,
+    TokenPackingOptions,
+};
 use thd::{AttnOptions, AttnShape, CuSeqlens, Error, SeqLens};
 
 #[test]
@@ -218,4 +221,18 @@ fn bshd_chunks_of_several_rows_name_the_batch_index() {
         Error::PadIdInContent { index, .. } => assert_eq!(index, 7),
         e => panic!("{e:?}"),
     }
+}
+
+#[test]
+fn token_packing_never_splits_off_an_empty_head() {
+    // max 6, d = 4: after a 4-token sample, a 3-token one (padded 4) leaves room for 2, which
+    // rounds down to 0: the sample starts the next pack whole, no empty piece is split off.
+    let opts =
+        TokenPackingOptions { divisible_by: Some(4), split_samples: true, ..Default::default() };
+    let mut p = TokenPacking::new(6, opts).unwrap();
+    let mut packs = p.push(&[Example::single(0, 4), Example::single(1, 3)]).unwrap();
+    packs.extend(p.end_epoch().unwrap());
+    let ids: Vec<Vec<u64>> = packs.iter().map(|p| p.ids().collect()).collect();
+    assert_eq!(ids, [vec![0], vec![1]]);
+    assert!(packs.iter().all(|p| !p.is_empty()));
 }
