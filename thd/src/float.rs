@@ -340,42 +340,28 @@ mod tests {
     use super::sealed::Sealed;
     use super::*;
 
+    /// Runs the bounds check of two column panels of nr = 2 (a and c as large as they need) on
+    /// a `b` of `b_len` elements.
+    fn check_two_panels(depth: usize, b_rs: usize, b_ps: usize, b_len: usize) {
+        let a = [0.0f64; MR * 2];
+        let b = vec![0.0f64; b_len];
+        let p =
+            sealed::Panels { depth, a: &a, a_rs: 2, b: &b, b_rs, b_ps, n_panels: 2, alpha: None };
+        p.check(2, (MR - 1) * 4 + 2 * 2, 4);
+    }
+
     /// The bounds check admits a `b` that ends exactly where the last panel's last row ends:
     /// panel start 8, (depth − 1)·b_rs = 3, and nr = 2 columns make 13 elements.
     #[test]
     fn panels_check_admits_an_exact_b() {
-        let a = [0.0f64; (MR - 1) * 2 + 2];
-        let b = [0.0f64; 8 + 3 + 2];
-        let p = sealed::Panels {
-            depth: 2,
-            a: &a,
-            a_rs: 2,
-            b: &b,
-            b_rs: 3,
-            b_ps: 8,
-            n_panels: 2,
-            alpha: None,
-        };
-        p.check(2, (MR - 1) * 4 + 2 * 2, 4);
+        check_two_panels(2, 3, 8, 8 + 3 + 2);
     }
 
     /// ... and refuses one element less.
     #[test]
     #[should_panic(expected = "b out of bounds")]
     fn panels_check_refuses_a_b_one_short() {
-        let a = [0.0f64; (MR - 1) * 2 + 2];
-        let b = [0.0f64; 8 + 3 + 2 - 1];
-        let p = sealed::Panels {
-            depth: 2,
-            a: &a,
-            a_rs: 2,
-            b: &b,
-            b_rs: 3,
-            b_ps: 8,
-            n_panels: 2,
-            alpha: None,
-        };
-        p.check(2, (MR - 1) * 4 + 2 * 2, 4);
+        check_two_panels(2, 3, 8, 8 + 3 + 2 - 1);
     }
 
     /// The bounds check the SIMD kernels rely on sees the last column panel of `b`: two panels
@@ -383,19 +369,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "b out of bounds")]
     fn panels_check_covers_the_last_panel_of_b() {
-        let a = [0.0f64; MR * 2];
-        let b = [0.0f64; 4 + 2 - 1];
-        let p = sealed::Panels {
-            depth: 1,
-            a: &a,
-            a_rs: 2,
-            b: &b,
-            b_rs: 1,
-            b_ps: 4,
-            n_panels: 2,
-            alpha: None,
-        };
-        p.check(2, MR * 4, 4);
+        check_two_panels(1, 1, 4, 4 + 2 - 1);
     }
 
     /// Relative error in ulps of `got` against the correctly rounded-ish `want`.

@@ -11,6 +11,21 @@ use thd::pack::{
 };
 use thd::{AttnOptions, AttnShape, CuSeqlens, Error, SeqLens};
 
+/// A `[rows, seq_len]` batch without seq_lens (the padding mask comes from the pad id), labels
+/// all ignored.
+fn bshd(rows: usize, seq_len: usize, input_ids: Vec<i64>) -> BshdBatch {
+    let labels = vec![-100; input_ids.len()];
+    BshdBatch {
+        rows,
+        seq_len,
+        input_ids,
+        labels,
+        position_ids: None,
+        seq_lens: None,
+        seq_lens_padded: None,
+    }
+}
+
 #[test]
 fn seq_lens_sum_squares_is_the_sum_of_squares() {
     let lens = SeqLens::from(vec![3u32, 0, 2]);
@@ -56,15 +71,7 @@ fn attention_mask_work_counts_the_ones() {
 #[test]
 fn bshd_without_seq_lens_masks_every_row() {
     // No seq_lens: the padding mask comes from the pad id, row by row.
-    let batch = BshdBatch {
-        rows: 2,
-        seq_len: 3,
-        input_ids: vec![5, 6, 0, 7, 0, 0],
-        labels: vec![-100; 6],
-        position_ids: None,
-        seq_lens: None,
-        seq_lens_padded: None,
-    };
+    let batch = bshd(2, 3, vec![5, 6, 0, 7, 0, 0]);
     let out = bshd_to_thd(&batch, &BshdOptions::default()).unwrap();
     assert_eq!(out.padding_mask, vec![false, false, true, false, true, true]);
 }
@@ -133,15 +140,7 @@ fn megatron_scales_the_local_stats_unless_they_need_the_reduce() {
 #[test]
 fn bshd_of_empty_rows_is_empty_not_a_panic() {
     // seq_len 0: no row to mask (chunks of 0 would panic).
-    let batch = BshdBatch {
-        rows: 2,
-        seq_len: 0,
-        input_ids: vec![],
-        labels: vec![],
-        position_ids: None,
-        seq_lens: None,
-        seq_lens_padded: None,
-    };
+    let batch = bshd(2, 0, vec![]);
     let out = bshd_to_thd(&batch, &BshdOptions::default()).unwrap();
     assert!(out.padding_mask.is_empty() && out.input_ids.is_empty());
 }
@@ -160,15 +159,7 @@ fn megatron_argmin_may_be_the_length_but_not_past_it() {
 /// the batch is split into chunks.
 #[test]
 fn bshd_pad_id_in_content_is_named_at_its_batch_index() {
-    let batch = BshdBatch {
-        rows: 2,
-        seq_len: 3,
-        input_ids: vec![5, 6, 7, 8, 0, 9],
-        labels: vec![-100; 6],
-        position_ids: None,
-        seq_lens: None,
-        seq_lens_padded: None,
-    };
+    let batch = bshd(2, 3, vec![5, 6, 7, 8, 0, 9]);
     let opts = BshdOptions::default();
     let at = |e: Error| match e {
         Error::PadIdInContent { index, .. } => index,
@@ -208,15 +199,7 @@ fn megatron_one_dp_rank_needs_no_reduce() {
 #[test]
 fn bshd_chunks_of_several_rows_name_the_batch_index() {
     // 4 rows of 3 in 2 chunks of 2 rows: a pad id inside row 2 (chunk 1) is at 2·3 + 1.
-    let batch = BshdBatch {
-        rows: 4,
-        seq_len: 3,
-        input_ids: vec![5, 6, 7, 8, 9, 10, 11, 0, 12, 13, 14, 15],
-        labels: vec![-100; 12],
-        position_ids: None,
-        seq_lens: None,
-        seq_lens_padded: None,
-    };
+    let batch = bshd(4, 3, vec![5, 6, 7, 8, 9, 10, 11, 0, 12, 13, 14, 15]);
     match split_into_thd_chunks(&batch, 2, &BshdOptions::default()).unwrap_err() {
         Error::PadIdInContent { index, .. } => assert_eq!(index, 7),
         e => panic!("{e:?}"),
