@@ -88,3 +88,21 @@ def serve_collator(collate):
         return {"batch": collate(request["examples"], request.get("max_seq_length"))}
 
     serve(handler)
+
+
+def serve_logger(log):
+    """Serve ``log(request) -> dict`` for ``thdcheck fuzz logger``.
+
+    The request holds ``micro_batches`` (the batch dicts of one step, global before any CP
+    split: ``input_ids``, ``labels``, ``cu_seq_lens_q``, and per layout ``num_real_seqs`` or
+    ``cu_seq_lens_q_padded``), ``model`` (layers, hidden, heads, kv_heads, head_dim, ffn,
+    mlp_projections, vocab, padded_vocab, causal), ``formula``, ``cp_size``, ``dp_size`` (the
+    micro-batches are one DP rank's), ``num_gpus``, ``step_time_s`` and
+    ``peak_tflops_per_gpu``. Return the values your logger would log, under the record names of
+    ``thdcheck metrics --json`` (``tokens.real``, ``flops.useful``, ``mfu_pct.useful``, ...).
+    """
+
+    def handler(request):
+        return {"logged": log(request)}
+
+    serve(handler)

@@ -48,7 +48,7 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
             if !args.no_expect && args.expect.is_none() && e.is_file() {
                 expectations.push(Expectations::load(&e)?);
             }
-            walk(path, &mut files, &mut unreadable_dirs)?;
+            thdcheck::files::walk(path, &mut files, &mut unreadable_dirs)?;
         } else if meta.is_file() {
             files.push(path.clone());
         } else {
@@ -145,43 +145,25 @@ fn cp_groups(
         .into_iter()
         .map(|((dir, size), members)| {
             let path = dir.join("cp-group");
-            let result = (|| -> Result<FileReport, thdcheck::Error> {
-                let mut shards = Vec::new();
-                let mut meta = std::collections::BTreeMap::new();
-                let mut dialect = thdcheck::Dialect::Te;
-                for m in &members {
-                    let file = thdcheck::tensors::BatchFile::read(&m.path)?;
-                    if meta.is_empty() {
-                        meta = file.metadata().clone();
+            let files: Vec<PathBuf> = members.iter().map(|m| m.path.clone()).collect();
+            let result = thdcheck::shards::read_group(&dir, size, &files, read).and_then(|g| {
+                let pack = match g.batch {
+                    thdcheck::shards::GroupBatch::Lost { global, cp, key } => {
+                        thdcheck::checks::lost_tokens_report(&global, cp, &key)
                     }
-                    let parsed = thdcheck::dialect::parse(file, read)?;
-                    dialect = parsed.dialect;
-                    let (rank, size) = parsed.cp_shard.unwrap_or((0, size));
-                    if let Some(pack) = parsed.packs.into_iter().next() {
-                        shards.push(thdcheck::shards::Shard { rank, size, pack });
+                    thdcheck::shards::GroupBatch::Whole(pack) => {
+                        let opts = thdcheck::checks::with_metadata(*opts, &g.metadata)?;
+                        thdcheck::checks::check_pack(&pack, &opts)
                     }
-                }
-                let group = format!("{} (cp_size {size})", dir.display());
-                if let Some((global, cp)) = thdcheck::shards::lost_tokens(&shards) {
-                    let key = shards[0].pack.keys.cu_seqlens.clone();
-                    return Ok(FileReport {
-                        dialect,
-                        cp_shard: None,
-                        packs: vec![thdcheck::checks::lost_tokens_report(&global, cp, &key)],
-                        checks: Vec::new(),
-                        notes: Vec::new(),
-                    });
-                }
-                let pack = thdcheck::shards::reassemble(&group, &shards)?;
-                let opts = thdcheck::checks::with_metadata(*opts, &meta)?;
+                };
                 Ok(FileReport {
-                    dialect,
+                    dialect: g.dialect,
                     cp_shard: None,
-                    packs: vec![thdcheck::checks::check_pack(&pack, &opts)],
+                    packs: vec![pack],
                     checks: Vec::new(),
                     notes: Vec::new(),
                 })
-            })();
+            });
             let covering = expectations.iter().find(|e| e.covers(&path));
             Outcome {
                 expected: covering.map_or(Expected::Pass, |e| e.expected(&path)),
@@ -191,59 +173,6 @@ fn cp_groups(
             }
         })
         .collect()
-}
-
-/// Every regular `*.safetensors` file under `dir`, sorted, recursively. A directory reached
-/// twice (a symlink to itself or to an ancestor, two links to one place) is walked once, and
-/// anything that is not a regular file (a FIFO, a socket, a device) is left out: opening a FIFO
-/// would block forever.
-/// A subdirectory that cannot be read goes to `bad` and the walk goes on; the directory given
-/// on the command line must be readable.
-fn walk(
-    dir: &Path,
-    out: &mut Vec<PathBuf>,
-    bad: &mut Vec<(PathBuf, std::io::Error)>,
-) -> Result<()> {
-    let mut seen = std::collections::HashSet::new();
-    walk_into(dir, &mut seen, out, bad, true)
-}
-
-fn walk_into(
-    dir: &Path,
-    seen: &mut std::collections::HashSet<PathBuf>,
-    out: &mut Vec<PathBuf>,
-    bad: &mut Vec<(PathBuf, std::io::Error)>,
-    top: bool,
-) -> Result<()> {
-    if !top {
-        match std::fs::read_dir(dir) {
-            Ok(_) => {}
-            Err(e) => {
-                bad.push((dir.to_path_buf(), e));
-                return Ok(());
-            }
-        }
-    }
-    let real = std::fs::canonicalize(dir)
-        .with_context(|| format!("cannot read directory {}", dir.display()))?;
-    if !seen.insert(real) {
-        return Ok(());
-    }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read directory {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for p in entries {
-        // Follows symlinks; a dangling link has no metadata and is named below as a file.
-        match std::fs::metadata(&p) {
-            Ok(m) if m.is_dir() => walk_into(&p, seen, out, bad, false)?,
-            Ok(m) if !m.is_file() => {}
-            _ if p.extension().is_some_and(|e| e == "safetensors") => out.push(p),
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 fn verdict_line(o: &Outcome) -> String {

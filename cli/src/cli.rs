@@ -77,9 +77,28 @@ pub struct MetricsArgs {
     /// The recipe (TOML; see golden/tests/recipes/).
     #[arg(long, value_name = "R.toml")]
     pub recipe: PathBuf,
-    /// A dumped batch: its tokens, attention work, FLOPs and MFU under the recipe's model and timing (keys under `batch.`).
-    #[arg(long, value_name = "FILE")]
-    pub batch: Option<PathBuf>,
+    /// A dumped batch, or a directory of them: its tokens, attention work, FLOPs and MFU under
+    /// the recipe's model and timing (keys under `batch.`). Repeat it for the micro-batches of
+    /// one step; each file is a micro-batch, except the rank files of a CP group (`cp_rank`,
+    /// `cp_size`; one directory), which are reassembled into the global micro-batch they hold.
+    #[arg(long = "batch", value_name = "FILE|DIR")]
+    pub batches: Vec<PathBuf>,
+    /// The batches are one data-parallel rank's: the step's counts and FLOPs are this many times
+    /// theirs (what Megatron-Bridge extrapolates without its all-reduce). Rates per GPU divide by
+    /// the recipe's num_gpus.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub dp_size: u64,
+    /// Micro-batches per optimizer step (gradient accumulation): must be the number of
+    /// micro-batches given with --batch, which together make the step.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub grad_acc: Option<u64>,
+    /// Read --expect under this logger's own key names (docs/loggers.md has the mapping and
+    /// the upstream file and commit of each key).
+    #[arg(long, value_enum)]
+    pub logger: Option<thdcheck::loggers::Logger>,
+    // How the batches are read (the options of `thdcheck check`).
+    #[command(flatten)]
+    pub read: BatchOpts,
     /// Override the recipe's step time, seconds.
     #[arg(long, value_name = "S", allow_hyphen_values = true, value_parser = positive_f64)]
     pub step_time: Option<f64>,
@@ -113,6 +132,9 @@ pub enum FuzzTarget {
     Packer,
     /// A collator: examples' tokens in, a batch (the keys a dumped file has) out.
     Collator,
+    /// A throughput logger: a step's micro-batches (with model, CP, DP, GPUs, step time) in,
+    /// the values it would log (record names of `thdcheck metrics`) out.
+    Logger,
 }
 
 /// Options of `thdcheck fuzz`.
@@ -152,6 +174,10 @@ pub struct FuzzArgs {
     /// Packer: also require that no two packs fit together (first-fit-like strategies).
     #[arg(long)]
     pub first_fit: bool,
+    /// Logger: relative tolerance of logged rates (TFLOP/s, MFU, tokens/s); counts and FLOPs
+    /// are exact.
+    #[arg(long, default_value_t = 1e-9, value_parser = non_negative_f64)]
+    pub rtol: f64,
     /// Collator: which requests ask for a static max_seq_length (`never` for a collator that
     /// does not pad to one, such as transformers' DataCollatorWithFlattening).
     #[arg(long, value_enum, default_value = "sometimes")]

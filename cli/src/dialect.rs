@@ -474,6 +474,7 @@ fn offsets(
     key: &str,
     tokens: usize,
     sentinel: Option<i64>,
+    mb: bool,
     notes: &mut Vec<String>,
 ) -> Result<Vec<i64>> {
     let Ints { shape, mut values } = file.ints(key)?;
@@ -506,6 +507,15 @@ fn offsets(
             ));
             values.truncate(a);
         }
+    } else if mb && let Some(first) = values.iter().position(|&v| v < 0) {
+        // Without the argmin, Megatron-Bridge cuts at the first negative entry
+        // (`gpt_step._trim_padded_cu_seqlens_for_cp`, 067f987df).
+        notes.push(format!(
+            "`{key}`: cut at its first negative entry, index {first} ({} sentinel entries, \
+             Megatron-Bridge without `{argmin}`)",
+            values.len() - first
+        ));
+        values.truncate(first);
     }
     if let Some(s) = sentinel {
         let keep = values.iter().rposition(|&v| v != s).map_or(0, |i| i + 1);
@@ -591,7 +601,7 @@ fn hf_pack(
     let cu_key = k("cu_seq_lens_q");
     let pos_key = k("position_ids");
     let cu = if file.contains(&cu_key) {
-        offsets(file, &cu_key, shard_bound(tokens, scale), None, &mut notes)?
+        offsets(file, &cu_key, shard_bound(tokens, scale), None, false, &mut notes)?
     } else if part.is_none()
         && file.contains(&pos_key)
         && first_present(file, &["cu_seqlens", "cu_seqlens_q", "seq_lens"]).is_none()
@@ -613,13 +623,13 @@ fn hf_pack(
     let cu_k_key = k("cu_seq_lens_k");
     let cu_k = if file.contains(&cu_k_key) {
         // The same reader as the q offsets: a 2-D `[B, N]` key offset is the same shape error.
-        Some(offsets(file, &cu_k_key, shard_bound(tokens, scale), None, &mut notes)?)
+        Some(offsets(file, &cu_k_key, shard_bound(tokens, scale), None, false, &mut notes)?)
     } else {
         None
     };
     let padded_key = k("cu_seq_lens_q_padded");
     let cu_padded = if file.contains(&padded_key) {
-        let p = offsets(file, &padded_key, shard_bound(tokens, scale), None, &mut notes)?;
+        let p = offsets(file, &padded_key, shard_bound(tokens, scale), None, false, &mut notes)?;
         padded_count(&padded_key, &p, &cu_key, &cu)?;
         Some(p)
     } else {
@@ -773,11 +783,18 @@ fn te_pack(
     let padded_key = first_present(file, &["cu_seqlens_padded", "cu_seqlens_q_padded"]);
     let (cu_name, cu, cu_padded, padded_name) = match cu_key {
         Some(key) => {
-            let cu = offsets(file, key, shard_bound(tokens, scale), Some(sentinel), &mut notes)?;
+            let cu =
+                offsets(file, key, shard_bound(tokens, scale), Some(sentinel), mb, &mut notes)?;
             let padded = match padded_key {
                 Some(pk) => {
-                    let p =
-                        offsets(file, pk, shard_bound(tokens, scale), Some(sentinel), &mut notes)?;
+                    let p = offsets(
+                        file,
+                        pk,
+                        shard_bound(tokens, scale),
+                        Some(sentinel),
+                        mb,
+                        &mut notes,
+                    )?;
                     padded_count(pk, &p, key, &cu)?;
                     Some(p)
                 }
@@ -797,7 +814,7 @@ fn te_pack(
     let mut cu_k = match cu_k_key {
         Some(key) => {
             // Global on a shard, like `cu_seqlens` (AReaL's CP split keeps both).
-            let v = offsets(file, key, shard_bound(tokens, scale), Some(sentinel), &mut notes)?;
+            let v = offsets(file, key, shard_bound(tokens, scale), Some(sentinel), mb, &mut notes)?;
             Some(v)
         }
         None => None,

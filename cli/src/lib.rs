@@ -30,6 +30,8 @@ pub mod checks;
 pub mod dialect;
 pub mod error;
 pub mod expect;
+pub mod files;
+pub mod loggers;
 pub mod pack;
 pub mod protocol;
 pub mod report;

@@ -1,15 +1,22 @@
 //! `thdcheck metrics`: what a logger should report for a recipe (the golden record) and,
-//! optionally, for one real dumped batch; with `--expect`, the gate for a Python logger.
+//! optionally, for the real dumped batches of one step (micro-batches, CP rank files, a DP
+//! size); with `--expect` (and `--logger`), the gate for a Python logger.
 
+use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use properties::checks::{Factor, LoggedKind, Number, Tolerance, check_logged};
 use serde_json::{Map, Value, json};
 use thd::SeqLens;
-use thd::metrics::{BatchWork, StepReport, StepTiming};
-use thdcheck::checks::check_pack;
+use thd::metrics::megatron::{SeqlenStats, num_floating_point_operations};
+use thd::metrics::{BatchWork, FlopsFormula, HardwareView, ModelDims, StepReport, StepTiming};
+use thdcheck::checks::{check_pack, with_metadata};
 use thdcheck::dialect::{ReadOptions, parse};
+use thdcheck::loggers::Logger;
+use thdcheck::pack::BatchData;
+use thdcheck::shards::{GroupBatch, read_group};
 use thdcheck::tensors::BatchFile;
 
 use crate::cli::MetricsArgs;
@@ -23,121 +30,355 @@ pub fn run(args: &MetricsArgs) -> Result<u8> {
         }
         recipe.timing.step_time_s = t;
     }
+    if args.logger.is_some() && args.expect.is_none() {
+        bail!("--logger names the keys of --expect LOGGED.json: give the logged values too");
+    }
     let record = golden::metrics(&recipe)?;
     let mut doc = serde_json::from_str::<Value>(&serde_json::to_string(&record)?)?;
-    let batch = match &args.batch {
-        Some(path) => Some(batch_metrics(path, &recipe)?),
-        None => None,
+    let step = if args.batches.is_empty() {
+        if args.grad_acc.is_some() || args.dp_size > 1 {
+            bail!("--grad-acc and --dp-size describe the batches of --batch: give them");
+        }
+        None
+    } else {
+        let mbs = load_micro_batches(&args.batches, &args.read.read_options())?;
+        if let Some(k) = args.grad_acc
+            && k != mbs.len() as u64
+        {
+            bail!(
+                "--grad-acc {k} but --batch gives {} micro-batches ({}): each file is a \
+                 micro-batch, and the rank files of a CP group together are one",
+                mbs.len(),
+                mbs.iter().map(|m| m.label.as_str()).collect::<Vec<_>>().join(", ")
+            );
+        }
+        Some(step_metrics(&mbs, &StepSpec::new(&recipe, args))?)
     };
-    if let (Some(b), Value::Object(m)) = (&batch, &mut doc) {
-        m.insert("batch".into(), b.clone());
+    if let (Some(s), Value::Object(m)) = (&step, &mut doc) {
+        m.insert("batch".into(), s.record.clone());
     }
     let comparison = match &args.expect {
-        Some(path) => Some(compare_file(path, &doc, args.rtol, args.atol)?),
+        Some(path) => Some(compare_file(
+            path,
+            &doc,
+            args.logger,
+            Tolerance { rtol: args.rtol, atol: args.atol },
+            &step.as_ref().map(|s| s.factors.clone()).unwrap_or_default(),
+        )?),
         None => None,
     };
-    let mismatches = comparison.as_ref().map_or(0, |c| c.iter().filter(|r| !r.ok).count());
+    let mismatches =
+        comparison.as_ref().map_or(0, |c| c.iter().filter(|r| r.is_mismatch()).count());
     let mut out = std::io::stdout().lock();
     if args.json {
         let mut full = json!({ "version": 1, "record": doc });
         if let Some(c) = &comparison {
             full["comparison"] = json!({
                 "rtol": args.rtol, "atol": args.atol, "mismatches": mismatches,
-                "values": c.iter().map(|r| json!({
-                    "key": r.key, "logged": r.logged, "expected": r.expected, "ok": r.ok,
-                })).collect::<Vec<_>>(),
+                "logger": args.logger.map(|l| format!("{l:?}")),
+                "values": c.iter().map(Compared::to_json).collect::<Vec<_>>(),
             });
+        }
+        if let Some(s) = &step {
+            full["warnings"] = json!(s.warnings);
         }
         writeln!(out, "{}", serde_json::to_string_pretty(&full)?)?;
     } else {
         writeln!(out, "{}", record.to_table())?;
-        if let Some(b) = &batch {
-            writeln!(
-                out,
-                "\nbatch {}",
-                args.batch.as_deref().map(Path::display).map(|d| d.to_string()).unwrap_or_default()
-            )?;
-            for (k, v) in flatten(b) {
-                writeln!(out, "  {k:<34} {v}")?;
+        if let Some(s) = &step {
+            writeln!(out, "\nbatch: {}", s.summary)?;
+            for w in &s.warnings {
+                writeln!(out, "  warning: {w}")?;
+            }
+            for (k, v) in flatten(&s.record) {
+                writeln!(out, "  {k:<38} {v}")?;
             }
         }
         if let (Some(c), Some(path)) = (&comparison, &args.expect) {
             writeln!(
                 out,
-                "\ncompared with {} (integers exact; other numbers |Δ| ≤ max(atol {:e}, rtol {:e}·|expected|)):",
+                "\ncompared with {}{} (integers exact; other numbers |Δ| ≤ max(atol {:e}, rtol {:e}·|expected|)):",
                 path.display(),
+                args.logger.map(|l| format!(" as {l:?}'s keys")).unwrap_or_default(),
                 args.atol,
                 args.rtol
             )?;
             for r in c {
-                writeln!(
-                    out,
-                    "  {:<9}{:<40} logged {:<24} expected {}",
-                    if r.ok { "ok" } else { "MISMATCH" },
-                    r.key,
-                    r.logged.to_string(),
-                    r.expected
-                )?;
+                writeln!(out, "{}", r.line())?;
             }
-            if mismatches == 0 {
-                writeln!(out, "=> PASS: {} logged values agree", c.len())?;
+            let compared = c.iter().filter(|r| r.status.compared()).count();
+            let other = c.len() - compared;
+            let rest = if other > 0 {
+                format!(" ({other} logged values not compared, listed above)")
             } else {
-                writeln!(out, "=> FAIL: {mismatches} of {} logged values disagree", c.len())?;
+                String::new()
+            };
+            if mismatches == 0 {
+                writeln!(out, "=> PASS: {compared} logged values agree{rest}")?;
+            } else {
+                writeln!(out, "=> FAIL: {mismatches} of {compared} logged values disagree{rest}")?;
             }
         }
     }
     Ok(if mismatches > 0 { 1 } else { 0 })
 }
 
-/// Tokens, attention work, FLOPs and rates of one dumped batch under the recipe's model,
-/// formula, timing and GPU count. DPO files count the chosen and rejected packs.
-fn batch_metrics(path: &Path, recipe: &golden::Recipe) -> Result<Value> {
-    let file = BatchFile::read(path).with_context(|| format!("{}", path.display()))?;
-    let parsed =
-        parse(file, &ReadOptions::default()).with_context(|| format!("{}", path.display()))?;
-    let mut work = BatchWork::default();
-    for pack in parsed.packs.iter().filter(|p| p.part.as_deref() != Some("concatenated")) {
-        let report = check_pack(pack, &thdcheck::CheckOptions::default());
-        let n = pack.segments();
-        let view = pack.view();
-        let real = SeqLens::new((0..n).map(|i| view.real(i).len() as u32).collect());
-        let slots = SeqLens::new((0..n).map(|i| view.slot(i).len() as u32).collect());
-        let mut w = BatchWork::from_seq_lens(
-            &real,
-            &slots,
-            Some(report.facts.real_segments),
-            pack.tokens() as u64,
-        )?;
-        if let Some(v) = report.facts.valid_labels {
-            w.valid_labels = v;
+/// One micro-batch: a file, or the global batch a CP group's rank files hold together.
+pub(crate) struct MicroBatch {
+    /// The file, or `DIR (cp_size N)`.
+    pub label: String,
+    /// Its packs (DPO: chosen and rejected; the concatenation is left out).
+    pub packs: Vec<BatchData>,
+    /// The file's (or the group's first file's) metadata.
+    pub metadata: BTreeMap<String, String>,
+    /// The CP size of a reassembled group (1 for a plain file).
+    pub cp: usize,
+}
+
+/// Every micro-batch of `paths`, in order: a directory's files sorted, recursively. The rank
+/// files of one directory and one CP size form one micro-batch, at the place of their first
+/// file; a group missing ranks is an error (a rank's own counts are 1/cp of the batch's).
+fn load_micro_batches(paths: &[PathBuf], read: &ReadOptions) -> Result<Vec<MicroBatch>> {
+    let mut files = Vec::new();
+    for path in paths {
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+        if meta.is_dir() {
+            let (mut found, mut bad) = (Vec::new(), Vec::new());
+            thdcheck::files::walk(path, &mut found, &mut bad)?;
+            if let Some((dir, e)) = bad.first() {
+                bail!("cannot read {}: {e}", dir.display());
+            }
+            if found.is_empty() {
+                bail!("no .safetensors files under {}", path.display());
+            }
+            files.extend(found);
+        } else if meta.is_file() {
+            files.push(path.clone());
+        } else {
+            bail!("{} is not a regular file or a directory (a FIFO or a device?)", path.display());
         }
-        work.real_tokens += w.real_tokens;
-        work.padded_tokens += w.padded_tokens;
-        work.valid_labels += w.valid_labels;
-        work.useful += w.useful;
-        work.hardware_varlen += w.hardware_varlen;
-        work.hardware_whole_pack += w.hardware_whole_pack;
     }
-    let dims = recipe.model_dims();
-    let flops = work.flops(&dims, recipe.flops.formula, recipe.hardware_view())?;
-    let timing = StepTiming {
-        step_time_s: recipe.timing.step_time_s,
-        num_gpus: recipe.parallel.num_gpus,
-        peak_flops_per_gpu: recipe.timing.peak_tflops_per_gpu * 1e12,
-    };
-    let step = StepReport::new(flops, work.real_tokens, &timing)?;
-    let hw = work.hardware(recipe.hardware_view());
-    Ok(json!({
-        "tokens": { "real": work.real_tokens, "stored": work.padded_tokens, "valid": work.valid_labels },
+    enum Slot {
+        One(MicroBatch),
+        Group(PathBuf, usize, Vec<PathBuf>),
+    }
+    let mut slots: Vec<Slot> = Vec::new();
+    for path in files {
+        let name = path.display().to_string();
+        let file = BatchFile::read(&path).with_context(|| name.clone())?;
+        let metadata = file.metadata().clone();
+        let parsed = parse(file, read).with_context(|| name.clone())?;
+        if let Some((_, size)) = parsed.cp_shard {
+            let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            let slot = slots.iter_mut().find_map(|s| match s {
+                Slot::Group(d, n, members) if *d == dir && *n == size => Some(members),
+                _ => None,
+            });
+            match slot {
+                Some(members) => members.push(path),
+                None => slots.push(Slot::Group(dir, size, vec![path])),
+            }
+            continue;
+        }
+        let packs = parsed
+            .packs
+            .into_iter()
+            .filter(|p| p.part.as_deref() != Some("concatenated"))
+            .collect();
+        slots.push(Slot::One(MicroBatch { label: name, packs, metadata, cp: 1 }));
+    }
+    slots
+        .into_iter()
+        .map(|slot| match slot {
+            Slot::One(mb) => Ok(mb),
+            Slot::Group(dir, size, members) => {
+                let label = format!("{} (cp_size {size})", dir.display());
+                let group = read_group(&dir, size, &members, read).with_context(|| {
+                    format!(
+                        "{label}: metrics counts the global batch, so it needs every rank's file \
+                         of a CP group (one rank's counts are 1/{size} of the batch's)"
+                    )
+                })?;
+                match group.batch {
+                    GroupBatch::Whole(pack) => Ok(MicroBatch {
+                        label,
+                        packs: vec![*pack],
+                        metadata: group.metadata,
+                        cp: size,
+                    }),
+                    GroupBatch::Lost { cp, key, .. } => bail!(
+                        "{label}: the ranks hold fewer tokens than their global `{key}` address \
+                         (the zigzag split of cp {cp} dropped the rest of a slot): run `thdcheck \
+                         check` on the directory"
+                    ),
+                }
+            }
+        })
+        .collect()
+}
+
+/// The step's record: what thdcheck recomputes from the batches.
+pub(crate) struct Step {
+    pub record: Value,
+    summary: String,
+    warnings: Vec<String>,
+    /// The parallel factors a wrong logged value may be off by.
+    factors: Vec<Factor>,
+}
+
+/// Tokens, sequences, attention work, FLOPs and rates of one step: the micro-batches summed
+/// (times `--dp-size`), under the recipe's model, formula, timing and GPU count.
+/// What a step's numbers depend on besides its batches.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StepSpec {
+    /// The model.
+    pub dims: ModelDims,
+    /// The FLOPs formula.
+    pub formula: FlopsFormula,
+    /// What the hardware computes (varlen kernel or whole pack).
+    pub view: HardwareView,
+    /// Step time, GPUs, peak.
+    pub timing: StepTiming,
+    /// The batches are one of this many data-parallel ranks'.
+    pub dp: u64,
+    /// How the batch rules read the packs.
+    pub check: thdcheck::CheckOptions,
+}
+
+impl StepSpec {
+    fn new(recipe: &golden::Recipe, args: &MetricsArgs) -> Self {
+        Self {
+            dims: recipe.model_dims(),
+            formula: recipe.flops.formula,
+            view: recipe.hardware_view(),
+            timing: StepTiming {
+                step_time_s: recipe.timing.step_time_s,
+                num_gpus: recipe.parallel.num_gpus,
+                peak_flops_per_gpu: recipe.timing.peak_tflops_per_gpu * 1e12,
+            },
+            dp: args.dp_size,
+            check: args.read.check_options(),
+        }
+    }
+}
+
+pub(crate) fn step_metrics(mbs: &[MicroBatch], spec: &StepSpec) -> Result<Step> {
+    let mut work = BatchWork::default();
+    let (mut real_seqs, mut labelled, mut valid) = (0u64, Some(0u64), Some(0u64));
+    let mut warnings = Vec::new();
+    let mut cp = 1usize;
+    for mb in mbs {
+        cp = cp.max(mb.cp);
+        let opts = with_metadata(spec.check, &mb.metadata).with_context(|| mb.label.clone())?;
+        for pack in &mb.packs {
+            let report = check_pack(pack, &opts);
+            let violated: Vec<&str> =
+                report.checks.iter().filter(|o| o.violation.is_some()).map(|o| o.rule).collect();
+            if !violated.is_empty() {
+                warnings.push(format!(
+                    "{} violates {}: the counts below are what its layout says; run `thdcheck \
+                     check` on it",
+                    mb.label,
+                    violated.join(", ")
+                ));
+            }
+            let n = pack.segments();
+            let view = pack.view();
+            let real = SeqLens::new((0..n).map(|i| view.real(i).len() as u32).collect());
+            let slots = SeqLens::new((0..n).map(|i| view.slot(i).len() as u32).collect());
+            let mut w = BatchWork::from_seq_lens(
+                &real,
+                &slots,
+                Some(report.facts.real_segments),
+                pack.tokens() as u64,
+            )
+            .with_context(|| mb.label.clone())?;
+            // Mock segments that num_real_seqs does not state are found by the rules.
+            w.real_tokens = report.facts.real_tokens;
+            w.valid_labels = report.facts.valid_labels.unwrap_or(0);
+            real_seqs += report.facts.real_segments as u64;
+            valid = valid.zip(report.facts.valid_labels).map(|(a, b)| a + b);
+            labelled = labelled.zip(report.facts.labelled_segments).map(|(a, b)| a + b);
+            work += w;
+        }
+    }
+    let dp = spec.dp;
+    let one_rank = work;
+    for _ in 1..dp {
+        work += one_rank;
+    }
+    let (real_seqs, labelled, valid) =
+        (real_seqs * dp, labelled.map(|x| x * dp), valid.map(|x| x * dp));
+    let (dims, timing) = (spec.dims, spec.timing);
+    let flops = work.flops(&dims, spec.formula, spec.view)?;
+    let rates = StepReport::new(flops, work.real_tokens, &timing)?;
+    let hw = work.hardware(spec.view);
+    let no_labels = "the batches have no labels";
+    let mut record = json!({
+        "micro_batches": mbs.len(),
+        "cp_size": cp,
+        "dp_size": dp,
+        "tokens": {
+            "real": work.real_tokens,
+            "stored": work.padded_tokens,
+            "valid": valid.map_or(Value::Null, Value::from),
+            "prompt": valid.map_or(Value::Null, |v| Value::from(work.real_tokens.saturating_sub(v))),
+        },
+        "sequences": {
+            "real": real_seqs,
+            "with_valid_labels": labelled.map_or(Value::Null, Value::from),
+        },
         "attention": {
             "useful_sum_squares": big(work.useful.sum_squares),
             "hardware_sum_squares": big(hw.sum_squares),
         },
         "flops": { "useful": big(flops.useful), "hardware": big(flops.hardware) },
-        "tflops_per_gpu": { "useful": step.tflops_per_gpu, "hardware": step.tflops_per_gpu_padded },
-        "mfu_pct": { "useful": step.mfu_pct, "hardware": step.mfu_padded_pct },
-        "tokens_per_second_per_gpu": step.tokens_per_second_per_gpu,
-    }))
+        "tflops_per_gpu": { "useful": rates.tflops_per_gpu, "hardware": rates.tflops_per_gpu_padded },
+        "mfu_pct": { "useful": rates.mfu_pct, "hardware": rates.mfu_padded_pct },
+        "tokens_per_second_per_gpu": rates.tokens_per_second_per_gpu,
+    });
+    // Megatron-Bridge's runtime statistics: the tensors' tokens (linear term) and Σ sᵢ² of the
+    // real sequences (attention term), accumulated over micro-batches and DP.
+    if spec.formula == FlopsFormula::MegatronLm {
+        let stats = SeqlenStats {
+            seqlen_sum: work.padded_tokens,
+            seqlen_squared_sum: work.useful.sum_squares,
+            real_seqlen_sum: work.useful.tokens,
+        };
+        let f = num_floating_point_operations(&dims, 0, Some(&stats), 0)?;
+        let per_gpu = f as f64 / timing.step_time_s / timing.num_gpus as f64 / 1e12;
+        record["megatron"] = json!({
+            "seqlen_sum": stats.seqlen_sum,
+            "seqlen_squared_sum": big(stats.seqlen_squared_sum),
+            "flops": big(f),
+            "tflops_per_gpu": per_gpu,
+            "tflops": per_gpu * timing.num_gpus as f64,
+        });
+    }
+    record["not_recomputed"] = json!({
+        "loss": "needs the logits (use `thdcheck fuzz loss` for a loss function)",
+        "ppl": "needs the logits",
+        "step_time": "wall time, taken from the recipe or --step-time",
+    });
+    if valid.is_none() {
+        record["not_recomputed"]["tokens.valid"] = json!(no_labels);
+    }
+    let summary = format!(
+        "{} micro-batch{}{}{} ({})",
+        mbs.len(),
+        if mbs.len() == 1 { "" } else { "es" },
+        if cp > 1 { format!(", CP groups of {cp} ranks reassembled") } else { String::new() },
+        if dp > 1 { format!(", × dp_size {dp}") } else { String::new() },
+        mbs.iter().map(|m| m.label.as_str()).collect::<Vec<_>>().join(", ")
+    );
+    let factors = vec![
+        ("CP", cp as u64),
+        ("DP", dp),
+        ("micro-batch", mbs.len() as u64),
+        ("GPU", timing.num_gpus),
+    ];
+    Ok(Step { record, summary, warnings, factors })
 }
 
 /// An exact integer as JSON (a float only past `u64`).
@@ -145,15 +386,126 @@ fn big(x: u128) -> Value {
     u64::try_from(x).map_or_else(|_| json!(x as f64), Value::from)
 }
 
+/// How one logged value came out.
+#[derive(Debug, Clone, PartialEq)]
+enum Status {
+    Ok,
+    Mismatch(Box<properties::Violation>),
+    /// The logger writes it, but it cannot be recomputed from batches: why.
+    NotRecomputed(&'static str),
+    /// Not a key of the record (or of the logger).
+    Unknown,
+    /// A record key without a value here (e.g. valid tokens of unlabelled batches).
+    NoValue,
+}
+
+impl Status {
+    fn compared(&self) -> bool {
+        matches!(self, Status::Ok | Status::Mismatch(_))
+    }
+}
+
 /// One logged value against the recomputed one.
 struct Compared {
     key: String,
+    /// The record key it was compared with.
+    record: Option<String>,
     logged: Value,
-    expected: Value,
-    ok: bool,
+    expected: Option<Value>,
+    status: Status,
 }
 
-fn compare_file(path: &Path, doc: &Value, rtol: f64, atol: f64) -> Result<Vec<Compared>> {
+impl Compared {
+    fn is_mismatch(&self) -> bool {
+        matches!(self.status, Status::Mismatch(_))
+    }
+
+    fn line(&self) -> String {
+        let via = match &self.record {
+            Some(r) if *r != self.key => format!(" (= {r})"),
+            _ => String::new(),
+        };
+        let key = format!("{}{via}", self.key);
+        match &self.status {
+            Status::Ok => format!(
+                "  ok       {key:<52} logged {:<24} expected {}",
+                self.logged.to_string(),
+                self.expected.clone().unwrap_or_default()
+            ),
+            Status::Mismatch(v) => format!(
+                "  MISMATCH {key:<52} logged {:<24} expected {}\n           {}: {}",
+                self.logged.to_string(),
+                self.expected.clone().unwrap_or_default(),
+                v.id,
+                v.note.as_deref().unwrap_or(&v.rule)
+            ),
+            Status::NotRecomputed(why) => {
+                format!("  n/a      {key:<52} logged {:<24} not recomputed: {why}", self.logged)
+            }
+            Status::NoValue => format!(
+                "  n/a      {key:<52} logged {:<24} not recomputed: no value for these batches",
+                self.logged
+            ),
+            Status::Unknown => format!(
+                "  unknown  {key:<52} logged {:<24} not a key thdcheck knows: ignored",
+                self.logged
+            ),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let (status, detail) = match &self.status {
+            Status::Ok => ("ok", Value::Null),
+            Status::Mismatch(v) => ("mismatch", serde_json::to_value(v).unwrap_or(Value::Null)),
+            Status::NotRecomputed(why) => ("not-recomputed", json!(why)),
+            Status::NoValue => ("not-recomputed", json!("no value for these batches")),
+            Status::Unknown => ("unknown", Value::Null),
+        };
+        json!({
+            "key": self.key, "record": self.record, "logged": self.logged,
+            "expected": self.expected, "ok": matches!(self.status, Status::Ok),
+            "status": status, "detail": detail,
+        })
+    }
+}
+
+/// A JSON number as an exact integer or a float.
+pub(crate) fn number(v: &Value) -> Option<Number> {
+    if let Some(i) = v.as_i64() {
+        return Some(Number::Int(i128::from(i)));
+    }
+    if let Some(u) = v.as_u64() {
+        return Some(Number::Int(i128::from(u)));
+    }
+    v.as_f64().map(Number::Float)
+}
+
+/// The kind of a record key without a logger entry: counts under `tokens`, `sequences`,
+/// `micro_batches` and the like, FLOPs and sums, else a rate.
+pub(crate) fn kind_of(record_key: &str) -> LoggedKind {
+    if record_key.contains("flops.") && !record_key.contains("tflops")
+        || record_key.ends_with(".flops")
+        || record_key.contains("sum_squares")
+        || record_key.contains("seqlen")
+    {
+        LoggedKind::Flops
+    } else if record_key.contains("tokens.") && !record_key.contains("per_second")
+        || record_key.contains("sequences.")
+        || record_key.contains(".seqs")
+    {
+        LoggedKind::Count
+    } else {
+        LoggedKind::Rate
+    }
+}
+
+fn compare_file(
+    path: &Path,
+    doc: &Value,
+    logger: Option<Logger>,
+    tol: Tolerance,
+    factors: &[Factor],
+) -> Result<Vec<Compared>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let logged: Value =
@@ -162,72 +514,123 @@ fn compare_file(path: &Path, doc: &Value, rtol: f64, atol: f64) -> Result<Vec<Co
         bail!("{}: expected a JSON object of logged values", path.display());
     }
     let expected: Map<String, Value> = flatten(doc).into_iter().collect();
+    // A logger's dict is flat with `/` in its keys (`train/mfu_pct`); nested JSON is read too.
+    let entries = match logger {
+        Some(_) => flatten_with(&logged, "/"),
+        None => flatten(&logged),
+    };
     let mut out = Vec::new();
-    for (key, value) in flatten(&logged) {
-        let Some(e) = expected.get(&key) else {
-            let mut near: Vec<&String> = expected
-                .keys()
-                .filter(|k| k.ends_with(key.rsplit('.').next().unwrap_or("")))
-                .collect();
-            near.truncate(5);
-            bail!(
-                "{}: logged key `{key}` is not in the record (similar keys: {near:?}); see `thdcheck metrics --json`",
-                path.display()
-            );
+    for (key, value) in entries {
+        let (record_key, kind) = match logger.map(|l| l.find(&key)) {
+            Some(Some(k)) => match k.record {
+                Ok(r) => (r.to_owned(), k.kind),
+                Err(why) => {
+                    out.push(Compared {
+                        key,
+                        record: None,
+                        logged: value,
+                        expected: None,
+                        status: Status::NotRecomputed(why),
+                    });
+                    continue;
+                }
+            },
+            Some(None) => {
+                out.push(Compared {
+                    key,
+                    record: None,
+                    logged: value,
+                    expected: None,
+                    status: Status::Unknown,
+                });
+                continue;
+            }
+            None => {
+                let kind = kind_of(&key);
+                (key.clone(), kind)
+            }
         };
-        out.push(Compared {
-            ok: agrees(&value, e, rtol, atol),
-            key,
-            logged: value,
-            expected: e.clone(),
-        });
+        let status_for = |e: &Value| -> Status {
+            match (number(&value), number(e)) {
+                (Some(l), Some(x)) => match check_logged(&key, kind, l, x, tol, factors) {
+                    Ok(()) => Status::Ok,
+                    Err(v) => Status::Mismatch(Box::new(v)),
+                },
+                _ if value == *e => Status::Ok,
+                _ => Status::Mismatch(Box::new(
+                    properties::Violation::new(properties::Invariant::TokensCp, "logged value")
+                        .id("logged-tokens")
+                        .expected(e)
+                        .got(&value)
+                        .note("not a number"),
+                )),
+            }
+        };
+        let (expected, status) = match expected.get(&record_key) {
+            None if logger.is_none() => match expected_why(doc, &record_key) {
+                Some(why) => (None, Status::NotRecomputed(why)),
+                None => (None, Status::Unknown),
+            },
+            None => (None, Status::NoValue),
+            Some(Value::Null) => (None, Status::NoValue),
+            Some(e) => (Some(e.clone()), status_for(e)),
+        };
+        out.push(Compared { key, record: Some(record_key), logged: value, expected, status });
     }
-    if out.is_empty() {
-        bail!("{}: no logged values to compare", path.display());
+    if !out.iter().any(|c| c.status.compared()) {
+        let keys: Vec<&str> = out.iter().map(|c| c.key.as_str()).take(8).collect();
+        bail!(
+            "{}: none of the logged values can be compared ({}{}); see `thdcheck metrics --json` \
+             for the record's keys{}",
+            path.display(),
+            keys.join(", "),
+            if out.len() > 8 { ", …" } else { "" },
+            if logger.is_none() { " or pass --logger STACK" } else { "" }
+        );
     }
     Ok(out)
 }
 
-/// Integers must match exactly; other numbers within `max(atol, rtol·|expected|)`.
-fn agrees(logged: &Value, expected: &Value, rtol: f64, atol: f64) -> bool {
-    match (logged, expected) {
-        (Value::Number(l), Value::Number(e)) => {
-            if let (Some(a), Some(b)) = (
-                l.as_i64().or(l.as_u64().map(|x| x as i64)),
-                e.as_i64().or(e.as_u64().map(|x| x as i64)),
-            ) && (l.is_i64() || l.is_u64())
-                && (e.is_i64() || e.is_u64())
-            {
-                return a == b;
-            }
-            match (l.as_f64(), e.as_f64()) {
-                (Some(a), Some(b)) => (a - b).abs() <= atol.max(rtol * b.abs()),
-                _ => false,
-            }
-        }
-        _ => logged == expected,
-    }
+/// Why a `batch.*` key has no value: listed under `batch.not_recomputed`.
+fn expected_why(doc: &Value, key: &str) -> Option<&'static str> {
+    let rest = key.strip_prefix("batch.")?;
+    let leaf = rest.rsplit('.').next()?;
+    let why = doc.get("batch")?.get("not_recomputed")?;
+    let text = why.get(rest).or_else(|| why.get(leaf))?.as_str()?;
+    // Leaked once per key, at most a handful per run: the report borrows it as `'static`.
+    Some(Box::leak(text.to_owned().into_boxed_str()))
+}
+
+/// A step record's numbers by dotted key (`tokens.real`), the text of `not_recomputed` left out.
+pub(crate) fn flatten_record(record: &Value) -> BTreeMap<String, Value> {
+    flatten(record).into_iter().filter(|(k, _)| !k.starts_with("not_recomputed.")).collect()
 }
 
 /// Nested objects as dotted keys (`throughput.mfu_pct.useful`); arrays index with `[i]`.
 fn flatten(v: &Value) -> Vec<(String, Value)> {
-    fn walk(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
+    flatten_with(v, ".")
+}
+
+/// Nested objects as keys joined with `sep`; arrays index with `[i]`.
+fn flatten_with(v: &Value, sep: &str) -> Vec<(String, Value)> {
+    fn walk(prefix: &str, sep: &str, v: &Value, out: &mut Vec<(String, Value)>) {
         match v {
             Value::Object(m) => {
                 for (k, x) in m {
-                    let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-                    walk(&key, x, out);
+                    let key =
+                        if prefix.is_empty() { k.clone() } else { format!("{prefix}{sep}{k}") };
+                    walk(&key, sep, x, out);
                 }
             }
             Value::Array(a) if a.iter().any(|x| x.is_object() || x.is_array()) => {
                 for (i, x) in a.iter().enumerate() {
-                    walk(&format!("{prefix}[{i}]"), x, out);
+                    walk(&format!("{prefix}[{i}]"), sep, x, out);
                 }
             }
             _ => out.push((prefix.to_owned(), v.clone())),
         }
     }
     let mut out = Vec::new();
-    walk("", v, &mut out);
+    walk("", sep, v, &mut out);
     out
 }

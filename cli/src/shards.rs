@@ -1,10 +1,74 @@
 //! CP shard files: one file per context-parallel rank (`cp_rank`, `cp_size` keys or metadata),
 //! reassembled into the full pack so that every check runs on what the ranks hold together.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
 use properties::checks::{KeyNames, zigzag_reassemble};
 
+use crate::dialect::{Dialect, ReadOptions, parse};
 use crate::pack::{BatchData, validate_offsets};
+use crate::tensors::BatchFile;
 use crate::{Error, Result};
+
+/// One CP group's files read together.
+#[derive(Debug, Clone)]
+pub struct Group {
+    /// The dialect of the files (the last one read).
+    pub dialect: Dialect,
+    /// The first file's `__metadata__`.
+    pub metadata: BTreeMap<String, String>,
+    /// The global batch, or what the split lost.
+    pub batch: GroupBatch,
+}
+
+/// What the ranks of a group hold together.
+#[derive(Debug, Clone)]
+pub enum GroupBatch {
+    /// The full pack, reassembled.
+    Whole(Box<BatchData>),
+    /// The ranks hold fewer tokens than their global offsets address ([`lost_tokens`]).
+    Lost {
+        /// The global offsets.
+        global: Vec<i64>,
+        /// The CP size.
+        cp: usize,
+        /// Their key.
+        key: String,
+    },
+}
+
+/// Reads the rank files of one CP group (`cp_rank`, `cp_size` of `size`, in `dir`) and
+/// reassembles them ([`reassemble`]); a split that lost tokens is returned as such.
+///
+/// # Errors
+/// A file that cannot be read or parsed, or shards that do not form one batch
+/// ([`Error::Shards`]: missing or repeated ranks, different offsets, …).
+pub fn read_group(dir: &Path, size: usize, files: &[PathBuf], read: &ReadOptions) -> Result<Group> {
+    let mut shards = Vec::new();
+    let mut metadata = BTreeMap::new();
+    let mut dialect = Dialect::Te;
+    for path in files {
+        let file = BatchFile::read(path)?;
+        if metadata.is_empty() {
+            metadata = file.metadata().clone();
+        }
+        let parsed = parse(file, read)?;
+        dialect = parsed.dialect;
+        let (rank, size) = parsed.cp_shard.unwrap_or((0, size));
+        if let Some(pack) = parsed.packs.into_iter().next() {
+            shards.push(Shard { rank, size, pack });
+        }
+    }
+    let group = format!("{} (cp_size {size})", dir.display());
+    let batch = match lost_tokens(&shards) {
+        Some((global, cp)) => {
+            GroupBatch::Lost { global, cp, key: shards[0].pack.keys.cu_seqlens.clone() }
+        }
+        None => GroupBatch::Whole(Box::new(reassemble(&group, &shards)?)),
+    };
+    Ok(Group { dialect, metadata, batch })
+}
 
 /// One rank's shard as read from its file.
 #[derive(Debug, Clone)]

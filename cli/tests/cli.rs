@@ -308,6 +308,75 @@ fn fuzz_packer_passes_the_greedy_packer_and_shrinks_the_one_that_drops_the_overf
 }
 
 #[test]
+fn fuzz_logger_passes_the_correct_logger_and_names_each_seed_bug() {
+    let good = example_adapter("logger");
+    let v = fuzz_json(&["logger", "--json", "--cases", "64", "--", "python3", &good], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    // Each buggy logger: the check that names its bug, shrunk to a one-document step.
+    for (name, check, key) in [
+        ("logger_pack_length_squared", "logged-flops", "attention.useful_sum_squares"),
+        ("logger_mock_counted_as_useful", "logged-tokens", "tokens.real"),
+        ("logger_rank_local_counts", "logged-tokens", "tokens.real"),
+    ] {
+        let bad = example_adapter(name);
+        let v = fuzz_json(&["logger", "--json", "--cases", "64", "--", "python3", &bad], 1);
+        let f = &v["failure"];
+        assert_eq!(f["kind"], "violation", "{name}: {f}");
+        assert_eq!(f["checks"][0], check, "{name}: {f}");
+        assert!(f["detail"].as_str().unwrap().contains(&format!("`{key}`")), "{name}: {f}");
+        let mbs = f["request"]["micro_batches"].as_array().unwrap();
+        assert_eq!(mbs.len(), 1, "{name}: {f}");
+        assert!(mbs[0]["cu_seq_lens_q"].as_array().unwrap().len() <= 3, "{name}: {f}");
+    }
+    // A key that is not in the record is a schema failure, not a silent pass.
+    let typo = "import json,sys\nfor l in sys.stdin:\n r=json.loads(l)\n print(json.dumps({'thdcheck':1,'id':r['id'],'logged':{'tokens.reel':1}}),flush=True)";
+    let script = typo.replace("\\n", "\n");
+    let v = fuzz_json(&["logger", "--json", "--cases", "4", "--", "python3", "-c", &script], 1);
+    assert_eq!(v["failure"]["kind"], "schema", "{v}");
+    assert!(
+        v["failure"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("`logged.tokens.reel` is not a record key")
+    );
+}
+
+#[test]
+fn metrics_reads_a_real_loggers_keys_with_logger() {
+    let dir = "examples/batches/good/cp_shards";
+    let r = metrics_record(&["--batch", dir]);
+    let tmp = tempfile::tempdir().unwrap();
+    let logged = tmp.path().join("areal.json");
+    // AReaL's stats_tracker keys: the global counts pass, loss is listed as not recomputed.
+    let good = serde_json::json!({
+        "sft/n_tokens": r["batch"]["tokens"]["real"],
+        "sft/n_valid_tokens": r["batch"]["tokens"]["valid"],
+        "sft/loss/avg": 2.5,
+        "sft/grad_norm": 1.0,
+    });
+    std::fs::write(&logged, good.to_string()).unwrap();
+    let args = |l: &str| {
+        vec!["metrics", "--recipe", RECIPE, "--batch", dir, "--logger", "areal", "--expect"]
+            .into_iter()
+            .chain([l])
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let path = logged.to_str().unwrap().to_owned();
+    let a = args(&path);
+    let o = run_expect(&a.iter().map(String::as_str).collect::<Vec<_>>(), 0);
+    let out = stdout(&o);
+    assert!(out.contains("ok       sft/n_tokens (= batch.tokens.real)"), "{out}");
+    assert!(out.contains("n/a      sft/loss/avg"), "{out}");
+    assert!(out.contains("unknown  sft/grad_norm"), "{out}");
+    // #1242: rank 0's shard counted as the batch.
+    let half = r["batch"]["tokens"]["real"].as_u64().unwrap() / 2;
+    std::fs::write(&logged, serde_json::json!({"sft/n_tokens": half}).to_string()).unwrap();
+    let o = run_expect(&a.iter().map(String::as_str).collect::<Vec<_>>(), 1);
+    assert!(stdout(&o).contains("CP factor 2"), "{}", stdout(&o));
+}
+
+#[test]
 fn fuzz_collator_passes_flattening_and_catches_the_dpo_offset_bug() {
     let good = example_adapter("flatten_collator");
     for mode in ["sft", "dpo"] {
@@ -524,7 +593,11 @@ fn metrics_prints_the_record_and_the_batch_under_the_recipe() {
     // The mock segment is hardware work, not useful work (#1561).
     assert_eq!(r["batch"]["attention"]["useful_sum_squares"], 77);
     assert_eq!(r["batch"]["attention"]["hardware_sum_squares"], 78);
-    assert_eq!(r["batch"]["tokens"], serde_json::json!({"real": 15, "stored": 16, "valid": 12}));
+    assert_eq!(
+        r["batch"]["tokens"],
+        serde_json::json!({"real": 15, "stored": 16, "valid": 12, "prompt": 3})
+    );
+    assert_eq!(r["batch"]["sequences"]["real"], 3);
     // --step-time scales the rates, not the counts.
     let slow = metrics_record(&["--step-time", "0.04"]);
     let fast = metrics_record(&[]);
@@ -560,11 +633,98 @@ fn metrics_expect_gates_a_logger() {
     assert!(out.contains("MISMATCH tokens.real"), "{out}");
     assert!(out.contains("=> FAIL: 2 of 2 logged values disagree"), "{out}");
 
+    // An unknown key is listed, not fatal; a JSON with nothing comparable is an error.
+    write(serde_json::json!({"tokens": {"reel": 1, "real": r["tokens"]["real"]}}));
+    let o = run_expect(&["metrics", "--recipe", RECIPE, "--expect", logged_arg], 0);
+    assert!(stdout(&o).contains("unknown  tokens.reel"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("=> PASS: 1 logged values agree (1 logged values not compared"));
     write(serde_json::json!({"tokens": {"reel": 1}}));
     let o = run_expect(&["metrics", "--recipe", RECIPE, "--expect", logged_arg], 2);
-    assert!(stderr(&o).contains("logged key `tokens.reel` is not in the record"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("none of the logged values can be compared (tokens.reel)"));
     let o = run_expect(&["metrics", "--recipe", "no/such.toml"], 2);
     assert!(stderr(&o).contains("no/such.toml"), "{}", stderr(&o));
+}
+
+#[test]
+fn metrics_counts_the_global_batch_of_cp_rank_files_and_names_the_cp_factor() {
+    let dir = "examples/batches/good/cp_shards";
+    let r = metrics_record(&["--batch", dir]);
+    // The two ranks reassembled: the global counts, not one rank's.
+    assert_eq!(r["batch"]["cp_size"], 2);
+    assert_eq!(r["batch"]["tokens"]["real"], 12);
+    assert_eq!(r["batch"]["tokens"]["stored"], 16);
+    // One rank alone cannot give the global batch: an error, never its local counts.
+    let o = run_expect(
+        &["metrics", "--recipe", RECIPE, "--batch", &format!("{dir}/rank0.safetensors")],
+        2,
+    );
+    assert!(stderr(&o).contains("needs every rank's file of a CP group"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("missing rank of cp_size 2: 1"), "{}", stderr(&o));
+    // A logger that reports rank 0's tokens as the batch's (Megatron-Bridge dense CP, AReaL
+    // #1242): the mismatch names the CP factor.
+    let tmp = tempfile::tempdir().unwrap();
+    let logged = tmp.path().join("logged.json");
+    std::fs::write(&logged, r#"{"batch": {"tokens": {"real": 6}, "sequences": {"real": 2}}}"#)
+        .unwrap();
+    let o = run_expect(
+        &["metrics", "--recipe", RECIPE, "--batch", dir, "--expect", logged.to_str().unwrap()],
+        1,
+    );
+    let out = stdout(&o);
+    assert!(out.contains("MISMATCH batch.tokens.real"), "{out}");
+    assert!(out.contains("logged-tokens: logged × 2 = expected"), "{out}");
+    assert!(out.contains("CP factor 2"), "{out}");
+}
+
+#[test]
+fn metrics_sums_micro_batches_and_scales_by_the_dp_size() {
+    let a = "examples/batches/good/hf_bionemo_mock_num_real_seqs.safetensors";
+    let b = "examples/batches/good/hf_flatten.safetensors";
+    let tokens = |r: &serde_json::Value, k: &str| r["batch"]["tokens"][k].as_u64().unwrap();
+    let (ra, rb) = (metrics_record(&["--batch", a]), metrics_record(&["--batch", b]));
+    let both = metrics_record(&["--batch", a, "--batch", b, "--grad-acc", "2"]);
+    assert_eq!(both["batch"]["micro_batches"], 2);
+    for k in ["real", "stored", "valid"] {
+        assert_eq!(tokens(&both, k), tokens(&ra, k) + tokens(&rb, k), "{k}");
+    }
+    let sq =
+        |r: &serde_json::Value| r["batch"]["attention"]["useful_sum_squares"].as_u64().unwrap();
+    assert_eq!(sq(&both), sq(&ra) + sq(&rb));
+    let dp = metrics_record(&["--batch", a, "--batch", b, "--dp-size", "4"]);
+    assert_eq!(tokens(&dp, "real"), 4 * tokens(&both, "real"));
+    assert_eq!(dp["batch"]["dp_size"], 4);
+    // --grad-acc states the micro-batch count: a different count is an error naming both.
+    let o = run_expect(&["metrics", "--recipe", RECIPE, "--batch", a, "--grad-acc", "3"], 2);
+    assert!(
+        stderr(&o).contains("--grad-acc 3 but --batch gives 1 micro-batches"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run_expect(&["metrics", "--recipe", RECIPE, "--dp-size", "2"], 2);
+    assert!(stderr(&o).contains("describe the batches of --batch"), "{}", stderr(&o));
+}
+
+#[test]
+fn megatron_bridge_sentinel_offsets_without_argmin_are_cut_at_the_first_negative_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("mb.safetensors");
+    // gpt_step._trim_padded_cu_seqlens_for_cp (067f987df): no argmin, cut at the first -1.
+    let bytes = write_ints(
+        &[
+            ("tokens", vec![1, 8], vec![1, 5, 6, 7, 2, 1, 8, 9]),
+            ("labels", vec![1, 8], vec![5, 6, 7, 2, 1, 8, 9, 2]),
+            ("loss_mask", vec![1, 8], vec![1, 1, 1, 1, 1, 1, 1, 0]),
+            ("position_ids", vec![1, 8], vec![0, 1, 2, 3, 4, 5, 6, 7]),
+            ("cu_seqlens", vec![1, 4], vec![0, 8, -1, -1]),
+        ],
+        &[],
+    )
+    .unwrap();
+    std::fs::write(&p, bytes).unwrap();
+    let o = run_expect(&["check", p.to_str().unwrap()], 0);
+    assert!(stdout(&o).contains("cut at its first negative entry, index 2"), "{}", stdout(&o));
+    let r = metrics_record(&["--batch", p.to_str().unwrap()]);
+    assert_eq!(r["batch"]["tokens"]["real"], 8);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 mod adapter;
 mod collator;
+mod logger;
 pub use collator::StaticLength;
 mod packer;
 
@@ -105,6 +106,13 @@ pub trait Target {
 pub fn run(args: &FuzzArgs) -> Result<u8> {
     match args.target {
         FuzzTarget::Packer => drive(&packer::PackerTarget { first_fit: args.first_fit }, args),
+        FuzzTarget::Logger => drive(
+            &logger::LoggerTarget {
+                tol: properties::checks::Tolerance { rtol: args.rtol, atol: 0.0 },
+                peak_tflops: 989.0,
+            },
+            args,
+        ),
         FuzzTarget::Collator => drive(
             &collator::CollatorTarget {
                 mode: args.mode,
@@ -409,13 +417,28 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                         break;
                     }
                     // Every violated check is a class of its own.
-                    let classes: Vec<String> = if f.checks.is_empty() {
-                        vec![f.signature().to_string()]
+                    // (check, its own detail line): a case counts once per class.
+                    let mut classes: Vec<(String, String)> = if f.checks.is_empty() {
+                        vec![(f.signature().to_string(), f.detail.clone())]
                     } else {
-                        f.checks.iter().map(|k| format!("{} {k}", f.kind)).collect()
+                        f.checks
+                            .iter()
+                            .map(|k| {
+                                let line = f
+                                    .detail
+                                    .lines()
+                                    .find(|l| l.starts_with(&format!("{k}:")))
+                                    .unwrap_or(&f.detail);
+                                (format!("{} {k}", f.kind), line.to_owned())
+                            })
+                            .collect()
                     };
-                    for class in classes.into_iter().filter(|c| *c != first.to_string()) {
-                        let e = also.entry(class).or_insert((0, f.detail.clone()));
+                    classes.sort();
+                    classes.dedup_by(|a, b| a.0 == b.0);
+                    for (class, detail) in
+                        classes.into_iter().filter(|(c, _)| *c != first.to_string())
+                    {
+                        let e = also.entry(class).or_insert((0, detail));
                         e.0 += 1;
                     }
                 }

@@ -67,6 +67,10 @@ pub struct BatchFacts {
     pub pad_tokens: u64,
     /// Loss positions with a valid target, if the batch has labels.
     pub valid_labels: Option<u64>,
+    /// Real segments with at least one valid target in their real tokens (AReaL's `n_seqs`), if
+    /// the batch has labels. Under the unshifted convention a segment's first label is the
+    /// previous position's target, so it does not count for the segment.
+    pub labelled_segments: Option<u64>,
     /// Label convention used (`unshifted`: `labels[t]` is token `t`; `shifted`: already rolled).
     pub labels: &'static str,
     /// Useful attention work: real segments at real lengths.
@@ -129,6 +133,12 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
         let skip = usize::from(view.label_convention == LabelConvention::Unshifted);
         l.iter().skip(skip).filter(|&&x| x != IGNORE_INDEX).count() as u64
     });
+    let labelled_segments = view.labels.map(|l| {
+        let skip = usize::from(view.label_convention == LabelConvention::Unshifted);
+        (0..n)
+            .filter(|&i| !mock[i] && l[view.real(i)].iter().skip(skip).any(|&x| x != IGNORE_INDEX))
+            .count() as u64
+    });
     BatchFacts {
         rows: view.rows.max(1),
         tokens: view.num_tokens,
@@ -139,6 +149,7 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
         mock_tokens,
         pad_tokens: t.saturating_sub(real_tokens + mock_tokens),
         valid_labels,
+        labelled_segments,
         labels: match view.label_convention {
             LabelConvention::Unshifted => "unshifted",
             LabelConvention::Shifted => "shifted",

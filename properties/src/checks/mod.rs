@@ -20,6 +20,7 @@
 //! | PACKER | [`check_conservation`], [`check_emitted_so_far`], [`check_pairwise_full`], [`check_quality`], [`check_deterministic`] |
 //! | DPO | [`check_dpo`] |
 //! | FLOPS | [`check_flops`], [`check_flops_additive`] |
+//! | TOKENS-CP, FLOPS, MFU-PAD (a logged value) | [`check_logged`] |
 
 mod attn;
 mod batch;
@@ -28,6 +29,7 @@ mod cp_shard;
 mod dpo;
 mod flops;
 mod layout;
+mod logged;
 mod loss;
 mod mfu_pad;
 mod packer;
@@ -52,6 +54,7 @@ pub use layout::{
     cross_doc_label, layout_rules, mask, max_seqlen, mock_nonempty, num_real_seqs, offsets,
     padded_slots, position_ids, qk_offsets, row_slots, seq_idx, token_counts,
 };
+pub use logged::{Factor, LoggedKind, Number, Tolerance, check_logged};
 pub use loss::{LossRecord, check_loss};
 pub use mfu_pad::{MetricRecord, check_mfu_pad};
 pub use packer::{

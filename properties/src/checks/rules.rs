@@ -193,4 +193,10 @@ rules! {
     PACKER_FIRST_FIT = "packer-first-fit", Packer, "any two packs together exceed the capacity";
     /// Same input, same packs. [`crate::checks::check_deterministic`].
     PACKER_DETERMINISTIC = "packer-deterministic", Packer, "same input and options give the same packs";
+    /// A logged count is the step's exact count. [`crate::checks::check_logged`].
+    LOGGED_TOKENS = "logged-tokens", TokensCp, "a logged token or sequence count is the step's exact global count";
+    /// Logged FLOPs are the step's. [`crate::checks::check_logged`].
+    LOGGED_FLOPS = "logged-flops", Flops, "logged FLOPs and attention sums are the step's exact values";
+    /// A logged rate is the step's. [`crate::checks::check_logged`].
+    LOGGED_RATE = "logged-rate", MfuPad, "a logged rate (TFLOP/s, MFU, tokens/s) is the step's, within the tolerance";
 }

@@ -1,0 +1,336 @@
+//! Loggers: the adapter gets the micro-batches of one step (the batch dicts a collator returns,
+//! global before any CP split) with the model, the CP and DP sizes, the GPU count, the step time
+//! and the peak, and answers the values it would log, under the record names of
+//! `thdcheck metrics` (`tokens.real`, `flops.useful`, `mfu_pct.useful`, …). Each value is judged
+//! against thd's exact accounting of the same dicts, read as `thdcheck check` reads a dumped
+//! file, with `properties::checks::check_logged` (`logged-tokens` TOKENS-CP, `logged-flops`
+//! FLOPS, `logged-rate` MFU-PAD): counts and FLOPs exact, rates within the tolerance, and a
+//! value off by the CP, DP, micro-batch or GPU factor says so.
+
+use std::collections::BTreeMap;
+
+use properties::checks::{Number, Tolerance, check_logged};
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::strategy::BoxedStrategy;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use thd::metrics::{CausalConvention, FlopsFormula, HardwareView, ModelDims, StepTiming};
+use thdcheck::dialect::{ReadOptions, parse};
+use thdcheck::protocol::batch_to_safetensors;
+use thdcheck::tensors::BatchFile;
+
+use super::{Failure, Target, response};
+use crate::metrics_cmd::{MicroBatch, StepSpec, flatten_record, kind_of, step_metrics};
+
+/// How each micro-batch lays out its documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// One row, the documents back to back (`cu_seq_lens_q`).
+    Flat,
+    /// bionemo's `pad_to_multiple_of`: a mock segment of pad tokens fills the pack to a multiple
+    /// of `m`, marked by `num_real_seqs` (#1561's fix, Option A).
+    MockPad(u32),
+    /// Context-parallel padding: every document's slot padded to a multiple of `2·cp`, real
+    /// offsets in `cu_seq_lens_q`, storage in `cu_seq_lens_q_padded`.
+    CpPad,
+}
+
+/// One generated step.
+#[derive(Debug, Clone)]
+pub struct LoggerCase {
+    /// Per micro-batch, per document: (length, prompt tokens without a label).
+    pub micro_batches: Vec<Vec<(u32, u32)>>,
+    /// The layout of every micro-batch.
+    pub layout: Layout,
+    /// The model (one of [`models`]).
+    pub model: usize,
+    /// CP size.
+    pub cp: u64,
+    /// DP size: the micro-batches are one DP rank's, the others alike.
+    pub dp: u64,
+    /// Step time, seconds.
+    pub step_time_s: f64,
+}
+
+/// The models requests use: small, one of each MLP and causal convention.
+fn models() -> [ModelDims; 2] {
+    [
+        ModelDims {
+            layers: 2,
+            hidden: 64,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 16,
+            ffn: 160,
+            mlp_projections: 3,
+            vocab: 100,
+            padded_vocab: Some(128),
+            causal: CausalConvention::Half,
+            attention_output_gate: false,
+        },
+        ModelDims {
+            layers: 1,
+            hidden: 32,
+            heads: 2,
+            kv_heads: 2,
+            head_dim: 16,
+            ffn: 64,
+            mlp_projections: 2,
+            vocab: 50,
+            padded_vocab: None,
+            causal: CausalConvention::Half,
+            attention_output_gate: false,
+        },
+    ]
+}
+
+/// The logger request (after the envelope).
+#[derive(Debug, Clone, Serialize)]
+struct LoggerRequest<'a> {
+    model: ModelDims,
+    formula: FlopsFormula,
+    hardware_view: &'static str,
+    cp_size: u64,
+    dp_size: u64,
+    num_gpus: u64,
+    step_time_s: f64,
+    peak_tflops_per_gpu: f64,
+    layout: Layout,
+    micro_batches: &'a [Map<String, Value>],
+}
+
+/// The answer: logged values under record names.
+#[derive(Debug, Clone, Deserialize)]
+struct LoggerResponse {
+    logged: BTreeMap<String, Value>,
+}
+
+/// The logger target.
+pub struct LoggerTarget {
+    /// Tolerance for rates.
+    pub tol: Tolerance,
+    /// Peak TFLOP/s per GPU sent with every request.
+    pub peak_tflops: f64,
+}
+
+const PAD: i64 = 0;
+
+impl LoggerCase {
+    /// The batch dict of micro-batch `i`.
+    fn batch(&self, i: usize) -> Map<String, Value> {
+        let docs = &self.micro_batches[i];
+        let (mut ids, mut labels) = (Vec::new(), Vec::new());
+        let (mut cu, mut cu_padded) = (vec![0i64], vec![0i64]);
+        let multiple = 2 * self.cp as usize;
+        for (d, &(len, prompt)) in docs.iter().enumerate() {
+            for t in 0..len as usize {
+                let id = 1 + ((d * 31 + t * 7) % 97) as i64;
+                ids.push(id);
+                // Unshifted labels: a document's first token and its prompt predict nothing.
+                labels.push(if t == 0 || t < prompt as usize { -100 } else { id });
+            }
+            cu.push(cu[cu.len() - 1] + i64::from(len));
+            let slot = match self.layout {
+                Layout::CpPad => (len as usize).div_ceil(multiple) * multiple,
+                _ => len as usize,
+            };
+            for _ in len as usize..slot {
+                ids.push(PAD);
+                labels.push(-100);
+            }
+            cu_padded.push(cu_padded[cu_padded.len() - 1] + slot as i64);
+        }
+        let mut batch = Map::new();
+        let n_real = docs.len();
+        if let Layout::MockPad(m) = self.layout {
+            let t = ids.len();
+            let target = t.div_ceil(m as usize) * m as usize;
+            if target > t {
+                ids.resize(target, PAD);
+                labels.resize(target, -100);
+                cu.push(target as i64);
+            }
+            batch.insert("num_real_seqs".into(), json!(n_real));
+        }
+        let t = ids.len();
+        batch.insert("input_ids".into(), json!([ids]));
+        batch.insert("labels".into(), json!([labels]));
+        batch.insert("cu_seq_lens_q".into(), json!(cu));
+        batch.insert("cu_seq_lens_k".into(), json!(cu));
+        if self.layout == Layout::CpPad {
+            batch.insert("cu_seq_lens_q_padded".into(), json!(cu_padded));
+            batch.insert("cu_seq_lens_k_padded".into(), json!(cu_padded));
+        }
+        debug_assert!(cu_padded.last().copied().unwrap_or(0) as usize <= t);
+        batch
+    }
+
+    fn batches(&self) -> Vec<Map<String, Value>> {
+        (0..self.micro_batches.len()).map(|i| self.batch(i)).collect()
+    }
+
+    fn spec(&self, peak_tflops: f64) -> StepSpec {
+        StepSpec {
+            dims: models()[self.model],
+            formula: FlopsFormula::MegatronLm,
+            view: HardwareView::Varlen,
+            timing: StepTiming {
+                step_time_s: self.step_time_s,
+                num_gpus: self.cp * self.dp,
+                peak_flops_per_gpu: peak_tflops * 1e12,
+            },
+            dp: self.dp,
+            check: thdcheck::CheckOptions::default(),
+        }
+    }
+}
+
+impl Target for LoggerTarget {
+    type Case = LoggerCase;
+
+    fn kind(&self) -> &'static str {
+        "logger"
+    }
+
+    fn invariants(&self) -> &'static str {
+        "logged-tokens (TOKENS-CP), logged-flops (FLOPS), logged-rate (MFU-PAD)"
+    }
+
+    /// 1..=3 micro-batches of 1..=4 documents of 1..=24 tokens (a prompt of up to 4), one
+    /// layout, cp ∈ {1, 2, 4}, dp ∈ {1, 2}, step time 0.5 or 2 s.
+    fn strategy(&self) -> BoxedStrategy<LoggerCase> {
+        let doc = (1u32..=24, 0u32..=4).prop_map(|(len, prompt)| (len, prompt.min(len)));
+        let layout = prop_oneof![
+            2 => Just(Layout::Flat),
+            1 => prop_oneof![Just(8u32), Just(16)].prop_map(Layout::MockPad),
+            1 => Just(Layout::CpPad),
+        ];
+        (
+            vec(vec(doc, 1..=4), 1..=3),
+            layout,
+            0usize..2,
+            prop_oneof![Just(1u64), Just(2), Just(4)],
+            prop_oneof![Just(1u64), Just(2)],
+            prop_oneof![Just(0.5f64), Just(2.0)],
+        )
+            .prop_map(|(micro_batches, layout, model, cp, dp, step_time_s)| LoggerCase {
+                micro_batches,
+                layout,
+                model,
+                cp,
+                dp,
+                step_time_s,
+            })
+            .boxed()
+    }
+
+    fn payload(&self, case: &LoggerCase) -> Value {
+        let batches = case.batches();
+        serde_json::to_value(LoggerRequest {
+            model: models()[case.model],
+            formula: FlopsFormula::MegatronLm,
+            hardware_view: "varlen",
+            cp_size: case.cp,
+            dp_size: case.dp,
+            num_gpus: case.cp * case.dp,
+            step_time_s: case.step_time_s,
+            peak_tflops_per_gpu: self.peak_tflops,
+            layout: case.layout,
+            micro_batches: &batches,
+        })
+        .unwrap_or(Value::Null)
+    }
+
+    fn judge(
+        &self,
+        case: &LoggerCase,
+        send: &mut dyn FnMut() -> Result<String, Failure>,
+    ) -> Result<(), Failure> {
+        let (resp, line) = response::<LoggerResponse>(send)?;
+        let with = |mut f: Failure| {
+            f.response = Some(line.clone());
+            f
+        };
+        let expected = expected(case, self.peak_tflops).map_err(with)?;
+        let schema = |detail: String| Failure {
+            kind: "schema",
+            checks: vec![],
+            detail,
+            response: Some(line.clone()),
+        };
+        if resp.logged.is_empty() {
+            return Err(schema("`logged` holds no value: answer at least one record key".into()));
+        }
+        let factors =
+            [("CP", case.cp), ("DP", case.dp), ("micro-batch", case.micro_batches.len() as u64)];
+        let mut violations = Vec::new();
+        for (key, value) in &resp.logged {
+            let Some(want) = expected.get(key) else {
+                let known: Vec<&String> = expected.keys().collect();
+                return Err(schema(format!(
+                    "`logged.{key}` is not a record key; the keys are {known:?}"
+                )));
+            };
+            let Some(got) = number(value) else {
+                return Err(schema(format!("`logged.{key}` = {value} is not a number")));
+            };
+            let Some(want) = number(want) else { continue };
+            if let Err(v) = check_logged(key, kind_of(key), got, want, self.tol, &factors) {
+                violations.push(v);
+            }
+        }
+        // Counts feed FLOPs, FLOPs feed rates: the most basic wrong value names the failure.
+        let rank = |id: &str| match id {
+            "logged-tokens" => 0,
+            "logged-flops" => 1,
+            _ => 2,
+        };
+        violations.sort_by_key(|v| rank(v.id));
+        let mut checks: Vec<String> = violations.iter().map(|v| v.id.to_owned()).collect();
+        checks.dedup();
+        match violations.first() {
+            None => Ok(()),
+            Some(_) => Err(with(Failure {
+                kind: "violation",
+                checks,
+                detail: violations
+                    .iter()
+                    .map(|v| format!("{}: {}", v.id, v.summary()))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                response: None,
+            })),
+        }
+    }
+}
+
+/// The record of the case's step, flattened (`tokens.real` → value), computed by reading the
+/// same dicts the adapter got.
+fn expected(case: &LoggerCase, peak_tflops: f64) -> Result<BTreeMap<String, Value>, Failure> {
+    let internal = |e: String| Failure {
+        kind: "violation",
+        checks: vec!["batch-readable".into()],
+        detail: format!("thdcheck cannot read its own generated batch (a thdcheck bug): {e}"),
+        response: None,
+    };
+    let mut mbs = Vec::new();
+    for (i, batch) in case.batches().iter().enumerate() {
+        let bytes = batch_to_safetensors(batch).map_err(|e| internal(e.to_string()))?;
+        let file = BatchFile::from_bytes(bytes).map_err(|e| internal(e.to_string()))?;
+        let parsed = parse(file, &ReadOptions::default()).map_err(|e| internal(e.to_string()))?;
+        mbs.push(MicroBatch {
+            label: format!("micro-batch {i}"),
+            packs: parsed.packs,
+            metadata: BTreeMap::new(),
+            cp: 1,
+        });
+    }
+    let step = step_metrics(&mbs, &case.spec(peak_tflops)).map_err(|e| internal(e.to_string()))?;
+    Ok(flatten_record(&step.record))
+}
+
+fn number(v: &Value) -> Option<Number> {
+    crate::metrics_cmd::number(v)
+}

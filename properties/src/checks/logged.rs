@@ -1,0 +1,166 @@
+//! A logged number against the step's exact value (`thdcheck metrics --expect` and
+//! `thdcheck fuzz logger`): counts are exact, rates within the tolerance, and a disagreement
+//! that a parallel factor explains says so.
+
+use super::rules::{LOGGED_FLOPS, LOGGED_RATE, LOGGED_TOKENS, Rule};
+use crate::violation::rel_diff;
+use crate::{Checked, Location};
+
+/// What kind of number a logged value is, which picks its rule (and invariant).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LoggedKind {
+    /// A token or sequence count (TOKENS-CP): exact.
+    Count,
+    /// FLOPs or an attention sum (FLOPS): exact when logged as an integer.
+    Flops,
+    /// A rate (TFLOP/s, MFU, tokens/s) or a ratio (MFU-PAD): within the tolerance.
+    Rate,
+}
+
+impl LoggedKind {
+    fn rule(self) -> Rule {
+        match self {
+            LoggedKind::Count => LOGGED_TOKENS,
+            LoggedKind::Flops => LOGGED_FLOPS,
+            LoggedKind::Rate => LOGGED_RATE,
+        }
+    }
+}
+
+/// A logged or expected number: an exact integer or a float.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Number {
+    /// An integer, exact.
+    Int(i128),
+    /// A float.
+    Float(f64),
+}
+
+impl Number {
+    fn as_f64(self) -> f64 {
+        match self {
+            Number::Int(i) => i as f64,
+            Number::Float(f) => f,
+        }
+    }
+}
+
+impl std::fmt::Display for Number {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Number::Int(i) => write!(f, "{i}"),
+            Number::Float(x) => write!(f, "{x}"),
+        }
+    }
+}
+
+/// How close two numbers must be: integers both ways are exact, anything else within
+/// `max(atol, rtol·|expected|)` (and never NaN or infinite).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerance {
+    /// Relative tolerance.
+    pub rtol: f64,
+    /// Absolute tolerance.
+    pub atol: f64,
+}
+
+impl Tolerance {
+    /// True when `logged` agrees with `expected`.
+    ///
+    /// # Example
+    /// ```
+    /// use properties::checks::{Number, Tolerance};
+    /// let tol = Tolerance { rtol: 1e-6, atol: 0.0 };
+    /// assert!(tol.agrees(Number::Int(7), Number::Int(7)));
+    /// assert!(!tol.agrees(Number::Int(7), Number::Int(8)));
+    /// assert!(tol.agrees(Number::Float(1.0000001), Number::Float(1.0)));
+    /// assert!(!tol.agrees(Number::Float(f64::NAN), Number::Float(1.0)));
+    /// ```
+    pub fn agrees(&self, logged: Number, expected: Number) -> bool {
+        match (logged, expected) {
+            (Number::Int(a), Number::Int(b)) => a == b,
+            (a, b) => {
+                let (a, b) = (a.as_f64(), b.as_f64());
+                a.is_finite()
+                    && b.is_finite()
+                    && (a - b).abs() <= self.atol.max(self.rtol * b.abs())
+            }
+        }
+    }
+}
+
+/// A parallel factor that can explain a wrong logged value: `("CP", 2)` means a value that is
+/// exactly 1/2 (or 2×) of the right one was counted on one CP rank (or summed twice).
+pub type Factor = (&'static str, u64);
+
+/// The rule for one logged value: it is the step's exact value.
+///
+/// ```text
+/// Count, Flops:  logged = expected   (integers exact; a float logged for an integer within tol)
+/// Rate:          |logged − expected| ≤ max(atol, rtol·|expected|), finite
+/// ```
+///
+/// When they disagree and `logged·f = expected` (or `logged = expected·f`) for one of the
+/// `factors` (f > 1), the note names it: a rank-local count reported as global is `1/cp` of
+/// it, a per-micro-batch value `1/grad_acc`.
+///
+/// # Errors
+/// The violation of `logged-tokens` (TOKENS-CP), `logged-flops` (FLOPS) or `logged-rate`
+/// (MFU-PAD), at the key.
+///
+/// # Example
+/// ```
+/// use properties::checks::{LoggedKind, Number, Tolerance, check_logged};
+/// let tol = Tolerance { rtol: 1e-6, atol: 0.0 };
+/// // AReaL #1242 / Megatron-Bridge dense CP: rank 0's tokens logged as the step's.
+/// let v = check_logged("n_tokens", LoggedKind::Count, Number::Int(6), Number::Int(12), tol, &[("CP", 2)])
+///     .unwrap_err();
+/// assert_eq!(v.id, "logged-tokens");
+/// assert!(v.note.as_deref().unwrap().contains("CP factor 2"));
+/// assert!(check_logged("mfu", LoggedKind::Rate, Number::Float(41.0), Number::Float(41.0), tol, &[]).is_ok());
+/// ```
+pub fn check_logged(
+    key: &str,
+    kind: LoggedKind,
+    logged: Number,
+    expected: Number,
+    tol: Tolerance,
+    factors: &[Factor],
+) -> Checked {
+    if tol.agrees(logged, expected) {
+        return Ok(());
+    }
+    let rule = kind.rule();
+    let mut v = rule.violation().at(Location::default().key(key)).expected(expected).got(logged);
+    let explained = factors.iter().filter(|(_, f)| *f > 1).find_map(|&(name, f)| {
+        let scaled = |n: Number, by: u64| match n {
+            Number::Int(i) => Number::Int(i * i128::from(by)),
+            Number::Float(x) => Number::Float(x * by as f64),
+        };
+        if tol.agrees(scaled(logged, f), expected) {
+            Some(format!(
+                "logged × {f} = expected: a value of one of {f} parts reported as the whole \
+                 ({name} factor {f}; e.g. one rank's count logged as the global one)"
+            ))
+        } else if tol.agrees(logged, scaled(expected, f)) {
+            Some(format!(
+                "logged = expected × {f}: counted {f} times ({name} factor {f}; e.g. a global \
+                 value summed again over the {f} ranks)"
+            ))
+        } else {
+            None
+        }
+    });
+    v = match explained {
+        Some(n) => v.note(n),
+        None if matches!((logged, expected), (Number::Int(_), Number::Int(_))) => {
+            v.note(format!("Δ = {}", logged.as_f64() - expected.as_f64()))
+        }
+        None => v.note(format!(
+            "relative error {:.3e} > rtol {:e}",
+            rel_diff(logged.as_f64(), expected.as_f64()),
+            tol.rtol
+        )),
+    };
+    Err(v)
+}
