@@ -337,6 +337,16 @@ pub(crate) fn step_metrics(mbs: &[MicroBatch], spec: &StepSpec) -> Result<Step> 
         "tflops_per_gpu": { "useful": rates.tflops_per_gpu, "hardware": rates.tflops_per_gpu_padded },
         "mfu_pct": { "useful": rates.mfu_pct, "hardware": rates.mfu_padded_pct },
         "tokens_per_second_per_gpu": rates.tokens_per_second_per_gpu,
+        // The same step-wide, and of stored tokens and valid labels (what some loggers count).
+        "tokens_per_second": work.real_tokens as f64 / timing.step_time_s,
+        "stored_tokens_per_second_per_gpu":
+            work.padded_tokens as f64 / timing.step_time_s / timing.num_gpus as f64,
+        "valid_tokens_per_second": valid.map_or(Value::Null, |v| Value::from(v as f64 / timing.step_time_s)),
+        "padding_fraction": if work.padded_tokens == 0 {
+            0.0
+        } else {
+            1.0 - work.real_tokens as f64 / work.padded_tokens as f64
+        },
     });
     // Megatron-Bridge's runtime statistics: the tensors' tokens (linear term) and Σ sᵢ² of the
     // real sequences (attention term), accumulated over micro-batches and DP.

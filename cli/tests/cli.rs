@@ -352,7 +352,7 @@ fn metrics_reads_a_real_loggers_keys_with_logger() {
         "sft/n_tokens": r["batch"]["tokens"]["real"],
         "sft/n_valid_tokens": r["batch"]["tokens"]["valid"],
         "sft/loss/avg": 2.5,
-        "sft/grad_norm": 1.0,
+        "sft/vocab_min_logits/avg": 1.0,
     });
     std::fs::write(&logged, good.to_string()).unwrap();
     let args = |l: &str| {
@@ -368,7 +368,7 @@ fn metrics_reads_a_real_loggers_keys_with_logger() {
     let out = stdout(&o);
     assert!(out.contains("ok       sft/n_tokens (= batch.tokens.real)"), "{out}");
     assert!(out.contains("n/a      sft/loss/avg"), "{out}");
-    assert!(out.contains("unknown  sft/grad_norm"), "{out}");
+    assert!(out.contains("unknown  sft/vocab_min_logits/avg"), "{out}");
     // #1242: rank 0's shard counted as the batch.
     let half = r["batch"]["tokens"]["real"].as_u64().unwrap() / 2;
     std::fs::write(&logged, serde_json::json!({"sft/n_tokens": half}).to_string()).unwrap();
