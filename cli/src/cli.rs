@@ -174,6 +174,14 @@ pub struct FuzzArgs {
     /// Packer: also require that no two packs fit together (first-fit-like strategies).
     #[arg(long)]
     pub first_fit: bool,
+    /// Logger: the FLOPs formula the logger implements (the request says which; the model's
+    /// causal convention follows it: Megatron halves, bionemo's perf_logger does not).
+    #[arg(long, value_enum, default_value = "megatron-lm")]
+    pub formula: crate::fuzz::Formula,
+    /// Logger: the layouts generated (repeatable; default all): flat, mock-pad (bionemo's
+    /// pad_to_multiple_of mock segment, marked by num_real_seqs), cp-pad (slots padded to 2·cp).
+    #[arg(long = "layout", value_enum, value_name = "LAYOUT")]
+    pub layouts: Vec<crate::fuzz::LayoutKind>,
     /// Logger: relative tolerance of logged rates (TFLOP/s, MFU, tokens/s); counts and FLOPs
     /// are exact.
     #[arg(long, default_value_t = 1e-9, value_parser = non_negative_f64)]

@@ -37,6 +37,42 @@ pub enum Layout {
     CpPad,
 }
 
+/// The FLOPs formula a logger implements (`--formula`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Formula {
+    /// Megatron-LM / Megatron-Bridge `num_floating_point_operations` (causal half).
+    MegatronLm,
+    /// bionemo `perf_logger.py` (PR #1548): never halves for causal attention.
+    BionemoPerfLogger,
+}
+
+impl Formula {
+    fn thd(self) -> FlopsFormula {
+        match self {
+            Formula::MegatronLm => FlopsFormula::MegatronLm,
+            Formula::BionemoPerfLogger => FlopsFormula::BionemoPerfLogger,
+        }
+    }
+
+    fn causal(self) -> CausalConvention {
+        match self {
+            Formula::MegatronLm => CausalConvention::Half,
+            Formula::BionemoPerfLogger => CausalConvention::None,
+        }
+    }
+}
+
+/// The layouts `--layout` can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LayoutKind {
+    /// [`Layout::Flat`].
+    Flat,
+    /// [`Layout::MockPad`] with m ∈ {8, 16}.
+    MockPad,
+    /// [`Layout::CpPad`].
+    CpPad,
+}
+
 /// One generated step.
 #[derive(Debug, Clone)]
 pub struct LoggerCase {
@@ -52,6 +88,8 @@ pub struct LoggerCase {
     pub dp: u64,
     /// Step time, seconds.
     pub step_time_s: f64,
+    /// The FLOPs formula.
+    pub formula: Formula,
 }
 
 /// The models requests use: small, one of each MLP and causal convention.
@@ -113,6 +151,10 @@ pub struct LoggerTarget {
     pub tol: Tolerance,
     /// Peak TFLOP/s per GPU sent with every request.
     pub peak_tflops: f64,
+    /// The formula the logger implements.
+    pub formula: Formula,
+    /// The layouts generated.
+    pub layouts: Vec<LayoutKind>,
 }
 
 const PAD: i64 = 0;
@@ -171,10 +213,14 @@ impl LoggerCase {
         (0..self.micro_batches.len()).map(|i| self.batch(i)).collect()
     }
 
+    fn dims(&self) -> ModelDims {
+        ModelDims { causal: self.formula.causal(), ..models()[self.model] }
+    }
+
     fn spec(&self, peak_tflops: f64) -> StepSpec {
         StepSpec {
-            dims: models()[self.model],
-            formula: FlopsFormula::MegatronLm,
+            dims: self.dims(),
+            formula: self.formula.thd(),
             view: HardwareView::Varlen,
             timing: StepTiming {
                 step_time_s: self.step_time_s,
@@ -202,11 +248,14 @@ impl Target for LoggerTarget {
     /// layout, cp ∈ {1, 2, 4}, dp ∈ {1, 2}, step time 0.5 or 2 s.
     fn strategy(&self) -> BoxedStrategy<LoggerCase> {
         let doc = (1u32..=24, 0u32..=4).prop_map(|(len, prompt)| (len, prompt.min(len)));
-        let layout = prop_oneof![
-            2 => Just(Layout::Flat),
-            1 => prop_oneof![Just(8u32), Just(16)].prop_map(Layout::MockPad),
-            1 => Just(Layout::CpPad),
-        ];
+        let layout = proptest::sample::select(self.layouts.clone()).prop_flat_map(|k| match k {
+            LayoutKind::Flat => Just(Layout::Flat).boxed(),
+            LayoutKind::MockPad => {
+                prop_oneof![Just(8u32), Just(16)].prop_map(Layout::MockPad).boxed()
+            }
+            LayoutKind::CpPad => Just(Layout::CpPad).boxed(),
+        });
+        let formula = self.formula;
         (
             vec(vec(doc, 1..=4), 1..=3),
             layout,
@@ -215,13 +264,14 @@ impl Target for LoggerTarget {
             prop_oneof![Just(1u64), Just(2)],
             prop_oneof![Just(0.5f64), Just(2.0)],
         )
-            .prop_map(|(micro_batches, layout, model, cp, dp, step_time_s)| LoggerCase {
+            .prop_map(move |(micro_batches, layout, model, cp, dp, step_time_s)| LoggerCase {
                 micro_batches,
                 layout,
                 model,
                 cp,
                 dp,
                 step_time_s,
+                formula,
             })
             .boxed()
     }
@@ -229,8 +279,8 @@ impl Target for LoggerTarget {
     fn payload(&self, case: &LoggerCase) -> Value {
         let batches = case.batches();
         serde_json::to_value(LoggerRequest {
-            model: models()[case.model],
-            formula: FlopsFormula::MegatronLm,
+            model: case.dims(),
+            formula: case.formula.thd(),
             hardware_view: "varlen",
             cp_size: case.cp,
             dp_size: case.dp,

@@ -6,6 +6,7 @@ mod adapter;
 mod collator;
 mod logger;
 pub use collator::StaticLength;
+pub use logger::{Formula, LayoutKind};
 mod packer;
 
 use std::cell::{Cell, RefCell};
@@ -110,6 +111,12 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
             &logger::LoggerTarget {
                 tol: properties::checks::Tolerance { rtol: args.rtol, atol: 0.0 },
                 peak_tflops: 989.0,
+                formula: args.formula,
+                layouts: if args.layouts.is_empty() {
+                    vec![LayoutKind::Flat, LayoutKind::MockPad, LayoutKind::CpPad]
+                } else {
+                    args.layouts.clone()
+                },
             },
             args,
         ),
