@@ -193,4 +193,15 @@ rules! {
     PACKER_FIRST_FIT = "packer-first-fit", Packer, "any two packs together exceed the capacity";
     /// Same input, same packs. [`crate::checks::check_deterministic`].
     PACKER_DETERMINISTIC = "packer-deterministic", Packer, "same input and options give the same packs";
+    /// CP-local sums reassemble the global loss. [`crate::checks::check_cp_loss`],
+    /// [`crate::checks::check_reported_loss`].
+    CP_LOSS = "cp-loss", CpLoss, "the parts' sums add up to the global sums and the reported loss is Σ_r nll_r / Σ_r count_r (0 when nothing is valid)";
+    /// Counts and the loss do not move with the CP size. [`crate::checks::check_tokens_cp`].
+    TOKENS_CP = "tokens-cp", TokensCp, "token counts and the reported loss are the same for every cp size";
+    /// A rank's labels are the targets rolled on the full sequence. [`crate::checks::check_cp_shard`].
+    CP_LABELS = "cp-labels", CpShard, "labels are rolled on the full sequence, then split";
+    /// A rank's position ids are global. [`crate::checks::check_cp_shard`].
+    CP_POSITION_IDS = "cp-position-ids", CpShard, "a rank's position ids are each token's offset in its own sequence";
+    /// A valid layout is never rejected. [`crate::checks::check_split_accepted`].
+    CP_SPLIT_ACCEPTED = "cp-split-accepted", CpShard, "a layout with every length divisible by 2·cp is accepted";
 }
