@@ -1,6 +1,6 @@
 //! `thdcheck fuzz packer|collator -- CMD ARGS…`: generate cases, send them to the user's
 //! adapter (JSON lines, `docs/protocol.md`), check every invariant on the answers, and shrink a
-//! failure with proptest to a minimal request that can be replayed by hand.
+//! failure with proptest to a minimal request (or requests) that can be replayed by hand.
 
 mod adapter;
 mod collator;
@@ -90,6 +90,11 @@ pub trait Target {
     fn strategy(&self) -> BoxedStrategy<Self::Case>;
     /// The request payload of a case.
     fn payload(&self, case: &Self::Case) -> Value;
+    /// Every request of a case, in the order `judge` sends them: the n-th call of `send` sends
+    /// the n-th (cycling). One by default.
+    fn payloads(&self, case: &Self::Case) -> Vec<Value> {
+        vec![self.payload(case)]
+    }
     /// Sends the case (through `send`, which may be called more than once) and judges the
     /// answers.
     fn judge(
@@ -206,10 +211,14 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
     let exec = |case: &T::Case| -> Result<(), Failure> {
         executed.set(executed.get() + 1);
         let mut last_request = String::new();
+        let payloads = target.payloads(case);
+        let mut sent = 0usize;
         let mut send = || -> Result<String, Failure> {
             let id = next_id.get();
             next_id.set(id + 1);
-            last_request = envelope(id, target.kind(), &target.payload(case)).to_string();
+            let payload = payloads.get(sent % payloads.len().max(1)).unwrap_or(&Value::Null);
+            sent += 1;
+            last_request = envelope(id, target.kind(), payload).to_string();
             let reply = adapter.borrow_mut().request(&last_request).map_err(|e| Failure {
                 kind: "crash",
                 checks: vec![],
@@ -330,7 +339,13 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
         Err(TestError::Fail(_, minimal)) => {
             // Replay the minimal case once more to report it in full. It failed as `found`
             // when shrinking; a replay that passes or fails another way is reported as such.
-            let request = envelope(0, target.kind(), &target.payload(&minimal)).to_string();
+            let requests: Vec<String> = target
+                .payloads(&minimal)
+                .iter()
+                .enumerate()
+                .map(|(i, p)| envelope(i as u64, target.kind(), p).to_string())
+                .collect();
+            let request = requests.first().cloned().unwrap_or_default();
             let found = found.borrow().clone();
             // A hang is not replayed: it would cost another full timeout. Anything else is
             // replayed in a fresh process, as the user's replay command will run it.
@@ -422,6 +437,10 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
             }
             let replay = match &history_file {
                 Some(path) => format!("{command} < {}", shell_quote(&path.display().to_string())),
+                None if requests.len() > 1 => format!(
+                    "printf '%s\\n' {} | {command}",
+                    requests.iter().map(|r| shell_quote(r)).collect::<Vec<_>>().join(" ")
+                ),
                 None => format!("echo '{}' | {command}", request.replace('\'', "'\\''")),
             };
             let note = note.or_else(|| {
@@ -449,6 +468,12 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                     })).collect::<Vec<_>>(),
                 });
                 let mut doc = doc;
+                if requests.len() > 1 {
+                    doc["failure"]["requests"] = requests
+                        .iter()
+                        .map(|r| serde_json::from_str::<Value>(r).unwrap_or(Value::Null))
+                        .collect();
+                }
                 if let Some(g) = &shrunk_as {
                     doc["failure"]["shrunk_as"] = json!({
                         "kind": g.kind, "checks": g.checks, "detail": g.detail,
@@ -491,7 +516,9 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                 if let Some(n) = &note {
                     writeln!(out, "  {:<14}{}", "note", n.replace('\n', "\n                "))?;
                 }
-                writeln!(out, "  {:<14}{request}", "request")?;
+                for r in &requests {
+                    writeln!(out, "  {:<14}{r}", "request")?;
+                }
                 if let Some(r) = &failure.response {
                     writeln!(out, "  {:<14}{}", "response", clip(r))?;
                 }
