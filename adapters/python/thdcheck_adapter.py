@@ -20,6 +20,10 @@ Collator functions get the list of examples (``{"input_ids": [...]}``, or for DP
 dumped ``.safetensors`` file has, values as ints or (nested) lists of ints. Torch tensors are
 converted with ``.tolist()``.
 
+Loss functions (``serve_loss``) get every CP rank's shard of one global batch and the CP size,
+and return the loss the pipeline would report, optionally with every rank's ``(nll_sum, count)``
+and the valid-token count it would log.
+
 An exception in your function is answered as ``{"error": traceback}``, which thdcheck reports
 (and shrinks) as an adapter error. Print debugging output to stderr, never stdout.
 """
@@ -88,3 +92,58 @@ def serve_collator(collate):
         return {"batch": collate(request["examples"], request.get("max_seq_length"))}
 
     serve(handler)
+
+
+def _float(value):
+    """A float for JSON: NaN and the infinities as the strings "NaN", "Infinity", "-Infinity"
+    (JSON has no NaN; thdcheck reads these strings as the values)."""
+    if hasattr(value, "item"):
+        value = value.item()
+    value = float(value)
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def _count(value):
+    """An integer count (a tensor, or an integral float, becomes an int)."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def serve_loss(loss):
+    """Serve ``loss(ranks, cp_size) -> loss | dict`` for ``thdcheck fuzz loss``.
+
+    ``ranks[r]`` is CP rank ``r``'s shard of one global packed batch, in its local (zigzag)
+    order: ``{"cp_rank": r, "logits": [[float] * vocab] * n, "labels": [int] * n}``. The labels
+    are already rolled on the full sequence (shifted: local token ``k`` predicts ``labels[k]``);
+    -100 marks a token that predicts nothing (ignored, the last token of a sequence, padding),
+    so ``labels != -100`` is the loss mask. A rank may hold no valid label at all.
+
+    Return the loss the pipeline reports, as a number, or a dict with
+      - ``"loss"``: that number;
+      - ``"parts"`` (optional): every rank's ``(nll_sum, count)``, rank 0 first: the Σ NLL over
+        its valid labels and their number;
+      - ``"n_valid_tokens"`` (optional): the valid-token count the pipeline would log.
+    NaN is allowed (and reported as a violation: a loss is never NaN); tensors are converted
+    with ``.item()``.
+    """
+
+    def handler(request):
+        out = loss(request["ranks"], request["cp_size"])
+        if not isinstance(out, dict):
+            out = {"loss": out}
+        reply = {"loss": _float(out["loss"])}
+        if out.get("parts") is not None:
+            reply["parts"] = [{"nll": _float(n), "count": _count(c)} for n, c in out["parts"]]
+        if out.get("n_valid_tokens") is not None:
+            reply["n_valid_tokens"] = _count(out["n_valid_tokens"])
+        return reply
+
+    serve(handler)
+

@@ -49,7 +49,8 @@ pub enum Command {
     /// must fail, and with which checks.
     #[command(after_help = CHECK_AFTER_HELP)]
     Check(CheckArgs),
-    /// Drive a packer or collator subprocess with generated cases and shrink any failure.
+    /// Drive a packer, collator or CP loss subprocess with generated cases and shrink any
+    /// failure.
     ///
     /// The adapter reads one JSON request per line on stdin and writes one JSON response per
     /// line on stdout (docs/protocol.md; adapters/python/thdcheck_adapter.py does the plumbing).
@@ -113,12 +114,16 @@ pub enum FuzzTarget {
     Packer,
     /// A collator: examples' tokens in, a batch (the keys a dumped file has) out.
     Collator,
+    /// A CP-local loss: one global batch as every rank's zigzag shard (f64 logits, labels rolled
+    /// before the split), at cp 1, 2, 4 and 8, in; the reported loss (and optionally each
+    /// rank's Σ NLL and count, and the valid-token count it logs) out.
+    Loss,
 }
 
 /// Options of `thdcheck fuzz`.
 #[derive(Debug, Args)]
 pub struct FuzzArgs {
-    /// packer or collator.
+    /// packer, collator or loss.
     #[arg(value_enum)]
     pub target: FuzzTarget,
     /// Cases to generate (passing ones; shrinking runs come on top).
@@ -166,6 +171,10 @@ pub struct FuzzArgs {
     /// Collator: it appends this token to each example (EOS); `documents` expects it.
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub add_eos: Option<i64>,
+    /// Loss: relative tolerance of the reported loss and Σ NLL against the oracle's f64 loss
+    /// (the default allows for another summation order in f64; use 1e-5 for float32).
+    #[arg(long, value_name = "RTOL", default_value_t = crate::fuzz::DEFAULT_LOSS_RTOL, value_parser = non_negative_f64)]
+    pub loss_rtol: f64,
     // Collator: how its batch is read and checked, as `thdcheck check` reads a dumped file.
     #[command(flatten)]
     pub batch: BatchOpts,

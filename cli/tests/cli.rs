@@ -1115,3 +1115,63 @@ fn fuzz_over_budget_requests_run_the_budget_filter() {
     );
     assert_eq!(v["failure"]["kind"], "violation", "{v}");
 }
+
+// ---- fuzz loss: CP-LOSS and TOKENS-CP on real subprocesses ------------------------------------
+
+/// Logits rows in every request of a shrunk loss case.
+fn loss_rows(failure: &serde_json::Value) -> usize {
+    let ranks = failure["request"]["ranks"].as_array().unwrap();
+    ranks.iter().map(|r| r["logits"].as_array().unwrap().len()).sum()
+}
+
+#[test]
+fn fuzz_loss_passes_the_reduced_sums_and_catches_the_mean_of_rank_means() {
+    let good = example_adapter("cp_loss");
+    let v = fuzz_json(&["loss", "--json", "--cases", "48", "--", "python3", &good], 0);
+    assert_eq!((v["result"].as_str(), v["cases"].as_u64()), (Some("pass"), Some(48)), "{v}");
+
+    // The mean of per-rank means: NaN as soon as a rank (here the only one) has no valid label.
+    let bad = example_adapter("cp_loss_mean_of_rank_means");
+    let v = fuzz_json(&["loss", "--json", "--cases", "48", "--", "python3", &bad], 1);
+    let f = &v["failure"];
+    assert_eq!(
+        (f["kind"].as_str(), &f["checks"]),
+        (Some("violation"), &serde_json::json!(["cp-loss"])),
+        "{v}"
+    );
+    assert!(f["detail"].as_str().unwrap().contains("never NaN"), "{f}");
+    assert!(loss_rows(f) <= 4, "not shrunk: {f}");
+    assert!(f.get("requests").is_none(), "shrunk to one CP size: {f}");
+
+    // Without the NaN (empty ranks skipped), the unequal counts still weigh the ranks wrongly.
+    let skip_empty = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                      sys.path.insert(0, 'adapters/python/examples')\n\
+                      from thdcheck_adapter import serve_loss\nfrom cp_loss import local_sums\n\
+                      def loss(ranks, cp):\n    parts = [local_sums(r['logits'], r['labels']) for r in ranks]\n    \
+                      means = [n / c for n, c in parts if c]\n    \
+                      return {'loss': sum(means) / len(means) if means else 0.0, 'parts': parts}\n\
+                      serve_loss(loss)";
+    let v = fuzz_json(&["loss", "--json", "--cases", "48", "--", "python3", "-c", skip_empty], 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["cp-loss"]), "{v}");
+    assert!(f["detail"].as_str().unwrap().contains("Σ_r nll_r / Σ_r count_r"), "{f}");
+    assert!(f["request"]["cp_size"].as_u64().unwrap() >= 2, "{f}");
+    assert!(loss_rows(f) <= 8, "not shrunk: {f}");
+
+    let o = run_expect(&["fuzz", "loss", "--cases", "48", "--", "python3", &bad], 1);
+    let out = stdout(&o);
+    assert!(out.contains("violation     cp-loss: the reported loss is finite"), "{out}");
+    assert!(out.contains("replay        echo '"), "{out}");
+}
+
+/// AReaL #1242's class: the loss is right, but the count logged is one rank's.
+#[test]
+fn fuzz_loss_catches_a_valid_token_count_from_one_rank() {
+    let bad = example_adapter("cp_loss_rank_local_counts");
+    let v = fuzz_json(&["loss", "--json", "--cases", "48", "--", "python3", &bad], 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["tokens-cp"]), "{v}");
+    assert!(f["detail"].as_str().unwrap().contains("n_valid_tokens is the global count"), "{f}");
+    assert_eq!(f["request"]["cp_size"], 2, "{f}");
+    assert!(loss_rows(f) <= 4, "not shrunk: {f}");
+}

@@ -1,11 +1,14 @@
-//! `thdcheck fuzz packer|collator -- CMD ARGS…`: generate cases, send them to the user's
-//! adapter (JSON lines, `docs/protocol.md`), check every invariant on the answers, and shrink a
-//! failure with proptest to a minimal request (or requests) that can be replayed by hand.
+//! `thdcheck fuzz packer|collator|loss -- CMD ARGS…`: generate cases, send them to the
+//! user's adapter (JSON lines, `docs/protocol.md`), check every invariant on the answers, and
+//! shrink a failure with proptest to a minimal request (or requests) that can be replayed by hand.
 
 mod adapter;
 mod collator;
 pub use collator::StaticLength;
+mod cp_batch;
+mod loss;
 mod packer;
+pub use loss::DEFAULT_RTOL as DEFAULT_LOSS_RTOL;
 
 use std::cell::{Cell, RefCell};
 use std::fmt::Debug;
@@ -46,9 +49,26 @@ impl Failure {
         }
     }
 
+    /// A violation whose detail states the rule too (`check: rule: where: expected, got`), for
+    /// rules whose values alone do not say what is wrong (a NaN loss, a label).
+    pub(crate) fn stated(v: properties::Violation) -> Self {
+        let detail = format!("{}: {}: {}", v.id, v.rule, v.summary());
+        Self { detail, ..Self::from_violation(v) }
+    }
+
     /// What makes two failures the same bug: the kind and the first violated check.
     pub fn signature(&self) -> Signature {
         Signature { kind: self.kind, check: self.checks.first().cloned() }
+    }
+
+    /// An answer that breaks the protocol (a part missing, lengths that disagree).
+    pub(crate) fn schema(detail: impl std::fmt::Display, response: &str) -> Self {
+        Self {
+            kind: "schema",
+            checks: vec![],
+            detail: format!("the answer breaks the protocol: {detail}"),
+            response: Some(response.to_owned()),
+        }
     }
 
     fn violation(check: &str, detail: impl Into<String>) -> Self {
@@ -84,14 +104,14 @@ impl std::fmt::Display for Signature {
 pub trait Target {
     /// A generated case.
     type Case: Clone + Debug;
-    /// `packer` or `collator` (the request's `kind`).
+    /// `packer`, `collator` or `loss` (the request's `kind`).
     fn kind(&self) -> &'static str;
     /// The cases.
     fn strategy(&self) -> BoxedStrategy<Self::Case>;
     /// The request payload of a case.
     fn payload(&self, case: &Self::Case) -> Value;
     /// Every request of a case, in the order `judge` sends them: the n-th call of `send` sends
-    /// the n-th (cycling). One by default.
+    /// the n-th (cycling). One by default; the loss target sends one per CP size.
     fn payloads(&self, case: &Self::Case) -> Vec<Value> {
         vec![self.payload(case)]
     }
@@ -125,6 +145,7 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
             },
             args,
         ),
+        FuzzTarget::Loss => drive(&loss::LossTarget { rtol: args.loss_rtol }, args),
     }
 }
 
