@@ -22,10 +22,13 @@ converted with ``.tolist()``.
 
 Loss functions (``serve_loss``) get every CP rank's shard of one global batch and the CP size,
 and return the loss the pipeline would report, optionally with every rank's ``(nll_sum, count)``
-and the valid-token count it would log.
+and the valid-token count it would log. Split functions (``serve_cp_split``) get a packed batch
+and a CP size, and return every rank's ``input_ids``, ``labels`` and ``position_ids``; raising
+refuses the layout.
 
 An exception in your function is answered as ``{"error": traceback}``, which thdcheck reports
-(and shrinks) as an adapter error. Print debugging output to stderr, never stdout.
+(and shrinks) as an adapter error (for ``serve_cp_split``: as a refusal). Print debugging output
+to stderr, never stdout.
 """
 
 import json
@@ -147,3 +150,30 @@ def serve_loss(loss):
 
     serve(handler)
 
+
+def serve_cp_split(split):
+    """Serve ``split(batch, cp_size) -> [rank dict, ...]`` for ``thdcheck fuzz cp-split``.
+
+    ``batch`` holds ``input_ids``, ``labels`` (unshifted: ``labels[t]`` is token ``t``'s own id,
+    -100 for ignored tokens and padding), ``position_ids``, ``cu_seqlens`` (real lengths) and
+    ``cu_seqlens_padded`` (storage slots), all lists of ints. Return one dict per CP rank, rank
+    0 first: ``{"input_ids": [...], "labels": [...], "position_ids": [...]}`` (local order;
+    labels shifted, so local token ``k`` predicts ``labels[k]``; ``position_ids`` may be left
+    out). Tensors are converted with ``.tolist()``.
+
+    Raising refuses the layout (``{"rejected": "<the exception>"}``): allowed only when some
+    slot is not a multiple of ``2 * cp_size``; a valid layout refused is a violation.
+    """
+
+    def handler(request):
+        batch = {
+            k: request[k]
+            for k in ("input_ids", "labels", "position_ids", "cu_seqlens", "cu_seqlens_padded")
+        }
+        try:
+            ranks = split(batch, request["cp_size"])
+        except Exception as e:  # a refusal: thdcheck judges whether the layout allowed it
+            return {"rejected": "".join(traceback.format_exception_only(type(e), e)).strip()}
+        return {"ranks": [_plain(r) for r in ranks]}
+
+    serve(handler)

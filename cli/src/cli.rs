@@ -49,8 +49,8 @@ pub enum Command {
     /// must fail, and with which checks.
     #[command(after_help = CHECK_AFTER_HELP)]
     Check(CheckArgs),
-    /// Drive a packer, collator or CP loss subprocess with generated cases and shrink any
-    /// failure.
+    /// Drive a packer, collator, CP loss or CP splitter subprocess with generated cases and
+    /// shrink any failure.
     ///
     /// The adapter reads one JSON request per line on stdin and writes one JSON response per
     /// line on stdout (docs/protocol.md; adapters/python/thdcheck_adapter.py does the plumbing).
@@ -118,12 +118,15 @@ pub enum FuzzTarget {
     /// before the split), at cp 1, 2, 4 and 8, in; the reported loss (and optionally each
     /// rank's Σ NLL and count, and the valid-token count it logs) out.
     Loss,
+    /// A CP splitter: a packed batch and a CP size in, every rank's input_ids, labels and
+    /// position_ids out (zigzag, labels rolled before the split), or a refusal.
+    CpSplit,
 }
 
 /// Options of `thdcheck fuzz`.
 #[derive(Debug, Args)]
 pub struct FuzzArgs {
-    /// packer, collator or loss.
+    /// packer, collator, loss or cp-split.
     #[arg(value_enum)]
     pub target: FuzzTarget,
     /// Cases to generate (passing ones; shrinking runs come on top).

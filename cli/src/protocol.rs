@@ -344,3 +344,52 @@ pub fn quote_non_finite(line: &str) -> String {
     }
     out
 }
+
+// ---- cp-split: CP sharding (CP-SHARD) --------------------------------------------------------
+
+/// A cp-split request: shard this packed batch over `cp_size` ranks (zigzag, labels rolled
+/// before the split). Every token id is distinct: token `g` (storage order) has id
+/// [`CP_SPLIT_TAG_BASE`]` + g`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpSplitRequest {
+    /// The CP size.
+    pub cp_size: usize,
+    /// `[T]` token ids, padding included.
+    pub input_ids: Vec<i64>,
+    /// `[T]` labels, unshifted (Hugging Face: `labels[t]` is token `t`'s own id), -100 for
+    /// ignored tokens and padding.
+    pub labels: Vec<i64>,
+    /// `[T]` position ids: each token's offset in its segment's slot.
+    pub position_ids: Vec<i64>,
+    /// `B + 1` offsets of the real lengths.
+    pub cu_seqlens: Vec<i64>,
+    /// `B + 1` offsets of the storage (padded) slots; equal to `cu_seqlens` when unpadded.
+    pub cu_seqlens_padded: Vec<i64>,
+}
+
+/// The id of the batch's token 0 in a [`CpSplitRequest`].
+pub const CP_SPLIT_TAG_BASE: i64 = 1000;
+
+/// One rank's tensors in a [`CpSplitResponse`], in local order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpSplitShard {
+    /// Local token ids.
+    pub input_ids: Vec<i64>,
+    /// Local labels, shifted (local token `k` predicts `labels[k]`).
+    pub labels: Vec<i64>,
+    /// Local position ids, if the splitter shards them.
+    #[serde(default)]
+    pub position_ids: Option<Vec<i64>>,
+}
+
+/// A cp-split response: every rank's tensors, or the reason the layout was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpSplitResponse {
+    /// Every rank's tensors, rank 0 first.
+    #[serde(default)]
+    pub ranks: Option<Vec<CpSplitShard>>,
+    /// Why the splitter refused the layout (allowed only when a slot is not a multiple of
+    /// `2·cp`).
+    #[serde(default)]
+    pub rejected: Option<String>,
+}

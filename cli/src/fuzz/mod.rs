@@ -1,4 +1,4 @@
-//! `thdcheck fuzz packer|collator|loss -- CMD ARGS…`: generate cases, send them to the
+//! `thdcheck fuzz packer|collator|loss|cp-split -- CMD ARGS…`: generate cases, send them to the
 //! user's adapter (JSON lines, `docs/protocol.md`), check every invariant on the answers, and
 //! shrink a failure with proptest to a minimal request (or requests) that can be replayed by hand.
 
@@ -6,6 +6,7 @@ mod adapter;
 mod collator;
 pub use collator::StaticLength;
 mod cp_batch;
+mod cp_split;
 mod loss;
 mod packer;
 pub use loss::DEFAULT_RTOL as DEFAULT_LOSS_RTOL;
@@ -61,7 +62,7 @@ impl Failure {
         Signature { kind: self.kind, check: self.checks.first().cloned() }
     }
 
-    /// An answer that breaks the protocol (a part missing, lengths that disagree).
+    /// An answer that breaks the protocol (a missing rank, lengths that disagree).
     pub(crate) fn schema(detail: impl std::fmt::Display, response: &str) -> Self {
         Self {
             kind: "schema",
@@ -104,7 +105,7 @@ impl std::fmt::Display for Signature {
 pub trait Target {
     /// A generated case.
     type Case: Clone + Debug;
-    /// `packer`, `collator` or `loss` (the request's `kind`).
+    /// `packer`, `collator`, `loss` or `cp-split` (the request's `kind`).
     fn kind(&self) -> &'static str;
     /// The cases.
     fn strategy(&self) -> BoxedStrategy<Self::Case>;
@@ -146,6 +147,7 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
             args,
         ),
         FuzzTarget::Loss => drive(&loss::LossTarget { rtol: args.loss_rtol }, args),
+        FuzzTarget::CpSplit => drive(&cp_split::CpSplitTarget, args),
     }
 }
 
