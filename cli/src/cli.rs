@@ -105,7 +105,12 @@ failure is shrunk keeping its kind and first violated check. The first request a
 (re)start of the adapter waits --startup-timeout-ms, later ones --timeout-ms.\n\
 Exit codes: 0 every case passed, 1 a case failed (violation, crash, hang, malformed answer), 2 \
 the adapter could not be started or a usage error.\n\
-Example: thdcheck fuzz packer -- python3 adapters/python/examples/greedy_packer.py";
+Loss: one global batch per case, sent at cp 1, 2, 4 and 8 (one request each); the reported loss \
+is judged against the oracle's f64 loss to --loss-rtol. Cp-split: a refusal is allowed only for \
+a slot that is not a multiple of 2·cp.\n\
+Example: thdcheck fuzz packer -- python3 adapters/python/examples/greedy_packer.py\n\
+Example: thdcheck fuzz loss -- python3 adapters/python/examples/cp_loss.py\n\
+Example: thdcheck fuzz cp-split -- python3 adapters/python/examples/cp_split.py";
 
 /// What `fuzz` drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

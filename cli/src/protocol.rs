@@ -10,9 +10,13 @@
 //! ← {"thdcheck":1,"id":1,"error":"Traceback ..."}     (the adapter's function raised)
 //! → {"thdcheck":1,"id":2,"kind":"loss","cp_size":2,"vocab":2,"ranks":[{"cp_rank":0,"labels":[0,-100],"logits":[[-1.65,0.52],[-0.08,2.81]]},{"cp_rank":1,"labels":[0,0],"logits":[[-2.8,2.25],[-2.1,2.8]]}]}
 //! ← {"thdcheck":1,"id":2,"loss":4.080641481543856,"parts":[{"nll":2.278116569469779,"count":1},{"nll":9.96380787516179,"count":2}],"n_valid_tokens":3}
+//! → {"thdcheck":1,"id":3,"kind":"cp-split","cp_size":2,"input_ids":[1000,1001,1002,1003],"labels":[1000,1001,1002,-100],"position_ids":[0,1,2,3],"cu_seqlens":[0,3],"cu_seqlens_padded":[0,4]}
+//! ← {"thdcheck":1,"id":3,"ranks":[{"input_ids":[1000,1003],"labels":[1001,-100],"position_ids":[0,3]},{"input_ids":[1001,1002],"labels":[1002,-100],"position_ids":[1,2]}]}
+//! ← {"thdcheck":1,"id":3,"rejected":"ValueError: ..."}   (a splitter refused the layout)
 //! ```
 //!
-//! A loss case is one global batch sent at every CP size (one request each, [`LossRequest`]).
+//! A loss case is one global batch sent at every CP size (one request each, [`LossRequest`]);
+//! a cp-split case one batch and one CP size ([`CpSplitRequest`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
