@@ -136,8 +136,11 @@ impl Target for LossTarget {
             .boxed()
     }
 
+    /// The first request (the smallest CP size left).
     fn payload(&self, case: &LossCase) -> Value {
-        self.payloads(case).into_iter().next().unwrap_or(Value::Null)
+        case.cps.first().map_or(Value::Null, |&cp| {
+            serde_json::to_value(case.request(cp)).unwrap_or(Value::Null)
+        })
     }
 
     fn payloads(&self, case: &LossCase) -> Vec<Value> {
