@@ -21,6 +21,8 @@ cargo run -q -p thdcheck -- check --quiet corpus/real/batches   # what the real 
 cargo run -p thdcheck -- metrics --recipe golden/tests/recipes/qwen3_8b_sft_seq4096.toml
 cargo run -p thdcheck -- fuzz packer --cases 64 -- python3 adapters/python/examples/greedy_packer.py
 cargo run -p thdcheck -- fuzz logger --cases 64 -- python3 adapters/python/examples/logger.py
+cargo run -p thdcheck -- fuzz loss --cases 64 -- python3 adapters/python/examples/cp_loss.py
+cargo run -p thdcheck -- fuzz cp-split --cases 64 -- python3 adapters/python/examples/cp_split.py
 
 step "README quick start 2/2: the tests"
 cargo test --workspace

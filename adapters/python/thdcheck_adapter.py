@@ -20,8 +20,15 @@ Collator functions get the list of examples (``{"input_ids": [...]}``, or for DP
 dumped ``.safetensors`` file has, values as ints or (nested) lists of ints. Torch tensors are
 converted with ``.tolist()``.
 
+Loss functions (``serve_loss``) get every CP rank's shard of one global batch and the CP size,
+and return the loss the pipeline would report, optionally with every rank's ``(nll_sum, count)``
+and the valid-token count it would log. Split functions (``serve_cp_split``) get a packed batch
+and a CP size, and return every rank's ``input_ids``, ``labels`` and ``position_ids``; raising
+refuses the layout.
+
 An exception in your function is answered as ``{"error": traceback}``, which thdcheck reports
-(and shrinks) as an adapter error. Print debugging output to stderr, never stdout.
+(and shrinks) as an adapter error (for ``serve_cp_split``: as a refusal). Print debugging output
+to stderr, never stdout.
 """
 
 import json
@@ -104,5 +111,87 @@ def serve_logger(log):
 
     def handler(request):
         return {"logged": log(request)}
+
+    serve(handler)
+
+
+def _float(value):
+    """A float for JSON: NaN and the infinities as the strings "NaN", "Infinity", "-Infinity"
+    (JSON has no NaN; thdcheck reads these strings as the values)."""
+    if hasattr(value, "item"):
+        value = value.item()
+    value = float(value)
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def _count(value):
+    """An integer count (a tensor, or an integral float, becomes an int)."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def serve_loss(loss):
+    """Serve ``loss(ranks, cp_size) -> loss | dict`` for ``thdcheck fuzz loss``.
+
+    ``ranks[r]`` is CP rank ``r``'s shard of one global packed batch, in its local (zigzag)
+    order: ``{"cp_rank": r, "logits": [[float] * vocab] * n, "labels": [int] * n}``. The labels
+    are already rolled on the full sequence (shifted: local token ``k`` predicts ``labels[k]``);
+    -100 marks a token that predicts nothing (ignored, the last token of a sequence, padding),
+    so ``labels != -100`` is the loss mask. A rank may hold no valid label at all.
+
+    Return the loss the pipeline reports, as a number, or a dict with
+      - ``"loss"``: that number;
+      - ``"parts"`` (optional): every rank's ``(nll_sum, count)``, rank 0 first: the Σ NLL over
+        its valid labels and their number;
+      - ``"n_valid_tokens"`` (optional): the valid-token count the pipeline would log.
+    NaN is allowed (and reported as a violation: a loss is never NaN); tensors are converted
+    with ``.item()``.
+    """
+
+    def handler(request):
+        out = loss(request["ranks"], request["cp_size"])
+        if not isinstance(out, dict):
+            out = {"loss": out}
+        reply = {"loss": _float(out["loss"])}
+        if out.get("parts") is not None:
+            reply["parts"] = [{"nll": _float(n), "count": _count(c)} for n, c in out["parts"]]
+        if out.get("n_valid_tokens") is not None:
+            reply["n_valid_tokens"] = _count(out["n_valid_tokens"])
+        return reply
+
+    serve(handler)
+
+
+def serve_cp_split(split):
+    """Serve ``split(batch, cp_size) -> [rank dict, ...]`` for ``thdcheck fuzz cp-split``.
+
+    ``batch`` holds ``input_ids``, ``labels`` (unshifted: ``labels[t]`` is token ``t``'s own id,
+    -100 for ignored tokens and padding), ``position_ids``, ``cu_seqlens`` (real lengths) and
+    ``cu_seqlens_padded`` (storage slots), all lists of ints. Return one dict per CP rank, rank
+    0 first: ``{"input_ids": [...], "labels": [...], "position_ids": [...]}`` (local order;
+    labels shifted, so local token ``k`` predicts ``labels[k]``; ``position_ids`` may be left
+    out). Tensors are converted with ``.tolist()``.
+
+    Raising refuses the layout (``{"rejected": "<the exception>"}``): allowed only when some
+    slot is not a multiple of ``2 * cp_size``; a valid layout refused is a violation.
+    """
+
+    def handler(request):
+        batch = {
+            k: request[k]
+            for k in ("input_ids", "labels", "position_ids", "cu_seqlens", "cu_seqlens_padded")
+        }
+        try:
+            ranks = split(batch, request["cp_size"])
+        except Exception as e:  # a refusal: thdcheck judges whether the layout allowed it
+            return {"rejected": "".join(traceback.format_exception_only(type(e), e)).strip()}
+        return {"ranks": [_plain(r) for r in ranks]}
 
     serve(handler)

@@ -49,7 +49,8 @@ pub enum Command {
     /// must fail, and with which checks.
     #[command(after_help = CHECK_AFTER_HELP)]
     Check(CheckArgs),
-    /// Drive a packer or collator subprocess with generated cases and shrink any failure.
+    /// Drive a packer, collator, CP loss or CP splitter subprocess with generated cases and
+    /// shrink any failure.
     ///
     /// The adapter reads one JSON request per line on stdin and writes one JSON response per
     /// line on stdout (docs/protocol.md; adapters/python/thdcheck_adapter.py does the plumbing).
@@ -123,7 +124,12 @@ failure is shrunk keeping its kind and first violated check. The first request a
 (re)start of the adapter waits --startup-timeout-ms, later ones --timeout-ms.\n\
 Exit codes: 0 every case passed, 1 a case failed (violation, crash, hang, malformed answer), 2 \
 the adapter could not be started or a usage error.\n\
-Example: thdcheck fuzz packer -- python3 adapters/python/examples/greedy_packer.py";
+Loss: one global batch per case, sent at cp 1, 2, 4 and 8 (one request each); the reported loss \
+is judged against the oracle's f64 loss to --rtol. Cp-split: a refusal is allowed only for \
+a slot that is not a multiple of 2·cp.\n\
+Example: thdcheck fuzz packer -- python3 adapters/python/examples/greedy_packer.py\n\
+Example: thdcheck fuzz loss -- python3 adapters/python/examples/cp_loss.py\n\
+Example: thdcheck fuzz cp-split -- python3 adapters/python/examples/cp_split.py";
 
 /// What `fuzz` drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -135,12 +141,19 @@ pub enum FuzzTarget {
     /// A throughput logger: a step's micro-batches (with model, CP, DP, GPUs, step time) in,
     /// the values it would log (record names of `thdcheck metrics`) out.
     Logger,
+    /// A CP-local loss: one global batch as every rank's zigzag shard (f64 logits, labels rolled
+    /// before the split), at cp 1, 2, 4 and 8, in; the reported loss (and optionally each
+    /// rank's Σ NLL and count, and the valid-token count it logs) out.
+    Loss,
+    /// A CP splitter: a packed batch and a CP size in, every rank's input_ids, labels and
+    /// position_ids out (zigzag, labels rolled before the split), or a refusal.
+    CpSplit,
 }
 
 /// Options of `thdcheck fuzz`.
 #[derive(Debug, Args)]
 pub struct FuzzArgs {
-    /// packer or collator.
+    /// packer, collator, loss or cp-split.
     #[arg(value_enum)]
     pub target: FuzzTarget,
     /// Cases to generate (passing ones; shrinking runs come on top).
@@ -182,9 +195,10 @@ pub struct FuzzArgs {
     /// pad_to_multiple_of mock segment, marked by num_real_seqs), cp-pad (slots padded to 2·cp).
     #[arg(long = "layout", value_enum, value_name = "LAYOUT")]
     pub layouts: Vec<crate::fuzz::LayoutKind>,
-    /// Logger: relative tolerance of logged rates (TFLOP/s, MFU, tokens/s); counts and FLOPs
-    /// are exact.
-    #[arg(long, default_value_t = 1e-9, value_parser = non_negative_f64)]
+    /// Logger and loss: relative tolerance of the floats judged (logged rates; the reported
+    /// loss and Σ NLL against the oracle's f64 loss). The default allows for another order of
+    /// the same f64 arithmetic; use 1e-5 for a float32 loss. Counts and FLOPs are exact.
+    #[arg(long, value_name = "RTOL", default_value_t = crate::fuzz::DEFAULT_LOSS_RTOL, value_parser = non_negative_f64)]
     pub rtol: f64,
     /// Collator: which requests ask for a static max_seq_length (`never` for a collator that
     /// does not pad to one, such as transformers' DataCollatorWithFlattening).

@@ -8,7 +8,15 @@
 //! → {"thdcheck":1,"id":1,"kind":"collator","mode":"sft","max_seq_length":null,"examples":[{"input_ids":[3,4,5]}]}
 //! ← {"thdcheck":1,"id":1,"batch":{"input_ids":[[3,4,5]],"labels":[[-100,4,5]],"cu_seq_lens_q":[0,3]}}
 //! ← {"thdcheck":1,"id":1,"error":"Traceback ..."}     (the adapter's function raised)
+//! → {"thdcheck":1,"id":2,"kind":"loss","cp_size":2,"vocab":2,"ranks":[{"cp_rank":0,"labels":[0,-100],"logits":[[-1.65,0.52],[-0.08,2.81]]},{"cp_rank":1,"labels":[0,0],"logits":[[-2.8,2.25],[-2.1,2.8]]}]}
+//! ← {"thdcheck":1,"id":2,"loss":4.080641481543856,"parts":[{"nll":2.278116569469779,"count":1},{"nll":9.96380787516179,"count":2}],"n_valid_tokens":3}
+//! → {"thdcheck":1,"id":3,"kind":"cp-split","cp_size":2,"input_ids":[1000,1001,1002,1003],"labels":[1000,1001,1002,-100],"position_ids":[0,1,2,3],"cu_seqlens":[0,3],"cu_seqlens_padded":[0,4]}
+//! ← {"thdcheck":1,"id":3,"ranks":[{"input_ids":[1000,1003],"labels":[1001,-100],"position_ids":[0,3]},{"input_ids":[1001,1002],"labels":[1002,-100],"position_ids":[1,2]}]}
+//! ← {"thdcheck":1,"id":3,"rejected":"ValueError: ..."}   (a splitter refused the layout)
 //! ```
+//!
+//! A loss case is one global batch sent at every CP size (one request each, [`LossRequest`]);
+//! a cp-split case one batch and one CP size ([`CpSplitRequest`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -218,4 +226,174 @@ pub fn batch_to_safetensors(batch: &serde_json::Map<String, Value>) -> Result<Ve
         tensors.push((key.clone(), dtype, shape, bytes));
     }
     write_raw(tensors.iter().map(|(k, d, s, b)| (k.as_str(), *d, s.clone(), b.as_slice())), &[])
+}
+
+// ---- loss: CP-local losses (CP-LOSS, TOKENS-CP) ---------------------------------------------
+
+/// One CP rank's shard of a [`LossRequest`]: its tokens in local (zigzag) order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LossShard {
+    /// The rank.
+    pub cp_rank: usize,
+    /// `[T/cp, vocab]`: the logits of the rank's tokens (f64).
+    pub logits: Vec<Vec<f64>>,
+    /// `[T/cp]`: the labels rolled on the full sequence before the split (shifted: local token
+    /// `k` predicts `labels[k]`), -100 where nothing is predicted (ignored, the last token of a
+    /// sequence, padding).
+    pub labels: Vec<i64>,
+}
+
+/// A loss request: one global batch as every rank of a CP group of `cp_size` holds it; answer
+/// the loss the pipeline would report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LossRequest {
+    /// The CP size.
+    pub cp_size: usize,
+    /// Vocabulary size (the width of every logits row; labels are in `0..vocab` or -100).
+    pub vocab: usize,
+    /// Every rank's shard, rank 0 first.
+    pub ranks: Vec<LossShard>,
+}
+
+/// One rank's local sums, as a loss adapter may report them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LossPart {
+    /// Σ NLL over the rank's valid labels.
+    #[serde(deserialize_with = "json_f64")]
+    pub nll: f64,
+    /// The rank's valid labels.
+    pub count: u64,
+}
+
+/// A loss response: the reduced loss, and optionally its parts and the count a logger logs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LossResponse {
+    /// The loss the pipeline reports (a number, or `"NaN"`, `"Infinity"`, `"-Infinity"`).
+    #[serde(deserialize_with = "json_f64")]
+    pub loss: f64,
+    /// Every rank's `(Σ NLL, count)`, rank 0 first, if the adapter reports them.
+    #[serde(default)]
+    pub parts: Option<Vec<LossPart>>,
+    /// The valid-token count the pipeline would log for the batch, if it reports one.
+    #[serde(default)]
+    pub n_valid_tokens: Option<u64>,
+}
+
+/// Reads a float that may be written as a number or, since JSON has no NaN, as the string
+/// `"NaN"`, `"Infinity"` or `"-Infinity"`.
+fn json_f64<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    struct F64;
+    impl serde::de::Visitor<'_> for F64 {
+        type Value = f64;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a number, or \"NaN\", \"Infinity\", \"-Infinity\"")
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<f64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<f64, E> {
+            Ok(v as f64)
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<f64, E> {
+            Ok(v as f64)
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<f64, E> {
+            match v {
+                "NaN" => Ok(f64::NAN),
+                "Infinity" => Ok(f64::INFINITY),
+                "-Infinity" => Ok(f64::NEG_INFINITY),
+                _ => Err(E::invalid_value(serde::de::Unexpected::Str(v), &self)),
+            }
+        }
+    }
+    d.deserialize_any(F64)
+}
+
+/// Quotes the bare tokens `NaN`, `Infinity` and `-Infinity` outside JSON strings. Python's
+/// `json.dumps` writes a non-finite float that way, which is not JSON; quoted, a NaN loss is
+/// read (and judged: a loss is never NaN) instead of failing as `not-json`.
+///
+/// # Example
+/// ```
+/// use thdcheck::protocol::quote_non_finite;
+/// assert_eq!(quote_non_finite(r#"{"loss": NaN, "e": "NaN"}"#), r#"{"loss": "NaN", "e": "NaN"}"#);
+/// assert_eq!(quote_non_finite("[-Infinity, 1.5]"), r#"["-Infinity", 1.5]"#);
+/// ```
+pub fn quote_non_finite(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = line;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if let Some(tok) =
+            ["NaN", "Infinity", "-Infinity"].into_iter().find(|t| rest.starts_with(t))
+        {
+            out.push('"');
+            out.push_str(tok);
+            out.push('"');
+            rest = &rest[tok.len()..];
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+// ---- cp-split: CP sharding (CP-SHARD) --------------------------------------------------------
+
+/// A cp-split request: shard this packed batch over `cp_size` ranks (zigzag, labels rolled
+/// before the split). Every token id is distinct: token `g` (storage order) has id
+/// [`CP_SPLIT_TAG_BASE`]` + g`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpSplitRequest {
+    /// The CP size.
+    pub cp_size: usize,
+    /// `[T]` token ids, padding included.
+    pub input_ids: Vec<i64>,
+    /// `[T]` labels, unshifted (Hugging Face: `labels[t]` is token `t`'s own id), -100 for
+    /// ignored tokens and padding.
+    pub labels: Vec<i64>,
+    /// `[T]` position ids: each token's offset in its segment's slot.
+    pub position_ids: Vec<i64>,
+    /// `B + 1` offsets of the real lengths.
+    pub cu_seqlens: Vec<i64>,
+    /// `B + 1` offsets of the storage (padded) slots; equal to `cu_seqlens` when unpadded.
+    pub cu_seqlens_padded: Vec<i64>,
+}
+
+/// The id of the batch's token 0 in a [`CpSplitRequest`].
+pub const CP_SPLIT_TAG_BASE: i64 = 1000;
+
+/// One rank's tensors in a [`CpSplitResponse`], in local order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpSplitShard {
+    /// Local token ids.
+    pub input_ids: Vec<i64>,
+    /// Local labels, shifted (local token `k` predicts `labels[k]`).
+    pub labels: Vec<i64>,
+    /// Local position ids, if the splitter shards them.
+    #[serde(default)]
+    pub position_ids: Option<Vec<i64>>,
+}
+
+/// A cp-split response: every rank's tensors, or the reason the layout was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpSplitResponse {
+    /// Every rank's tensors, rank 0 first.
+    #[serde(default)]
+    pub ranks: Option<Vec<CpSplitShard>>,
+    /// Why the splitter refused the layout (allowed only when a slot is not a multiple of
+    /// `2·cp`).
+    #[serde(default)]
+    pub rejected: Option<String>,
 }

@@ -1275,3 +1275,130 @@ fn fuzz_over_budget_requests_run_the_budget_filter() {
     );
     assert_eq!(v["failure"]["kind"], "violation", "{v}");
 }
+
+// ---- fuzz loss and cp-split: CP-LOSS, TOKENS-CP and CP-SHARD on real subprocesses -------------
+
+/// Logits rows in every request of a shrunk loss case.
+fn loss_rows(failure: &serde_json::Value) -> usize {
+    let ranks = failure["request"]["ranks"].as_array().unwrap();
+    ranks.iter().map(|r| r["logits"].as_array().unwrap().len()).sum()
+}
+
+#[test]
+fn fuzz_loss_passes_the_reduced_sums_and_catches_the_mean_of_rank_means() {
+    let good = example_adapter("cp_loss");
+    let v = fuzz_json(&["loss", "--json", "--cases", "48", "--", "python3", &good], 0);
+    assert_eq!((v["result"].as_str(), v["cases"].as_u64()), (Some("pass"), Some(48)), "{v}");
+
+    // The mean of per-rank means: NaN as soon as a rank (here the only one) has no valid label.
+    let bad = example_adapter("cp_loss_mean_of_rank_means");
+    let v = fuzz_json(&["loss", "--json", "--cases", "48", "--", "python3", &bad], 1);
+    let f = &v["failure"];
+    assert_eq!(
+        (f["kind"].as_str(), &f["checks"]),
+        (Some("violation"), &serde_json::json!(["cp-loss"])),
+        "{v}"
+    );
+    assert!(f["detail"].as_str().unwrap().contains("never NaN"), "{f}");
+    assert!(loss_rows(f) <= 4, "not shrunk: {f}");
+    assert!(f.get("requests").is_none(), "shrunk to one CP size: {f}");
+
+    // Without the NaN (empty ranks skipped), the unequal counts still weigh the ranks wrongly.
+    let skip_empty = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                      sys.path.insert(0, 'adapters/python/examples')\n\
+                      from thdcheck_adapter import serve_loss\nfrom cp_loss import local_sums\n\
+                      def loss(ranks, cp):\n    parts = [local_sums(r['logits'], r['labels']) for r in ranks]\n    \
+                      means = [n / c for n, c in parts if c]\n    \
+                      return {'loss': sum(means) / len(means) if means else 0.0, 'parts': parts}\n\
+                      serve_loss(loss)";
+    let v = fuzz_json(&["loss", "--json", "--cases", "48", "--", "python3", "-c", skip_empty], 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["cp-loss"]), "{v}");
+    assert!(f["detail"].as_str().unwrap().contains("Σ_r nll_r / Σ_r count_r"), "{f}");
+    assert!(f["request"]["cp_size"].as_u64().unwrap() >= 2, "{f}");
+    assert!(loss_rows(f) <= 8, "not shrunk: {f}");
+
+    let o = run_expect(&["fuzz", "loss", "--cases", "48", "--", "python3", &bad], 1);
+    let out = stdout(&o);
+    assert!(out.contains("violation     cp-loss: the reported loss is finite"), "{out}");
+    assert!(out.contains("replay        echo '"), "{out}");
+}
+
+/// AReaL #1242's class: the loss is right, but the count logged is one rank's.
+#[test]
+fn fuzz_loss_catches_a_valid_token_count_from_one_rank() {
+    let bad = example_adapter("cp_loss_rank_local_counts");
+    let v = fuzz_json(&["loss", "--json", "--cases", "48", "--", "python3", &bad], 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["tokens-cp"]), "{v}");
+    assert!(f["detail"].as_str().unwrap().contains("n_valid_tokens is the global count"), "{f}");
+    assert_eq!(f["request"]["cp_size"], 2, "{f}");
+    assert!(loss_rows(f) <= 4, "not shrunk: {f}");
+}
+
+#[test]
+fn fuzz_cp_split_passes_the_zigzag_and_catches_labels_rolled_after_the_split() {
+    let good = example_adapter("cp_split");
+    let v = fuzz_json(&["cp-split", "--json", "--cases", "64", "--", "python3", &good], 0);
+    assert_eq!((v["result"].as_str(), v["cases"].as_u64()), (Some("pass"), Some(64)), "{v}");
+
+    let bad = example_adapter("cp_split_roll_after_split");
+    let v = fuzz_json(&["cp-split", "--json", "--cases", "64", "--", "python3", &bad], 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["cp-labels"]), "{v}");
+    assert!(
+        f["detail"].as_str().unwrap().contains("rolled on the full sequence, then split"),
+        "{f}"
+    );
+    assert!(f["request"]["cp_size"].as_u64().unwrap() >= 2, "{f}");
+    assert!(f["request"]["input_ids"].as_array().unwrap().len() <= 8, "not shrunk: {f}");
+
+    // A splitter that refuses every layout, and one that truncates a slot that does not split.
+    let helper = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                  sys.path.insert(0, 'adapters/python/examples')\n\
+                  from thdcheck_adapter import serve_cp_split\nimport cp_split as c\n";
+    let refuse = format!("{helper}def no(b, cp): raise ValueError('no')\nserve_cp_split(no)");
+    let v = fuzz_json(&["cp-split", "--json", "--cases", "16", "--", "python3", "-c", &refuse], 1);
+    assert_eq!(v["failure"]["checks"], serde_json::json!(["cp-split-accepted"]), "{v}");
+    let truncate = format!(
+        "{helper}def zigzag(cu, cp, r):\n    \
+         h = [(cu[i], (cu[i + 1] - cu[i]) // (2 * cp)) for i in range(len(cu) - 1)]\n    \
+         return [[s + c * n + k for c in (r, 2 * cp - 1 - r) for k in range(n)] for s, n in h]\n\
+         c.zigzag = zigzag\nserve_cp_split(c.split)"
+    );
+    let v =
+        fuzz_json(&["cp-split", "--json", "--cases", "64", "--", "python3", "-c", &truncate], 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["cp-shard"]), "{v}");
+    assert!(f["detail"].as_str().unwrap().contains("held by no rank"), "{f}");
+}
+
+/// Answers of the wrong shape are `schema` failures, never panics; a bare NaN (Python's
+/// json.dumps) is read as NaN and judged.
+#[test]
+fn fuzz_loss_and_cp_split_name_malformed_answers() {
+    let raw = |body: &str| {
+        format!(
+            "import sys, json\nfor l in sys.stdin:\n    r = json.loads(l)\n    \
+             print(json.dumps(dict({{'thdcheck': 1, 'id': r['id']}}, **{body})), flush=True)"
+        )
+    };
+    for (kind, body, want) in [
+        ("loss", "{'loss': 0.0, 'parts': []}", "schema"),
+        ("loss", "{'loss': 0.0, 'parts': [{'nll': 0.0, 'count': -1}] * r['cp_size']}", "schema"),
+        ("loss", "{'loss': [0.0]}", "schema"),
+        ("loss", "{'loss': 'zero'}", "schema"),
+        ("loss", "{'loss': float('nan')}", "violation"),
+        ("cp-split", "{'ranks': []}", "schema"),
+        ("cp-split", "{}", "schema"),
+        ("cp-split", "{'ranks': [{'input_ids': [1000], 'labels': []}] * r['cp_size']}", "schema"),
+        (
+            "cp-split",
+            "{'ranks': [{'input_ids': [7, 7], 'labels': [0, 0]}] * r['cp_size']}",
+            "violation",
+        ),
+    ] {
+        let v = fuzz_json(&[kind, "--json", "--cases", "4", "--", "python3", "-c", &raw(body)], 1);
+        assert_eq!(v["failure"]["kind"], want, "{kind} {body}: {v}");
+    }
+}

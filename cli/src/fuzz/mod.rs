@@ -1,13 +1,17 @@
-//! `thdcheck fuzz packer|collator -- CMD ARGS…`: generate cases, send them to the user's
-//! adapter (JSON lines, `docs/protocol.md`), check every invariant on the answers, and shrink a
-//! failure with proptest to a minimal request that can be replayed by hand.
+//! `thdcheck fuzz packer|collator|loss|cp-split -- CMD ARGS…`: generate cases, send them to the
+//! user's adapter (JSON lines, `docs/protocol.md`), check every invariant on the answers, and
+//! shrink a failure with proptest to a minimal request (or requests) that can be replayed by hand.
 
 mod adapter;
 mod collator;
 mod logger;
 pub use collator::StaticLength;
 pub use logger::{Formula, LayoutKind};
+mod cp_batch;
+mod cp_split;
+mod loss;
 mod packer;
+pub use loss::DEFAULT_RTOL as DEFAULT_LOSS_RTOL;
 
 use std::cell::{Cell, RefCell};
 use std::fmt::Debug;
@@ -48,9 +52,26 @@ impl Failure {
         }
     }
 
+    /// A violation whose detail states the rule too (`check: rule: where: expected, got`), for
+    /// rules whose values alone do not say what is wrong (a NaN loss, a label).
+    pub(crate) fn stated(v: properties::Violation) -> Self {
+        let detail = format!("{}: {}: {}", v.id, v.rule, v.summary());
+        Self { detail, ..Self::from_violation(v) }
+    }
+
     /// What makes two failures the same bug: the kind and the first violated check.
     pub fn signature(&self) -> Signature {
         Signature { kind: self.kind, check: self.checks.first().cloned() }
+    }
+
+    /// An answer that breaks the protocol (a missing rank, lengths that disagree).
+    pub(crate) fn schema(detail: impl std::fmt::Display, response: &str) -> Self {
+        Self {
+            kind: "schema",
+            checks: vec![],
+            detail: format!("the answer breaks the protocol: {detail}"),
+            response: Some(response.to_owned()),
+        }
     }
 
     fn violation(check: &str, detail: impl Into<String>) -> Self {
@@ -86,12 +107,17 @@ impl std::fmt::Display for Signature {
 pub trait Target {
     /// A generated case.
     type Case: Clone + Debug;
-    /// `packer` or `collator` (the request's `kind`).
+    /// `packer`, `collator`, `loss` or `cp-split` (the request's `kind`).
     fn kind(&self) -> &'static str;
     /// The cases.
     fn strategy(&self) -> BoxedStrategy<Self::Case>;
     /// The request payload of a case.
     fn payload(&self, case: &Self::Case) -> Value;
+    /// Every request of a case, in the order `judge` sends them: the n-th call of `send` sends
+    /// the n-th (cycling). One by default; the loss target sends one per CP size.
+    fn payloads(&self, case: &Self::Case) -> Vec<Value> {
+        vec![self.payload(case)]
+    }
     /// Sends the case (through `send`, which may be called more than once) and judges the
     /// answers.
     fn judge(
@@ -135,6 +161,8 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
             },
             args,
         ),
+        FuzzTarget::Loss => drive(&loss::LossTarget { rtol: args.rtol }, args),
+        FuzzTarget::CpSplit => drive(&cp_split::CpSplitTarget, args),
     }
 }
 
@@ -221,10 +249,14 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
     let exec = |case: &T::Case| -> Result<(), Failure> {
         executed.set(executed.get() + 1);
         let mut last_request = String::new();
+        let payloads = target.payloads(case);
+        let mut sent = 0usize;
         let mut send = || -> Result<String, Failure> {
             let id = next_id.get();
             next_id.set(id + 1);
-            last_request = envelope(id, target.kind(), &target.payload(case)).to_string();
+            let payload = payloads.get(sent % payloads.len().max(1)).unwrap_or(&Value::Null);
+            sent += 1;
+            last_request = envelope(id, target.kind(), payload).to_string();
             let reply = adapter.borrow_mut().request(&last_request).map_err(|e| Failure {
                 kind: "crash",
                 checks: vec![],
@@ -345,7 +377,13 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
         Err(TestError::Fail(_, minimal)) => {
             // Replay the minimal case once more to report it in full. It failed as `found`
             // when shrinking; a replay that passes or fails another way is reported as such.
-            let request = envelope(0, target.kind(), &target.payload(&minimal)).to_string();
+            let requests: Vec<String> = target
+                .payloads(&minimal)
+                .iter()
+                .enumerate()
+                .map(|(i, p)| envelope(i as u64, target.kind(), p).to_string())
+                .collect();
+            let request = requests.first().cloned().unwrap_or_default();
             let found = found.borrow().clone();
             // A hang is not replayed: it would cost another full timeout. Anything else is
             // replayed in a fresh process, as the user's replay command will run it.
@@ -452,6 +490,10 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
             }
             let replay = match &history_file {
                 Some(path) => format!("{command} < {}", shell_quote(&path.display().to_string())),
+                None if requests.len() > 1 => format!(
+                    "printf '%s\\n' {} | {command}",
+                    requests.iter().map(|r| shell_quote(r)).collect::<Vec<_>>().join(" ")
+                ),
                 None => format!("echo '{}' | {command}", request.replace('\'', "'\\''")),
             };
             let note = note.or_else(|| {
@@ -479,6 +521,12 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                     })).collect::<Vec<_>>(),
                 });
                 let mut doc = doc;
+                if requests.len() > 1 {
+                    doc["failure"]["requests"] = requests
+                        .iter()
+                        .map(|r| serde_json::from_str::<Value>(r).unwrap_or(Value::Null))
+                        .collect();
+                }
                 if let Some(g) = &shrunk_as {
                     doc["failure"]["shrunk_as"] = json!({
                         "kind": g.kind, "checks": g.checks, "detail": g.detail,
@@ -521,7 +569,9 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                 if let Some(n) = &note {
                     writeln!(out, "  {:<14}{}", "note", n.replace('\n', "\n                "))?;
                 }
-                writeln!(out, "  {:<14}{request}", "request")?;
+                for r in &requests {
+                    writeln!(out, "  {:<14}{r}", "request")?;
+                }
                 if let Some(r) = &failure.response {
                     writeln!(out, "  {:<14}{}", "response", clip(r))?;
                 }

@@ -2,7 +2,8 @@
 
 use thd::IGNORE_INDEX;
 
-use crate::{Checked, Invariant, Location, Violation};
+use super::{CP_LABELS, CP_POSITION_IDS, CP_SHARD, CP_SPLIT_ACCEPTED, Rule};
+use crate::{Checked, Location, Violation};
 
 /// What the CP ranks hold, as plain data.
 ///
@@ -28,8 +29,13 @@ pub struct ShardView<'a> {
     pub position_ids: Option<&'a [Vec<i64>]>,
 }
 
-fn v(rule: &str, cp: usize) -> Violation {
-    Violation::new(Invariant::CpShard, rule).with_cp(cp)
+/// A violation of `rule` (its id) in the words of one of its parts, at CP size `cp`.
+fn violation(rule: Rule, text: &str, cp: usize) -> Violation {
+    rule.violation().rule_text(text).with_cp(cp)
+}
+
+fn v(text: &str, cp: usize) -> Violation {
+    violation(CP_SHARD, text, cp)
 }
 
 /// `(segment, offset)` of a storage index, and whether it is a real token.
@@ -63,6 +69,52 @@ pub fn zigzag_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
         start += p;
     }
     out
+}
+
+/// The label global storage token `g` is trained on once the labels are rolled on the full
+/// sequence (before any split): the next token's label within its own segment, -100 for the
+/// last real token of a segment and for padding. `None` when `g` lies past the slots or its
+/// target past the end of `unshifted`.
+///
+/// ```text
+/// target(seg i, offset j) = unshifted[startᵢ + j + 1] if j + 1 < sᵢ, else -100;  pads -100
+/// ```
+///
+/// # Example
+/// ```
+/// use properties::checks::rolled_label;
+/// // Segments of 3 and 1 real tokens in slots of 4 and 4.
+/// let unshifted = [10, 11, 12, -100, 20, -100, -100, -100];
+/// assert_eq!(rolled_label(&[3, 1], &[4, 4], &unshifted, 1), Some(12));
+/// assert_eq!(rolled_label(&[3, 1], &[4, 4], &unshifted, 2), Some(-100)); // end of segment 0
+/// assert_eq!(rolled_label(&[3, 1], &[4, 4], &unshifted, 3), Some(-100)); // padding
+/// assert_eq!(rolled_label(&[3, 1], &[4, 4], &unshifted, 8), None); // past the slots
+/// ```
+pub fn rolled_label(lens: &[u32], storage: &[u32], unshifted: &[i64], g: usize) -> Option<i64> {
+    let (i, j, real) = locate(lens, storage, g)?;
+    if real && j + 1 < lens[i] as usize {
+        unshifted.get(g + 1).copied()
+    } else {
+        Some(IGNORE_INDEX)
+    }
+}
+
+/// Every storage token's [`rolled_label`], in storage order: the shifted labels a CP split
+/// must hand out (Megatron, TransformerEngine and AReaL roll before the split). A token whose
+/// target cannot be read gets -100.
+///
+/// # Example
+/// ```
+/// use properties::checks::{roll_labels, zigzag_positions};
+/// let rolled = roll_labels(&[3, 1], &[4, 4], &[10, 11, 12, -100, 20, -100, -100, -100]);
+/// assert_eq!(rolled, vec![11, 12, -100, -100, -100, -100, -100, -100]);
+/// // Rank 1 of cp = 2 holds the middle chunks of every slot, with their rolled labels.
+/// let rank1: Vec<i64> = zigzag_positions(&[4, 4], 2, 1).iter().map(|&g| rolled[g]).collect();
+/// assert_eq!(rank1, vec![12, -100, -100, -100]);
+/// ```
+pub fn roll_labels(lens: &[u32], storage: &[u32], unshifted: &[i64]) -> Vec<i64> {
+    let total: usize = storage.iter().map(|&p| p as usize).sum();
+    (0..total).map(|g| rolled_label(lens, storage, unshifted, g).unwrap_or(IGNORE_INDEX)).collect()
 }
 
 /// Reassembles per-rank zigzag shards into the global storage order, the obvious way: rank
@@ -212,13 +264,10 @@ pub fn check_cp_shard(view: &ShardView<'_>) -> Checked {
                 let Some(&g) = g.as_ref() else { continue };
                 let Some((i, j, real)) = locate(view.lens, view.storage, g) else { continue };
                 let s = view.lens[i] as usize;
-                let want = if real && j + 1 < s {
-                    unshifted.get(g + 1).copied()
-                } else {
-                    Some(IGNORE_INDEX)
-                };
                 // A target past the end of the given labels cannot be judged.
-                let Some(want) = want else { continue };
+                let Some(want) = rolled_label(view.lens, view.storage, unshifted, g) else {
+                    continue;
+                };
                 let got = labels.get(r).and_then(|l| l.get(k)).copied();
                 if got != Some(want) {
                     let what = if !real {
@@ -228,7 +277,7 @@ pub fn check_cp_shard(view: &ShardView<'_>) -> Checked {
                     } else {
                         format!("the next token of the same sequence (global token {})", g + 1)
                     };
-                    return Err(v("labels are rolled on the full sequence, then split", cp)
+                    return Err(violation(CP_LABELS, "labels are rolled on the full sequence, then split", cp)
                         .at(Location::default().cp(cp).rank(r).segment(i).token(k))
                         .expected(format!("{want} ({what})"))
                         .got(got.map_or("nothing".into(), |y| y.to_string()))
@@ -244,7 +293,7 @@ pub fn check_cp_shard(view: &ShardView<'_>) -> Checked {
                 let Some((i, j, true)) = locate(view.lens, view.storage, g) else { continue };
                 let got = pos.get(r).and_then(|p| p.get(k)).copied();
                 if got != Some(j as i64) {
-                    return Err(v("a rank's position ids are each token's offset in its own sequence", cp)
+                    return Err(violation(CP_POSITION_IDS, "a rank's position ids are each token's offset in its own sequence", cp)
                         .at(Location::default().cp(cp).rank(r).segment(i).token(k))
                         .expected(j)
                         .got(got.map_or("nothing".into(), |y| y.to_string()))
@@ -297,11 +346,54 @@ pub fn check_reassembly(cp: usize, original: &[i64], reassembled: &[i64]) -> Che
 pub fn check_split_accepted(cp: usize, storage: &[u32], rejection: Option<&str>) -> Checked {
     let divisible = cp == 1 || storage.iter().all(|&p| (p as usize).is_multiple_of(2 * cp));
     match rejection {
-        Some(msg) if divisible => {
-            Err(v("a layout with every length divisible by 2·cp is accepted", cp)
-                .expected("shards")
-                .got(format!("an error: {msg}")))
-        }
+        Some(msg) if divisible => Err(violation(
+            CP_SPLIT_ACCEPTED,
+            "a layout with every length divisible by 2·cp is accepted",
+            cp,
+        )
+        .expected("shards")
+        .got(format!("an error: {msg}"))),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each part of CP-SHARD reports under its own id.
+    #[test]
+    fn shard_rules_report_their_ids() {
+        // One sequence of 4 over cp = 2: rank 0 holds tokens 0 and 3, rank 1 tokens 1 and 2.
+        let positions = vec![vec![Some(0), Some(3)], vec![Some(1), Some(2)]];
+        let unshifted = [10, 11, 12, 13];
+        let right = roll_labels(&[4], &[4], &unshifted);
+        let labels: Vec<Vec<i64>> =
+            positions.iter().map(|p| p.iter().map(|g| right[g.unwrap()]).collect()).collect();
+        let pos = vec![vec![0, 3], vec![1, 2]];
+        let view = ShardView {
+            cp: 2,
+            lens: &[4],
+            storage: &[4],
+            positions: &positions,
+            labels: Some(&labels),
+            unshifted_labels: Some(&unshifted),
+            position_ids: Some(&pos),
+        };
+        assert!(check_cp_shard(&view).is_ok());
+        // Rolled after the split: rank 0's token 0 gets token 3's label.
+        let after = vec![vec![13, -100], vec![12, -100]];
+        let v = check_cp_shard(&ShardView { labels: Some(&after), ..view }).unwrap_err();
+        assert_eq!((v.id, v.at.rank, v.at.token), ("cp-labels", Some(0), Some(0)));
+        let local = vec![vec![0, 1], vec![0, 1]];
+        let v = check_cp_shard(&ShardView { position_ids: Some(&local), ..view }).unwrap_err();
+        assert_eq!(v.id, "cp-position-ids");
+        let lost = vec![vec![Some(0), Some(3)], vec![Some(1), None]];
+        assert_eq!(
+            check_cp_shard(&ShardView { positions: &lost, ..view }).unwrap_err().id,
+            "cp-shard"
+        );
+        assert_eq!(check_split_accepted(2, &[4], Some("no")).unwrap_err().id, "cp-split-accepted");
+        assert_eq!(check_reassembly(2, &[1, 2], &[2, 1]).unwrap_err().id, "cp-shard");
     }
 }

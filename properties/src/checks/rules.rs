@@ -199,4 +199,15 @@ rules! {
     LOGGED_FLOPS = "logged-flops", Flops, "logged FLOPs and attention sums are the step's exact values";
     /// A logged rate is the step's. [`crate::checks::check_logged`].
     LOGGED_RATE = "logged-rate", MfuPad, "a logged rate (TFLOP/s, MFU, tokens/s) is the step's, within the tolerance";
+    /// CP-local sums reassemble the global loss. [`crate::checks::check_cp_loss`],
+    /// [`crate::checks::check_reported_loss`].
+    CP_LOSS = "cp-loss", CpLoss, "the parts' sums add up to the global sums and the reported loss is Σ_r nll_r / Σ_r count_r (0 when nothing is valid)";
+    /// Counts and the loss do not move with the CP size. [`crate::checks::check_tokens_cp`].
+    TOKENS_CP = "tokens-cp", TokensCp, "token counts and the reported loss are the same for every cp size";
+    /// A rank's labels are the targets rolled on the full sequence. [`crate::checks::check_cp_shard`].
+    CP_LABELS = "cp-labels", CpShard, "labels are rolled on the full sequence, then split";
+    /// A rank's position ids are global. [`crate::checks::check_cp_shard`].
+    CP_POSITION_IDS = "cp-position-ids", CpShard, "a rank's position ids are each token's offset in its own sequence";
+    /// A valid layout is never rejected. [`crate::checks::check_split_accepted`].
+    CP_SPLIT_ACCEPTED = "cp-split-accepted", CpShard, "a layout with every length divisible by 2·cp is accepted";
 }

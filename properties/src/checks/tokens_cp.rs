@@ -1,7 +1,8 @@
 //! TOKENS-CP: what a logger reports does not depend on the CP size.
 
+use super::TOKENS_CP;
 use crate::violation::{close, rel_diff};
-use crate::{Checked, Invariant, Location, Violation};
+use crate::{Checked, Location};
 
 /// What an SFT logger reports for one global batch (AReaL's `sft/*`).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -55,7 +56,7 @@ pub struct TokenCounts {
 /// // AReaL #1242: rank 0's shard reported as the batch.
 /// let shard = TokenRecord { n_tokens: 6, n_valid_tokens: 2, prompt_tokens: 4, loss: 0.4, ..good };
 /// let v = check_tokens_cp(&want, 0.44, &[(1, good), (2, shard)], 1e-12).unwrap_err();
-/// assert_eq!(v.at.cp, Some(2));
+/// assert_eq!((v.id, v.at.cp), ("tokens-cp", Some(2)));
 /// ```
 pub fn check_tokens_cp(
     expected: &TokenCounts,
@@ -65,8 +66,7 @@ pub fn check_tokens_cp(
 ) -> Checked {
     let Some(&(_, first)) = records.first() else { return Ok(()) };
     for &(cp, r) in records {
-        let v =
-            |rule: &str| Violation::new(Invariant::TokensCp, rule).at(Location::default().cp(cp));
+        let v = |rule: &str| TOKENS_CP.violation().rule_text(rule).at(Location::default().cp(cp));
         let fields: [(&str, u64, Field); 4] = [
             ("n_tokens", expected.n_tokens, |r| r.n_tokens),
             ("n_valid_tokens", expected.n_valid_tokens, |r| r.n_valid_tokens),

@@ -1,0 +1,174 @@
+//! CP sharding: a packed batch (token ids, unshifted labels, position ids, real and padded
+//! `cu_seqlens`) and a CP size in, every rank's token ids, labels and position ids out. Every
+//! token id of a request is distinct ([`CP_SPLIT_TAG_BASE`]` + storage index), so each local slot
+//! maps back to the storage token it holds; the shards are judged by [`check_cp_shard`]
+//! (coverage, zigzag order, labels rolled before the split, no silent truncation, position ids)
+//! and a refusal by [`check_split_accepted`] (only a slot that is not a multiple of `2·cp` may
+//! be refused).
+
+use properties::checks::{ShardView, check_cp_shard, check_split_accepted};
+use properties::strategies::arb_cp;
+use proptest::prelude::*;
+use proptest::strategy::BoxedStrategy;
+use serde_json::Value;
+use thd::IGNORE_INDEX;
+use thdcheck::protocol::{CP_SPLIT_TAG_BASE, CpSplitRequest, CpSplitResponse};
+
+use super::cp_batch::{CpBatch, arb_cp_batch};
+use super::{Failure, Target, response};
+
+/// The cp-split target.
+pub struct CpSplitTarget;
+
+/// A batch and the CP size it is split for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SplitCase {
+    /// The CP size.
+    pub cp: usize,
+    /// Slots padded to a multiple of `2·cp` (else real lengths, often not divisible).
+    pub padded: bool,
+    /// The batch.
+    pub batch: CpBatch,
+}
+
+impl SplitCase {
+    fn storage(&self) -> Vec<u32> {
+        self.batch.storage(self.cp, self.padded)
+    }
+
+    fn request(&self) -> CpSplitRequest {
+        let storage = self.storage();
+        let slots = self.batch.slots(&storage);
+        let tag = |g: usize| CP_SPLIT_TAG_BASE + g as i64;
+        let offsets = |lens: &[u32]| {
+            std::iter::once(0)
+                .chain(lens.iter().scan(0i64, |acc, &l| {
+                    *acc += i64::from(l);
+                    Some(*acc)
+                }))
+                .collect()
+        };
+        CpSplitRequest {
+            cp_size: self.cp,
+            input_ids: (0..slots.len()).map(tag).collect(),
+            labels: slots
+                .iter()
+                .enumerate()
+                .map(
+                    |(g, &(i, j, real))| {
+                        if real && !self.batch.ignored(i, j) { tag(g) } else { IGNORE_INDEX }
+                    },
+                )
+                .collect(),
+            position_ids: slots.iter().map(|&(_, j, _)| j as i64).collect(),
+            cu_seqlens: offsets(&self.batch.lens()),
+            cu_seqlens_padded: offsets(&storage),
+        }
+    }
+}
+
+impl Target for CpSplitTarget {
+    type Case = SplitCase;
+
+    fn kind(&self) -> &'static str {
+        "cp-split"
+    }
+
+    fn invariants(&self) -> &'static str {
+        "cp-shard (coverage, zigzag, no truncation), cp-labels, cp-position-ids, cp-split-accepted"
+    }
+
+    /// A CP size from {1, 2, 4, 8}, slots padded to a multiple of `2·cp` in 4 cases of 5 (else
+    /// the real lengths, which a splitter may refuse), and a [`CpBatch`].
+    fn strategy(&self) -> BoxedStrategy<SplitCase> {
+        (arb_cp(), prop::bool::weighted(0.8), arb_cp_batch())
+            .prop_map(|(cp, padded, batch)| SplitCase { cp, padded, batch })
+            .boxed()
+    }
+
+    fn payload(&self, case: &SplitCase) -> Value {
+        serde_json::to_value(case.request()).unwrap_or(Value::Null)
+    }
+
+    fn judge(
+        &self,
+        case: &SplitCase,
+        send: &mut dyn FnMut() -> Result<String, Failure>,
+    ) -> Result<(), Failure> {
+        let (resp, line) = response::<CpSplitResponse>(send)?;
+        let cp = case.cp;
+        let storage = case.storage();
+        let with = |mut f: Failure| {
+            f.response = Some(line.clone());
+            f
+        };
+        let ranks = match (resp.ranks, resp.rejected) {
+            (Some(ranks), None) => ranks,
+            (None, Some(why)) => {
+                return check_split_accepted(cp, &storage, Some(&why))
+                    .map_err(|v| with(Failure::stated(v)));
+            }
+            _ => {
+                return Err(Failure::schema(
+                    "exactly one of `ranks` and `rejected` is expected",
+                    &line,
+                ));
+            }
+        };
+        if ranks.len() != cp {
+            return Err(Failure::schema(
+                format!("{} entries in `ranks` for cp_size {cp} (one per rank)", ranks.len()),
+                &line,
+            ));
+        }
+        let with_positions = ranks.iter().filter(|r| r.position_ids.is_some()).count();
+        if with_positions != 0 && with_positions != cp {
+            return Err(Failure::schema(
+                "`position_ids` on some ranks only (give them on every rank or on none)",
+                &line,
+            ));
+        }
+        for (r, rank) in ranks.iter().enumerate() {
+            let n = rank.input_ids.len();
+            let lens = [
+                ("labels", Some(rank.labels.len())),
+                ("position_ids", rank.position_ids.as_ref().map(Vec::len)),
+            ];
+            if let Some((key, len)) = lens.iter().find(|(_, len)| len.is_some_and(|l| l != n)) {
+                return Err(Failure::schema(
+                    format!("rank {r}: {} {key} for {n} input_ids", len.unwrap_or(0)),
+                    &line,
+                ));
+            }
+        }
+        let req = case.request();
+        let total = req.input_ids.len() as i64;
+        // The storage index each local slot holds; an id that is not one of the request's
+        // (a token the splitter made up, a zero fill) holds none.
+        let positions: Vec<Vec<Option<usize>>> = ranks
+            .iter()
+            .map(|rank| {
+                rank.input_ids
+                    .iter()
+                    .map(|&id| {
+                        let g = id - CP_SPLIT_TAG_BASE;
+                        (0..total).contains(&g).then_some(g as usize)
+                    })
+                    .collect()
+            })
+            .collect();
+        let labels: Vec<Vec<i64>> = ranks.iter().map(|r| r.labels.clone()).collect();
+        let position_ids: Option<Vec<Vec<i64>>> =
+            ranks.iter().map(|r| r.position_ids.clone()).collect();
+        let view = ShardView {
+            cp,
+            lens: &case.batch.lens(),
+            storage: &storage,
+            positions: &positions,
+            labels: Some(&labels),
+            unshifted_labels: Some(&req.labels),
+            position_ids: position_ids.as_deref(),
+        };
+        check_cp_shard(&view).map_err(|v| with(Failure::stated(v)))
+    }
+}

@@ -1,0 +1,322 @@
+//! CP-local losses: one global packed batch, sent at every CP size in {1, 2, 4, 8} (one request
+//! each) as every rank's zigzag shard of f64 logits and of labels rolled before the split. The
+//! loss the adapter reports must be the oracle's global loss (CP-LOSS: [`check_cp_loss`] with
+//! the parts it reports, [`check_reported_loss`] without), and the valid-token count it
+//! reports, if any, the global count at every CP size (TOKENS-CP: [`check_tokens_cp`]).
+//!
+//! The expected loss is `oracle::cross_entropy` on the unsharded batch (each segment's real
+//! tokens, labels shifted within it); the shards are cut with `properties`' own
+//! [`zigzag_positions`] and [`roll_labels`], never with `thd`'s CP code.
+
+use candle_core::{Device, Tensor};
+use properties::checks::{
+    LossRecord, PartLoss, Split, TokenCounts, TokenRecord, check_cp_loss, check_reported_loss,
+    check_tokens_cp, roll_labels, zigzag_positions,
+};
+use properties::strategies::{mix, noise};
+use proptest::prelude::*;
+use proptest::strategy::{BoxedStrategy, NewTree, ValueTree};
+use proptest::test_runner::TestRunner;
+use serde_json::Value;
+use thd::IGNORE_INDEX;
+use thdcheck::protocol::{LossRequest, LossResponse, LossShard, quote_non_finite};
+
+use super::cp_batch::{CpBatch, arb_cp_batch};
+use super::{Failure, Target, response};
+
+/// The CP sizes every case is sent at, in this order.
+const CP_SIZES: [usize; 4] = [1, 2, 4, 8];
+
+/// The default relative tolerance of the reported loss and Σ NLL against the oracle, for an
+/// adapter that computes in f64. The logits travel exactly (JSON round-trips of f64 are exact
+/// both ways), so the adapter and the oracle differ only in how they compute: another
+/// log-sum-exp and another summation order (Python's `sum` against the oracle's compensated
+/// sum) move the result by a few ulps per token, about 1e-14 relative on these sizes. 1e-9
+/// leaves five orders of magnitude for that, and a reduction bug (the mean of rank means, a
+/// count from one rank) moves the loss by far more. An adapter in float32 needs
+/// `--rtol 1e-5` (DESIGN.md's loss tolerance in f32).
+pub const DEFAULT_RTOL: f64 = 1e-9;
+
+/// The loss target.
+pub struct LossTarget {
+    /// Relative tolerance of the loss and Σ NLL against the oracle.
+    pub rtol: f64,
+}
+
+/// A global batch with its vocabulary and values, and the CP sizes it is sent at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LossCase {
+    /// The CP sizes, from [`CP_SIZES`]: all four, fewer only while shrinking.
+    pub cps: Vec<usize>,
+    /// The batch.
+    pub batch: CpBatch,
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// Seed of the labels and logits.
+    pub seed: u64,
+}
+
+impl LossCase {
+    /// Segment `i`'s token `j`'s label: a token id in `0..vocab`, or -100.
+    fn label(&self, i: usize, j: usize) -> i64 {
+        if self.batch.ignored(i, j) {
+            IGNORE_INDEX
+        } else {
+            (mix(self.seed, &[1, i as u64, j as u64]) % self.vocab as u64) as i64
+        }
+    }
+
+    /// The logits of segment `i`'s slot token `j` (padding too), in [-3, 3) with two decimals
+    /// so that a counterexample reads.
+    fn logits(&self, i: usize, j: usize) -> Vec<f64> {
+        (0..self.vocab)
+            .map(|v| (300.0 * noise(self.seed, &[2, i as u64, j as u64, v as u64])).round() / 100.0)
+            .collect()
+    }
+
+    /// The request at CP size `cp`: slots padded to a multiple of `2·cp`, labels rolled on the
+    /// full sequence, then every rank's zigzag chunks.
+    fn request(&self, cp: usize) -> LossRequest {
+        let storage = self.batch.storage(cp, true);
+        let slots = self.batch.slots(&storage);
+        let unshifted: Vec<i64> = slots
+            .iter()
+            .map(|&(i, j, real)| if real { self.label(i, j) } else { IGNORE_INDEX })
+            .collect();
+        let rolled = roll_labels(&self.batch.lens(), &storage, &unshifted);
+        let ranks = (0..cp)
+            .map(|r| {
+                let held = zigzag_positions(&storage, cp, r);
+                LossShard {
+                    cp_rank: r,
+                    logits: held.iter().map(|&g| self.logits(slots[g].0, slots[g].1)).collect(),
+                    labels: held.iter().map(|&g| rolled[g]).collect(),
+                }
+            })
+            .collect();
+        LossRequest { cp_size: cp, vocab: self.vocab, ranks }
+    }
+
+    /// The oracle's loss on the unsharded batch: every segment's real tokens, one after the
+    /// other, labels unshifted (the oracle shifts within each segment), f64.
+    fn oracle(&self) -> LossRecord {
+        let lens = self.batch.lens();
+        let (mut rows, mut labels) = (Vec::new(), Vec::new());
+        for (i, &s) in lens.iter().enumerate() {
+            for j in 0..s as usize {
+                rows.extend(self.logits(i, j));
+                labels.push(self.label(i, j));
+            }
+        }
+        let logits = Tensor::from_vec(rows, (labels.len(), self.vocab), &Device::Cpu)
+            .expect("a [T, vocab] tensor of the generated logits");
+        let ce = oracle::cross_entropy(&logits, &labels, &lens)
+            .expect("the oracle accepts every generated batch");
+        LossRecord::from_sums(ce.nll_sum, ce.count)
+    }
+}
+
+impl Target for LossTarget {
+    type Case = LossCase;
+
+    fn kind(&self) -> &'static str {
+        "loss"
+    }
+
+    fn invariants(&self) -> &'static str {
+        "cp-loss at cp 1, 2, 4, 8 against the oracle's global loss; tokens-cp when n_valid_tokens is reported"
+    }
+
+    /// Vocabularies of 2..=8, a seed for labels and logits, and a [`CpBatch`]; every case is
+    /// sent at cp 1, 2, 4 and 8. Shrinking shrinks the batch first (while it fails at some CP
+    /// size), then drops CP sizes, the largest first, so that the smallest failing one stays.
+    fn strategy(&self) -> BoxedStrategy<LossCase> {
+        (2usize..=8, 0u64..1000, arb_cp_batch(), CpSizes)
+            .prop_map(|(vocab, seed, batch, cps)| LossCase { cps, batch, vocab, seed })
+            .boxed()
+    }
+
+    /// The first request (the smallest CP size left).
+    fn payload(&self, case: &LossCase) -> Value {
+        case.cps.first().map_or(Value::Null, |&cp| {
+            serde_json::to_value(case.request(cp)).unwrap_or(Value::Null)
+        })
+    }
+
+    fn payloads(&self, case: &LossCase) -> Vec<Value> {
+        case.cps
+            .iter()
+            .map(|&cp| serde_json::to_value(case.request(cp)).unwrap_or(Value::Null))
+            .collect()
+    }
+
+    fn judge(
+        &self,
+        case: &LossCase,
+        send: &mut dyn FnMut() -> Result<String, Failure>,
+    ) -> Result<(), Failure> {
+        let global = case.oracle();
+        let mut records = Vec::new();
+        for &cp in &case.cps {
+            // Python's json.dumps writes a NaN loss as a bare NaN: read it as one.
+            let mut quoted = || send().map(|raw| quote_non_finite(&raw));
+            let (resp, line) = response::<LossResponse>(&mut quoted)?;
+            let with = |mut f: Failure| {
+                f.response = Some(line.clone());
+                f
+            };
+            let checked = match &resp.parts {
+                Some(parts) if parts.len() != cp => {
+                    return Err(Failure::schema(
+                        format!(
+                            "`parts` has {} entries for cp_size {cp} (one per rank)",
+                            parts.len()
+                        ),
+                        &line,
+                    ));
+                }
+                Some(parts) => {
+                    let parts: Vec<PartLoss> =
+                        parts.iter().map(|p| PartLoss { nll: p.nll, count: p.count }).collect();
+                    check_cp_loss(Split::Cp(cp), &parts, resp.loss, &global, self.rtol)
+                }
+                None => check_reported_loss(Split::Cp(cp), resp.loss, &global, self.rtol),
+            };
+            checked.map_err(|v| with(Failure::stated(v)))?;
+            if let Some(n) = resp.n_valid_tokens {
+                // The adapter reports only the valid-token count and the loss: the other counts
+                // of the record stay 0 on both sides.
+                let record =
+                    TokenRecord { n_valid_tokens: n, loss: resp.loss, ..Default::default() };
+                records.push((cp, record, line));
+            }
+        }
+        if records.is_empty() {
+            return Ok(());
+        }
+        let expected = TokenCounts { n_valid_tokens: global.count, ..Default::default() };
+        let by_cp: Vec<(usize, TokenRecord)> = records.iter().map(|(c, r, _)| (*c, *r)).collect();
+        check_tokens_cp(&expected, global.mean, &by_cp, self.rtol).map_err(|v| {
+            let line = records.iter().find(|(c, _, _)| Some(*c) == v.at.cp).map(|(_, _, l)| l);
+            Failure { response: line.cloned(), ..Failure::stated(v) }
+        })
+    }
+}
+
+/// The CP sizes of a case: always all of [`CP_SIZES`]; shrinking drops one at a time, the
+/// largest first, down to one.
+#[derive(Debug, Clone, Copy)]
+struct CpSizes;
+
+impl Strategy for CpSizes {
+    type Tree = CpSizesTree;
+    type Value = Vec<usize>;
+
+    fn new_tree(&self, _: &mut TestRunner) -> NewTree<Self> {
+        Ok(CpSizesTree { kept: CP_SIZES.to_vec(), next: Some(CP_SIZES.len() - 1), undo: None })
+    }
+}
+
+/// [`CpSizes`]' value tree.
+#[derive(Debug, Clone)]
+struct CpSizesTree {
+    kept: Vec<usize>,
+    /// The index to try dropping next (counting down).
+    next: Option<usize>,
+    /// The last drop: its index and CP size.
+    undo: Option<(usize, usize)>,
+}
+
+impl ValueTree for CpSizesTree {
+    type Value = Vec<usize>;
+
+    fn current(&self) -> Vec<usize> {
+        self.kept.clone()
+    }
+
+    fn simplify(&mut self) -> bool {
+        let Some(i) = self.next.filter(|&i| self.kept.len() > 1 && i < self.kept.len()) else {
+            return false;
+        };
+        self.undo = Some((i, self.kept.remove(i)));
+        self.next = i.checked_sub(1);
+        true
+    }
+
+    fn complicate(&mut self) -> bool {
+        match self.undo.take() {
+            Some((i, cp)) => {
+                self.kept.insert(i, cp);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use properties::strategies::LabelMask;
+
+    use super::super::cp_batch::Segment;
+
+    /// Shrinking keeps the smallest CP size that still fails.
+    #[test]
+    fn cp_sizes_shrink_to_the_smallest_failing_one() {
+        for (fails, want) in [
+            (&[2usize, 4, 8][..], vec![2]),
+            (&[8][..], vec![8]),
+            (&[1, 2, 4, 8][..], vec![1]),
+            (&[4][..], vec![4]),
+        ] {
+            let mut tree = CpSizes.new_tree(&mut TestRunner::deterministic()).unwrap();
+            assert_eq!(tree.current(), CP_SIZES.to_vec());
+            let failing = |v: &[usize]| v.iter().any(|c| fails.contains(c));
+            while tree.simplify() {
+                while !failing(&tree.current()) {
+                    if !tree.complicate() {
+                        break;
+                    }
+                }
+            }
+            assert_eq!(tree.current(), want, "failing at {fails:?}");
+        }
+    }
+
+    /// Every rank's shard at every CP size holds the storage tokens once; the valid labels are
+    /// the oracle's, wherever they land.
+    #[test]
+    fn requests_shard_the_batch_the_oracle_sees() {
+        let case = LossCase {
+            cps: CP_SIZES.to_vec(),
+            batch: CpBatch {
+                mask: LabelMask::Prompt(1),
+                segments: vec![
+                    Segment { len: 3, mock: false, slack: false },
+                    Segment { len: 0, mock: false, slack: true },
+                    Segment { len: 2, mock: true, slack: false },
+                    Segment { len: 5, mock: false, slack: true },
+                ],
+            },
+            vocab: 3,
+            seed: 7,
+        };
+        let global = case.oracle();
+        // Segment 0: tokens 1, 2 are valid targets of 0, 1; segment 3: 1..=4 of 0..=3.
+        assert_eq!(global.count, 2 + 4);
+        for cp in CP_SIZES {
+            let req = case.request(cp);
+            assert_eq!(req.ranks.len(), cp);
+            let rows: usize = req.ranks.iter().map(|r| r.logits.len()).sum();
+            assert_eq!(rows, case.batch.storage(cp, true).iter().sum::<u32>() as usize);
+            let valid: usize =
+                req.ranks.iter().map(|r| r.labels.iter().filter(|&&y| y >= 0).count()).sum();
+            assert_eq!(valid as u64, global.count, "cp={cp}");
+        }
+        // Nothing valid: loss 0.
+        let empty =
+            LossCase { batch: CpBatch { mask: LabelMask::All, ..case.batch.clone() }, ..case };
+        assert_eq!(empty.oracle(), LossRecord::from_sums(0.0, 0));
+    }
+}
