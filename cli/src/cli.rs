@@ -69,8 +69,11 @@ pub enum Command {
 }
 
 const METRICS_AFTER_HELP: &str = "Exit codes: 0 the record was printed (and every logged value \
-agrees), 1 a logged value disagrees, 2 the recipe, batch or logged JSON cannot be read.\n\
-Recipes: golden/tests/recipes/*.toml.";
+agrees), 1 a logged value disagrees, 2 the recipe, batch or logged JSON cannot be read, or none \
+of the logged values can be compared.\n\
+Recipes: golden/tests/recipes/*.toml. Logger keys: docs/loggers.md.\n\
+Example: thdcheck metrics --recipe R.toml --batch mb0.safetensors --batch cp_ranks/ --grad-acc 2 \
+--dp-size 8 --logger areal --expect logged.json";
 
 /// Options of `thdcheck metrics`.
 #[derive(Debug, Args)]
