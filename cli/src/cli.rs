@@ -194,15 +194,21 @@ pub struct FuzzArgs {
     /// causal convention follows it: Megatron halves, bionemo's perf_logger does not).
     #[arg(long, value_enum, default_value = "megatron-lm")]
     pub formula: crate::fuzz::Formula,
+    /// Logger: at most this many micro-batches per step (1 for a stack without gradient
+    /// accumulation, such as bionemo's esm2).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub max_micro_batches: u32,
     /// Logger: the layouts generated (repeatable; default all): flat, mock-pad (bionemo's
     /// pad_to_multiple_of mock segment, marked by num_real_seqs), cp-pad (slots padded to 2·cp).
     #[arg(long = "layout", value_enum, value_name = "LAYOUT")]
     pub layouts: Vec<crate::fuzz::LayoutKind>,
     /// Logger and loss: relative tolerance of the floats judged (logged rates; the reported
-    /// loss and Σ NLL against the oracle's f64 loss). The default allows for another order of
-    /// the same f64 arithmetic; use 1e-5 for a float32 loss. Counts and FLOPs are exact.
-    #[arg(long, value_name = "RTOL", default_value_t = crate::fuzz::DEFAULT_LOSS_RTOL, value_parser = non_negative_f64)]
-    pub rtol: f64,
+    /// loss and Σ NLL against the oracle's f64 loss). Default: 1e-9 for a loss (another order
+    /// of the same f64 arithmetic; use 1e-5 for a float32 loss), 1e-6 for a logger (float32
+    /// metric accumulators, such as torchmetrics', round a correct rate at about 4e-8). Counts
+    /// and FLOPs are exact.
+    #[arg(long, value_name = "RTOL", value_parser = non_negative_f64)]
+    pub rtol: Option<f64>,
     /// Collator: which requests ask for a static max_seq_length (`never` for a collator that
     /// does not pad to one, such as transformers' DataCollatorWithFlattening).
     #[arg(long, value_enum, default_value = "sometimes")]

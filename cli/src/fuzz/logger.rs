@@ -90,6 +90,8 @@ pub struct LoggerCase {
     pub step_time_s: f64,
     /// The FLOPs formula.
     pub formula: Formula,
+    /// The pad id of padding and mock tokens (real tokens never use it).
+    pub pad: i64,
 }
 
 /// The models requests use: small, one of each MLP and causal convention.
@@ -155,9 +157,17 @@ pub struct LoggerTarget {
     pub formula: Formula,
     /// The layouts generated.
     pub layouts: Vec<LayoutKind>,
+    /// The pad id (`--pad-token-id`, default 0).
+    pub pad: i64,
+    /// At most this many micro-batches per step.
+    pub max_micro_batches: usize,
 }
 
-const PAD: i64 = 0;
+/// The default relative tolerance of logged rates: a float32 metric accumulator (bionemo's
+/// torchmetrics) rounds a correct TFLOP/s or MFU at about 4e-8 relative; a rate computed from a
+/// wrong count or a wrong Σs² is off by far more (the smallest seed bug, one mock token in a
+/// 24-token step, moves the useful MFU by about 1e-2).
+pub const DEFAULT_RTOL: f64 = 1e-6;
 
 impl LoggerCase {
     /// The batch dict of micro-batch `i`.
@@ -168,7 +178,11 @@ impl LoggerCase {
         let multiple = 2 * self.cp as usize;
         for (d, &(len, prompt)) in docs.iter().enumerate() {
             for t in 0..len as usize {
-                let id = 1 + ((d * 31 + t * 7) % 97) as i64;
+                // Ids 1..=97, stepping over the pad id.
+                let mut id = 1 + ((d * 31 + t * 7) % 97) as i64;
+                if id == self.pad {
+                    id = 98;
+                }
                 ids.push(id);
                 // Unshifted labels: a document's first token and its prompt predict nothing.
                 labels.push(if t == 0 || t < prompt as usize { -100 } else { id });
@@ -179,7 +193,7 @@ impl LoggerCase {
                 _ => len as usize,
             };
             for _ in len as usize..slot {
-                ids.push(PAD);
+                ids.push(self.pad);
                 labels.push(-100);
             }
             cu_padded.push(cu_padded[cu_padded.len() - 1] + slot as i64);
@@ -190,7 +204,7 @@ impl LoggerCase {
             let t = ids.len();
             let target = t.div_ceil(m as usize) * m as usize;
             if target > t {
-                ids.resize(target, PAD);
+                ids.resize(target, self.pad);
                 labels.resize(target, -100);
                 cu.push(target as i64);
             }
@@ -244,7 +258,7 @@ impl Target for LoggerTarget {
         "logged-tokens (TOKENS-CP), logged-flops (FLOPS), logged-rate (MFU-PAD)"
     }
 
-    /// 1..=3 micro-batches of 1..=4 documents of 1..=24 tokens (a prompt of up to 4), one
+    /// 1..=`--max-micro-batches` (3) micro-batches of 1..=4 documents of 1..=24 tokens (a prompt of up to 4), one
     /// layout, cp ∈ {1, 2, 4}, dp ∈ {1, 2}, step time 0.5 or 2 s.
     fn strategy(&self) -> BoxedStrategy<LoggerCase> {
         let doc = (1u32..=24, 0u32..=4).prop_map(|(len, prompt)| (len, prompt.min(len)));
@@ -256,22 +270,25 @@ impl Target for LoggerTarget {
             LayoutKind::CpPad => Just(Layout::CpPad).boxed(),
         });
         let formula = self.formula;
+        let pad = self.pad;
+        // A stack pads every slot to a multiple of 2·cp before it shards: at cp > 1 only the
+        // cp-pad layout is a batch a real stack builds.
+        let cp_padded = self.layouts.contains(&LayoutKind::CpPad);
         (
-            vec(vec(doc, 1..=4), 1..=3),
+            vec(vec(doc, 1..=4), 1..=self.max_micro_batches.max(1)),
             layout,
             0usize..2,
             prop_oneof![Just(1u64), Just(2), Just(4)],
             prop_oneof![Just(1u64), Just(2)],
             prop_oneof![Just(0.5f64), Just(2.0)],
         )
-            .prop_map(move |(micro_batches, layout, model, cp, dp, step_time_s)| LoggerCase {
-                micro_batches,
-                layout,
-                model,
-                cp,
-                dp,
-                step_time_s,
-                formula,
+            .prop_map(move |(micro_batches, layout, model, cp, dp, step_time_s)| {
+                let (layout, cp) = match (layout, cp) {
+                    (Layout::CpPad, _) | (_, 1) => (layout, cp),
+                    _ if cp_padded => (Layout::CpPad, cp),
+                    _ => (layout, 1),
+                };
+                LoggerCase { micro_batches, layout, model, cp, dp, step_time_s, formula, pad }
             })
             .boxed()
     }

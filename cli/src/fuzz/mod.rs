@@ -135,7 +135,12 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
         FuzzTarget::Packer => drive(&packer::PackerTarget { first_fit: args.first_fit }, args),
         FuzzTarget::Logger => drive(
             &logger::LoggerTarget {
-                tol: properties::checks::Tolerance { rtol: args.rtol, atol: 0.0 },
+                tol: properties::checks::Tolerance {
+                    rtol: args.rtol.unwrap_or(logger::DEFAULT_RTOL),
+                    atol: 0.0,
+                },
+                pad: args.batch.pad_token_id.unwrap_or(0),
+                max_micro_batches: args.max_micro_batches as usize,
                 peak_tflops: 989.0,
                 formula: args.formula,
                 layouts: if args.layouts.is_empty() {
@@ -161,7 +166,9 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
             },
             args,
         ),
-        FuzzTarget::Loss => drive(&loss::LossTarget { rtol: args.rtol }, args),
+        FuzzTarget::Loss => {
+            drive(&loss::LossTarget { rtol: args.rtol.unwrap_or(DEFAULT_LOSS_RTOL) }, args)
+        }
         FuzzTarget::CpSplit => drive(&cp_split::CpSplitTarget, args),
     }
 }
