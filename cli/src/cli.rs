@@ -194,6 +194,13 @@ pub struct FuzzArgs {
     /// causal convention follows it: Megatron halves, bionemo's perf_logger does not).
     #[arg(long, value_enum, default_value = "megatron-lm")]
     pub formula: crate::fuzz::Formula,
+    /// Logger: the largest CP size generated (1, 2 or 4), e.g. 1 for a logger whose CP
+    /// accounting is known to be unfinished.
+    #[arg(long, default_value_t = 4, value_parser = clap::builder::TypedValueParser::map(
+        clap::builder::PossibleValuesParser::new(["1", "2", "4"]),
+        |s: String| s.parse::<u64>().unwrap_or(1),
+    ))]
+    pub max_cp: u64,
     /// Logger: at most this many micro-batches per step (1 for a stack without gradient
     /// accumulation, such as bionemo's esm2).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]

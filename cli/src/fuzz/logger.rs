@@ -161,6 +161,8 @@ pub struct LoggerTarget {
     pub pad: i64,
     /// At most this many micro-batches per step.
     pub max_micro_batches: usize,
+    /// The largest CP size.
+    pub max_cp: u64,
 }
 
 /// The default relative tolerance of logged rates: a float32 metric accumulator (bionemo's
@@ -278,7 +280,9 @@ impl Target for LoggerTarget {
             vec(vec(doc, 1..=4), 1..=self.max_micro_batches.max(1)),
             layout,
             0usize..2,
-            prop_oneof![Just(1u64), Just(2), Just(4)],
+            proptest::sample::select(
+                [1u64, 2, 4].into_iter().filter(|&c| c <= self.max_cp).collect::<Vec<_>>(),
+            ),
             prop_oneof![Just(1u64), Just(2)],
             prop_oneof![Just(0.5f64), Just(2.0)],
         )

@@ -141,6 +141,7 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
                 },
                 pad: args.batch.pad_token_id.unwrap_or(0),
                 max_micro_batches: args.max_micro_batches as usize,
+                max_cp: args.max_cp,
                 peak_tflops: 989.0,
                 formula: args.formula,
                 layouts: if args.layouts.is_empty() {
