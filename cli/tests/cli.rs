@@ -308,6 +308,35 @@ fn fuzz_packer_passes_the_greedy_packer_and_shrinks_the_one_that_drops_the_overf
 }
 
 #[test]
+fn fuzz_loss_accepts_a_loud_refusal_of_a_batch_with_nothing_to_learn_only() {
+    // AReaL asserts that the global loss weight is positive: an error on a batch without a
+    // valid label is a refusal, not a wrong number; an error on any other batch still fails.
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, when: &str| {
+        let p = dir.path().join(name);
+        let body = format!(
+            "import os, sys\nsys.path.insert(0, {examples:?})\nimport cp_loss\n\
+             def loss(ranks, cp):\n    out = cp_loss.loss(ranks, cp)\n    \
+             if {when}:\n        raise AssertionError('total loss weight must be positive')\n    \
+             return out\ncp_loss.serve_loss(loss)\n",
+            examples = std::fs::canonicalize(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../adapters/python/examples"
+            ))
+            .unwrap(),
+        );
+        std::fs::write(&p, body).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let refuses_empty = write("refuses_empty.py", "out['n_valid_tokens'] == 0");
+    let v = fuzz_json(&["loss", "--json", "--cases", "64", "--", "python3", &refuses_empty], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let refuses_one = write("refuses_one.py", "out['n_valid_tokens'] == 1");
+    let v = fuzz_json(&["loss", "--json", "--cases", "64", "--", "python3", &refuses_one], 1);
+    assert_eq!(v["failure"]["kind"], "adapter-error", "{v}");
+}
+
+#[test]
 fn fuzz_logger_passes_the_correct_logger_and_names_each_seed_bug() {
     let good = example_adapter("logger");
     let v = fuzz_json(&["logger", "--json", "--cases", "64", "--", "python3", &good], 0);

@@ -157,13 +157,19 @@ impl Target for LossTarget {
     ) -> Result<(), Failure> {
         let global = case.oracle();
         let mut records = Vec::new();
+        // Every violated rule, with the answer it was read from: a wrong count and a wrong loss
+        // are both reported, so `--ignore` of one still shows the other.
+        let mut violations: Vec<(properties::Violation, String)> = Vec::new();
         for &cp in &case.cps {
             // Python's json.dumps writes a NaN loss as a bare NaN: read it as one.
             let mut quoted = || send().map(|raw| quote_non_finite(&raw));
-            let (resp, line) = response::<LossResponse>(&mut quoted)?;
-            let with = |mut f: Failure| {
-                f.response = Some(line.clone());
-                f
+            let (resp, line) = match response::<LossResponse>(&mut quoted) {
+                Ok(r) => r,
+                // A batch with no valid label has nothing to learn: refusing it loudly (AReaL's
+                // `compute_total_loss_weight` asserts the global weight is positive) is not a
+                // wrong number. A NaN or a wrong value still fails.
+                Err(f) if f.kind == "adapter-error" && global.count == 0 => continue,
+                Err(f) => return Err(f),
             };
             let checked = match &resp.parts {
                 Some(parts) if parts.len() != cp => {
@@ -182,7 +188,11 @@ impl Target for LossTarget {
                 }
                 None => check_reported_loss(Split::Cp(cp), resp.loss, &global, self.rtol),
             };
-            checked.map_err(|v| with(Failure::stated(v)))?;
+            if let Err(v) = checked
+                && !violations.iter().any(|(w, _)| w.id == v.id)
+            {
+                violations.push((v, line.clone()));
+            }
             if let Some(n) = resp.n_valid_tokens {
                 // The adapter reports only the valid-token count and the loss: the other counts
                 // of the record stay 0 on both sides.
@@ -191,15 +201,33 @@ impl Target for LossTarget {
                 records.push((cp, record, line));
             }
         }
-        if records.is_empty() {
-            return Ok(());
+        if !records.is_empty() {
+            let expected = TokenCounts { n_valid_tokens: global.count, ..Default::default() };
+            let by_cp: Vec<(usize, TokenRecord)> =
+                records.iter().map(|(c, r, _)| (*c, *r)).collect();
+            // The loss is judged by cp-loss above; here only the counts (the loss of every
+            // record is the global one, so tokens-cp's loss rule cannot fire twice).
+            let by_cp: Vec<(usize, TokenRecord)> = by_cp
+                .into_iter()
+                .map(|(c, r)| (c, TokenRecord { loss: global.mean, ..r }))
+                .collect();
+            if let Err(v) = check_tokens_cp(&expected, global.mean, &by_cp, self.rtol) {
+                let line = records
+                    .iter()
+                    .find(|(c, _, _)| Some(*c) == v.at.cp)
+                    .map(|(_, _, l)| l.clone())
+                    .unwrap_or_default();
+                violations.push((v, line));
+            }
         }
-        let expected = TokenCounts { n_valid_tokens: global.count, ..Default::default() };
-        let by_cp: Vec<(usize, TokenRecord)> = records.iter().map(|(c, r, _)| (*c, *r)).collect();
-        check_tokens_cp(&expected, global.mean, &by_cp, self.rtol).map_err(|v| {
-            let line = records.iter().find(|(c, _, _)| Some(*c) == v.at.cp).map(|(_, _, l)| l);
-            Failure { response: line.cloned(), ..Failure::stated(v) }
-        })
+        let Some((_, line)) = violations.first() else { return Ok(()) };
+        let mut failure = Failure::stated(violations[0].0.clone());
+        failure.response = Some(line.clone());
+        for (v, _) in &violations[1..] {
+            failure.checks.push(v.id.to_owned());
+            failure.detail += &format!("\n{}: {}: {}", v.id, v.rule, v.summary());
+        }
+        Err(failure)
     }
 }
 
