@@ -220,9 +220,10 @@ pub fn detect<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<Dialect> {
         Ok(Dialect::Hf)
     } else if has("cu_seqlens") || has("cu_seqlens_q") || has("seq_lens") {
         Ok(Dialect::Te)
-    } else if has("input_ids") && has("position_ids") {
+    } else if has("input_ids") && (has("position_ids") || has("attention_mask")) {
         // transformers' DataCollatorWithFlattening by default (and TRL's padding-free
-        // collators): the documents are where the position ids restart.
+        // collators): the documents are where the position ids restart; or plain `[B, S]` rows
+        // with a padding mask (BSHD): one sequence per row.
         Ok(Dialect::Hf)
     } else {
         Err(Error::UnknownDialect { keys: keys.iter().map(|k| (*k).to_owned()).collect() })
@@ -600,6 +601,8 @@ fn hf_pack(
     let mut notes = Vec::new();
     let cu_key = k("cu_seq_lens_q");
     let pos_key = k("position_ids");
+    // Plain `[B, S]` rows: their storage offsets (one slot per row).
+    let mut bshd = None;
     let cu = if file.contains(&cu_key) {
         offsets(file, &cu_key, shard_bound(tokens, scale), None, false, &mut notes)?
     } else if part.is_none()
@@ -617,6 +620,19 @@ fn hf_pack(
             plural(cu.len() - 1, "document")
         ));
         cu
+    } else if part.is_none()
+        && file.contains(&k("attention_mask"))
+        && first_present(file, &["cu_seqlens", "cu_seqlens_q", "seq_lens"]).is_none()
+    {
+        let (real, storage) = bshd_rows(file, &k("attention_mask"), &ids_key, rows, tokens)?;
+        notes.push(format!(
+            "no offsets: {} of {} tokens, one sequence each (BSHD), `{}` marks the padding",
+            plural(rows, "row"),
+            tokens / rows.max(1),
+            k("attention_mask")
+        ));
+        bshd = Some(storage);
+        real
     } else {
         return Err(missing(file, &cu_key, d));
     };
@@ -628,7 +644,10 @@ fn hf_pack(
         None
     };
     let padded_key = k("cu_seq_lens_q_padded");
-    let cu_padded = if file.contains(&padded_key) {
+    let rows_read = bshd.is_some();
+    let cu_padded = if rows_read {
+        bshd
+    } else if file.contains(&padded_key) {
         let p = offsets(file, &padded_key, shard_bound(tokens, scale), None, false, &mut notes)?;
         padded_count(&padded_key, &p, &cu_key, &cu)?;
         Some(p)
@@ -648,6 +667,11 @@ fn hf_pack(
     let seq_idx_key = k("seq_idx");
     let mask_key = k("attention_mask");
     let max_key = k("max_length_q");
+    let (cu_key, padded_key) = if rows_read {
+        (format!("{mask_key} (real tokens of each row)"), "the rows (BSHD)".to_owned())
+    } else {
+        (cu_key, padded_key)
+    };
     Ok(BatchData {
         part: part.map(str::to_owned),
         keys: KeyNames {
@@ -682,6 +706,41 @@ fn hf_pack(
         input_ids,
         padding_segment_by_design: false,
     })
+}
+
+/// Plain `[B, S]` rows with a 0/1 padding mask and no offsets (BSHD, `DataCollatorWithPadding`):
+/// one sequence per row, its real tokens the mask's leading ones (right padding). Returns the
+/// real offsets and the storage offsets (`[0, S, 2S, …]`).
+///
+/// # Errors
+/// A mask of another shape than the tokens, or a row whose real tokens do not lead it (left
+/// padding, a hole): [`Error::Value`] naming the row's first token out of place.
+fn bshd_rows(
+    file: &BatchFile,
+    mask_key: &str,
+    ids_key: &str,
+    rows: usize,
+    tokens: usize,
+) -> Result<(Vec<i64>, Vec<i64>)> {
+    let mask = opt_mask(file, mask_key, ids_key, tokens, false)?.unwrap_or_default();
+    let width = tokens.checked_div(rows).unwrap_or(0);
+    let (mut real, mut storage) = (vec![0i64], vec![0i64]);
+    for r in 0..rows {
+        let row = &mask[r * width..(r + 1) * width];
+        let n = row.iter().take_while(|&&m| m).count();
+        if let Some(j) = row[n..].iter().position(|&m| m) {
+            return Err(Error::Value {
+                key: mask_key.to_owned(),
+                index: r * width + n + j,
+                value: "1".into(),
+                expected: "right padding: in every row the real tokens (1) first, then the padding \
+                           (0); left-padded rows have no offsets thdcheck can read yet",
+            });
+        }
+        real.push(real[real.len() - 1] + n as i64);
+        storage.push(((r + 1) * width) as i64);
+    }
+    Ok((real, storage))
 }
 
 /// The rows of a chunked TE file: offsets `[C, K]` with `C > 1` beside `[C, S]` token rows.

@@ -734,6 +734,47 @@ fn metrics_sums_micro_batches_and_scales_by_the_dp_size() {
 }
 
 #[test]
+fn plain_bshd_rows_with_a_padding_mask_are_one_sequence_each() {
+    let dir = tempfile::tempdir().unwrap();
+    // DataCollatorWithPadding / DataCollatorForLanguageModeling: labels copy the ids, -100 on
+    // padding; row 0 is full, so its end meets row 1's start, whose label is row 1's own token.
+    let ids = vec![5, 6, 7, 8, 8, 9, 0, 0];
+    let p = temp_batch(
+        dir.path(),
+        "rows.safetensors",
+        &[
+            ("input_ids", vec![2, 4], ids.clone()),
+            ("attention_mask", vec![2, 4], vec![1, 1, 1, 1, 1, 1, 0, 0]),
+            ("labels", vec![2, 4], vec![5, 6, 7, 8, 8, 9, -100, -100]),
+        ],
+    );
+    let o = run_expect(&["check", "--json", p.to_str().unwrap()], 0);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let facts = &v["files"][0]["report"]["packs"][0]["facts"];
+    assert_eq!(facts["real_tokens"], 6, "{facts}");
+    assert_eq!(facts["pad_tokens"], 2, "{facts}");
+    // Each row's first label is no target (the loss shifts within the row).
+    assert_eq!(facts["valid_labels"], 4, "{facts}");
+    // A dense kernel computes each row: 2 · 4².
+    assert_eq!(facts["whole_pack"]["sum_squares"], 32, "{facts}");
+    // Left padding has no offsets to read yet: a clear error naming the key and index.
+    let left = temp_batch(
+        dir.path(),
+        "left.safetensors",
+        &[
+            ("input_ids", vec![2, 4], ids),
+            ("attention_mask", vec![2, 4], vec![1, 1, 1, 1, 0, 0, 1, 1]),
+        ],
+    );
+    let o = run_expect(&["check", left.to_str().unwrap()], 2);
+    assert!(
+        stderr(&o).contains("`attention_mask`[6] = 1, expected right padding"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn megatron_bridge_sentinel_offsets_without_argmin_are_cut_at_the_first_negative_entry() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("mb.safetensors");

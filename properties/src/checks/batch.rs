@@ -77,7 +77,7 @@ pub struct BatchFacts {
     pub useful: WorkSums,
     /// Hardware attention work of a varlen kernel: every slot, mock ones included.
     pub hardware: WorkSums,
-    /// Hardware attention work if the pack is one sequence (no offsets passed).
+    /// Hardware attention work if each row is one sequence (no offsets passed).
     pub whole_pack: WorkSums,
 }
 
@@ -129,9 +129,19 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
         hardware.push(view.slot(i).len() as u64);
     }
     let t = view.num_tokens as u64;
+    // Unshifted labels are read one position on, within each row of a `[B, S]` batch (Hugging
+    // Face shifts per row): a row's first label is no target.
+    let width = if view.rows > 1 && view.num_tokens.is_multiple_of(view.rows) {
+        view.num_tokens / view.rows
+    } else {
+        view.num_tokens.max(1)
+    };
     let valid_labels = view.labels.map(|l| {
-        let skip = usize::from(view.label_convention == LabelConvention::Unshifted);
-        l.iter().skip(skip).filter(|&&x| x != IGNORE_INDEX).count() as u64
+        let unshifted = view.label_convention == LabelConvention::Unshifted;
+        l.iter()
+            .enumerate()
+            .filter(|&(t, &x)| x != IGNORE_INDEX && !(unshifted && t % width == 0))
+            .count() as u64
     });
     let labelled_segments = view.labels.map(|l| {
         let skip = usize::from(view.label_convention == LabelConvention::Unshifted);
@@ -156,7 +166,12 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
         },
         useful: WorkSums::of(useful),
         hardware: WorkSums::of(hardware),
-        whole_pack: WorkSums::of([t]),
+        // Each row as one sequence (a `[B, S]` batch is B sequences of S to a dense kernel).
+        whole_pack: if view.num_tokens == 0 {
+            WorkSums::of([0])
+        } else {
+            WorkSums::of(std::iter::repeat_n(width as u64, view.num_tokens / width))
+        },
     }
 }
 

@@ -555,6 +555,11 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
     // Padding is not a document, even as a segment of its own (bionemo's mock, Megatron-Bridge's
     // pack tail, whose pad id may be the EOS that a segment's last label rightly targets).
     let mock = crate::checks::mock_segments(view);
+    // Rows of a `[B, S]` batch are separate sequences for the loss: Hugging Face shifts the
+    // labels within each row, so no prediction reads the label at a row's start.
+    let width = (view.rows > 1 && view.num_tokens.is_multiple_of(view.rows))
+        .then(|| view.num_tokens / view.rows);
+    let row_start = |t: usize| width.is_some_and(|w| t.is_multiple_of(w));
     for i in 0..n {
         let r = view.real(i);
         // The next document: the next segment that holds a real token.
@@ -568,7 +573,7 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
         let tok = match view.label_convention {
             // The loss shifts: the prediction at the segment's last token reads the label at the
             // next stored token; only when that is the next segment's first token can it leak.
-            LabelConvention::Unshifted if r.end == next.start => r.end,
+            LabelConvention::Unshifted if r.end == next.start && !row_start(next.start) => r.end,
             LabelConvention::Unshifted => continue,
             LabelConvention::Shifted => r.end - 1,
         };
