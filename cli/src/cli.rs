@@ -206,7 +206,8 @@ pub struct FuzzArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub max_micro_batches: u32,
     /// Logger: the layouts generated (repeatable; default all): flat, mock-pad (bionemo's
-    /// pad_to_multiple_of mock segment, marked by num_real_seqs), cp-pad (slots padded to 2·cp).
+    /// pad_to_multiple_of mock segment, marked by num_real_seqs), cp-pad (slots padded to 2·cp),
+    /// bshd (one document per row of [B, S], no offsets).
     #[arg(long = "layout", value_enum, value_name = "LAYOUT")]
     pub layouts: Vec<crate::fuzz::LayoutKind>,
     /// Logger and loss: relative tolerance of the floats judged (logged rates; the reported

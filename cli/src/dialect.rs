@@ -668,7 +668,7 @@ fn hf_pack(
     let mask_key = k("attention_mask");
     let max_key = k("max_length_q");
     let (cu_key, padded_key) = if rows_read {
-        (format!("{mask_key} (real tokens of each row)"), "the rows (BSHD)".to_owned())
+        (format!("{mask_key} (real tokens of each row)"), BSHD_ROWS.to_owned())
     } else {
         (cu_key, padded_key)
     };
@@ -707,6 +707,10 @@ fn hf_pack(
         padding_segment_by_design: false,
     })
 }
+
+/// The storage-offsets key name of a pack read from plain `[B, S]` rows ([`BatchData::keys`]):
+/// such a pack has no offsets of its own, each row is one sequence.
+pub const BSHD_ROWS: &str = "the rows (BSHD)";
 
 /// Plain `[B, S]` rows with a 0/1 padding mask and no offsets (BSHD, `DataCollatorWithPadding`):
 /// one sequence per row, its real tokens the mask's leading ones (right padding). Returns the

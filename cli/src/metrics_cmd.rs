@@ -266,6 +266,9 @@ impl StepSpec {
 pub(crate) fn step_metrics(mbs: &[MicroBatch], spec: &StepSpec) -> Result<Step> {
     let mut work = BatchWork::default();
     let (mut real_seqs, mut labelled, mut valid) = (0u64, Some(0u64), Some(0u64));
+    // Megatron's attention statistics: Σ sᵢ² of the real sequences, or for a batch without
+    // offsets (BSHD) each row as one sequence, mbs·S² (the FLOPS invariant's fallback).
+    let (mut mega_sq, mut mega_real) = (0u128, 0u64);
     let mut warnings = Vec::new();
     let mut cp = 1usize;
     for mb in mbs {
@@ -298,6 +301,13 @@ pub(crate) fn step_metrics(mbs: &[MicroBatch], spec: &StepSpec) -> Result<Step> 
             w.real_tokens = report.facts.real_tokens;
             w.valid_labels = report.facts.valid_labels.unwrap_or(0);
             real_seqs += report.facts.real_segments as u64;
+            if pack.keys.cu_seqlens_padded == thdcheck::dialect::BSHD_ROWS {
+                mega_sq += report.facts.whole_pack.sum_squares;
+                mega_real += pack.tokens() as u64;
+            } else {
+                mega_sq += report.facts.useful.sum_squares;
+                mega_real += report.facts.real_tokens;
+            }
             valid = valid.zip(report.facts.valid_labels).map(|(a, b)| a + b);
             labelled = labelled.zip(report.facts.labelled_segments).map(|(a, b)| a + b);
             work += w;
@@ -353,8 +363,8 @@ pub(crate) fn step_metrics(mbs: &[MicroBatch], spec: &StepSpec) -> Result<Step> 
     if spec.formula == FlopsFormula::MegatronLm {
         let stats = SeqlenStats {
             seqlen_sum: work.padded_tokens,
-            seqlen_squared_sum: work.useful.sum_squares,
-            real_seqlen_sum: work.useful.tokens,
+            seqlen_squared_sum: mega_sq * u128::from(dp),
+            real_seqlen_sum: mega_real * dp,
         };
         let f = num_floating_point_operations(&dims, 0, Some(&stats), 0)?;
         let per_gpu = f as f64 / timing.step_time_s / timing.num_gpus as f64 / 1e12;

@@ -342,6 +342,19 @@ fn fuzz_logger_passes_the_correct_logger_and_names_each_seed_bug() {
     let v = fuzz_json(&["logger", "--json", "--cases", "64", "--", "python3", &good], 0);
     assert_eq!(v["result"], "pass", "{v}");
     // Each buggy logger: the check that names its bug, shrunk to a one-document step.
+    // The BSHD fallback: one document per row, no offsets.
+    let v = fuzz_json(
+        &["logger", "--json", "--cases", "32", "--layout", "bshd", "--", "python3", &good],
+        0,
+    );
+    assert_eq!(v["result"], "pass", "{v}");
+    let palm = example_adapter("logger_pack_length_squared");
+    let v = fuzz_json(
+        &["logger", "--json", "--cases", "32", "--layout", "bshd", "--", "python3", &palm],
+        1,
+    );
+    assert_eq!(v["failure"]["request"]["layout"], "bshd", "{v}");
+    assert_eq!(v["failure"]["checks"][0], "logged-flops", "{v}");
     for (name, check, key) in [
         ("logger_pack_length_squared", "logged-flops", "attention.useful_sum_squares"),
         ("logger_mock_counted_as_useful", "logged-tokens", "tokens.real"),
@@ -757,6 +770,25 @@ fn plain_bshd_rows_with_a_padding_mask_are_one_sequence_each() {
     assert_eq!(facts["valid_labels"], 4, "{facts}");
     // A dense kernel computes each row: 2 · 4².
     assert_eq!(facts["whole_pack"]["sum_squares"], 32, "{facts}");
+    // Megatron's FLOPs statistics of a batch without offsets: each row a sequence, mbs·S².
+    let o = run_expect(
+        &[
+            "metrics",
+            "--recipe",
+            "golden/tests/recipes/qwen3_8b_sft_seq4096.toml",
+            "--batch",
+            p.to_str().unwrap(),
+            "--json",
+        ],
+        0,
+    );
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mega = &r["record"]["batch"]["megatron"];
+    assert_eq!(
+        (mega["seqlen_sum"].as_u64(), mega["seqlen_squared_sum"].as_u64()),
+        (Some(8), Some(32))
+    );
+    assert_eq!(r["record"]["batch"]["attention"]["useful_sum_squares"], 4 * 4 + 2 * 2);
     // Left padding has no offsets to read yet: a clear error naming the key and index.
     let left = temp_batch(
         dir.path(),

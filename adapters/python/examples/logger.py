@@ -39,15 +39,24 @@ def megatron_flops(model, tokens, sum_squares):
 def step_stats(micro_batches):
     real = stored = valid = useful_sq = hardware_sq = 0
     for batch in micro_batches:
-        cu = batch["cu_seq_lens_q"]
-        n_real = batch.get("num_real_seqs", len(cu) - 1)
-        if BUG == "mock_counted_as_useful":
-            n_real = len(cu) - 1  # bionemo #1561: the mock segment counted as a sequence
-        real_lens = lengths(cu[: n_real + 1])
-        slots = lengths(batch.get("cu_seq_lens_q_padded", cu))
         rows = batch["input_ids"]
+        if "cu_seq_lens_q" in batch:
+            cu = batch["cu_seq_lens_q"]
+            n_real = batch.get("num_real_seqs", len(cu) - 1)
+            if BUG == "mock_counted_as_useful":
+                n_real = len(cu) - 1  # bionemo #1561: the mock segment counted as a sequence
+            real_lens = lengths(cu[: n_real + 1])
+            slots = lengths(batch.get("cu_seq_lens_q_padded", cu))
+        else:
+            # No packing (BSHD): each row is one sequence; the mask's ones are its real tokens,
+            # and the kernel computes the whole row.
+            real_lens = [sum(m) for m in batch["attention_mask"]]
+            if BUG == "mock_counted_as_useful":
+                real_lens = [len(r) for r in rows]  # the padding counted as real tokens
+            slots = [len(r) for r in rows]
         stored += sum(len(r) for r in rows)
         real += sum(real_lens)
+        # Labels are read one position on, within each row: a row's first label is no target.
         valid += sum(1 for r in batch["labels"] for x in r[1:] if x != -100)
         if BUG == "pack_length_squared":
             useful_sq += sum(len(r) ** 2 for r in rows)  # PaLM-style: T² per pack

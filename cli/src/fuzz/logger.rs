@@ -35,6 +35,9 @@ pub enum Layout {
     /// Context-parallel padding: every document's slot padded to a multiple of `2·cp`, real
     /// offsets in `cu_seq_lens_q`, storage in `cu_seq_lens_q_padded`.
     CpPad,
+    /// No packing (the BSHD fallback): one document per row of `[B, S]`, right-padded to the
+    /// longest, `attention_mask` 0 on the padding, no offsets.
+    Bshd,
 }
 
 /// The FLOPs formula a logger implements (`--formula`).
@@ -71,6 +74,8 @@ pub enum LayoutKind {
     MockPad,
     /// [`Layout::CpPad`].
     CpPad,
+    /// [`Layout::Bshd`].
+    Bshd,
 }
 
 /// One generated step.
@@ -175,16 +180,15 @@ impl LoggerCase {
     /// The batch dict of micro-batch `i`.
     fn batch(&self, i: usize) -> Map<String, Value> {
         let docs = &self.micro_batches[i];
+        if self.layout == Layout::Bshd {
+            return self.rows(docs);
+        }
         let (mut ids, mut labels) = (Vec::new(), Vec::new());
         let (mut cu, mut cu_padded) = (vec![0i64], vec![0i64]);
         let multiple = 2 * self.cp as usize;
         for (d, &(len, prompt)) in docs.iter().enumerate() {
             for t in 0..len as usize {
-                // Ids 1..=97, stepping over the pad id.
-                let mut id = 1 + ((d * 31 + t * 7) % 97) as i64;
-                if id == self.pad {
-                    id = 98;
-                }
+                let id = self.token(d, t);
                 ids.push(id);
                 // Unshifted labels: a document's first token and its prompt predict nothing.
                 labels.push(if t == 0 || t < prompt as usize { -100 } else { id });
@@ -223,6 +227,41 @@ impl LoggerCase {
         }
         debug_assert!(cu_padded.last().copied().unwrap_or(0) as usize <= t);
         batch
+    }
+
+    /// One document per row, right-padded to the longest (`[B, S]`, no offsets).
+    fn rows(&self, docs: &[(u32, u32)]) -> Map<String, Value> {
+        let width = docs.iter().map(|&(len, _)| len as usize).max().unwrap_or(0);
+        let (mut ids, mut labels, mut mask) = (Vec::new(), Vec::new(), Vec::new());
+        for (d, &(len, prompt)) in docs.iter().enumerate() {
+            let (mut row, mut row_labels, mut row_mask) = (Vec::new(), Vec::new(), Vec::new());
+            for t in 0..width {
+                if t < len as usize {
+                    let id = self.token(d, t);
+                    row.push(id);
+                    row_labels.push(if t == 0 || t < prompt as usize { -100 } else { id });
+                    row_mask.push(1);
+                } else {
+                    row.push(self.pad);
+                    row_labels.push(-100);
+                    row_mask.push(0);
+                }
+            }
+            ids.push(row);
+            labels.push(row_labels);
+            mask.push(row_mask);
+        }
+        let mut batch = Map::new();
+        batch.insert("input_ids".into(), json!(ids));
+        batch.insert("labels".into(), json!(labels));
+        batch.insert("attention_mask".into(), json!(mask));
+        batch
+    }
+
+    /// Token `t` of document `d`: ids 1..=97, stepping over the pad id.
+    fn token(&self, d: usize, t: usize) -> i64 {
+        let id = 1 + ((d * 31 + t * 7) % 97) as i64;
+        if id == self.pad { 98 } else { id }
     }
 
     fn batches(&self) -> Vec<Map<String, Value>> {
@@ -270,6 +309,7 @@ impl Target for LoggerTarget {
                 prop_oneof![Just(8u32), Just(16)].prop_map(Layout::MockPad).boxed()
             }
             LayoutKind::CpPad => Just(Layout::CpPad).boxed(),
+            LayoutKind::Bshd => Just(Layout::Bshd).boxed(),
         });
         let formula = self.formula;
         let pad = self.pad;

@@ -145,7 +145,7 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
                 peak_tflops: 989.0,
                 formula: args.formula,
                 layouts: if args.layouts.is_empty() {
-                    vec![LayoutKind::Flat, LayoutKind::MockPad, LayoutKind::CpPad]
+                    vec![LayoutKind::Flat, LayoutKind::MockPad, LayoutKind::CpPad, LayoutKind::Bshd]
                 } else {
                     args.layouts.clone()
                 },
