@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 
+use safetensors::Dtype;
 use serde::Serialize;
 use thd::LabelConvention;
 
@@ -220,10 +221,13 @@ pub fn detect<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<Dialect> {
         Ok(Dialect::Hf)
     } else if has("cu_seqlens") || has("cu_seqlens_q") || has("seq_lens") {
         Ok(Dialect::Te)
-    } else if has("input_ids") && (has("position_ids") || has("attention_mask")) {
-        // transformers' DataCollatorWithFlattening by default (and TRL's padding-free
-        // collators): the documents are where the position ids restart; or plain `[B, S]` rows
-        // with a padding mask (BSHD): one sequence per row.
+    } else if has("input_ids")
+        && (has("position_ids") || has("attention_mask") || has("sequence_id"))
+    {
+        // Boundaries without offsets: LLM Foundry's `sequence_id`, axolotl's numbered
+        // `attention_mask`, transformers' DataCollatorWithFlattening by default (and TRL's
+        // padding-free collators), where the position ids restart; or plain `[B, S]` rows with
+        // a padding mask (BSHD): one sequence per row.
         Ok(Dialect::Hf)
     } else {
         Err(Error::UnknownDialect { keys: keys.iter().map(|k| (*k).to_owned()).collect() })
@@ -603,12 +607,25 @@ fn hf_pack(
     let pos_key = k("position_ids");
     // Plain `[B, S]` rows: their storage offsets (one slot per row).
     let mut bshd = None;
+    let no_offsets = part.is_none()
+        && !file.contains(&cu_key)
+        && first_present(file, &["cu_seqlens", "cu_seqlens_q", "seq_lens"]).is_none();
+    // Sample numbers per token: LLM Foundry's `sequence_id` (-1 on padding), or axolotl's
+    // multipack `attention_mask` (1, 2, 3 … per pack, 0 on padding).
+    let numbered = if no_offsets { sample_numbers(file, &ids_key, tokens)? } else { None };
+    let mut numbered_mask = None;
     let cu = if file.contains(&cu_key) {
         offsets(file, &cu_key, shard_bound(tokens, scale), None, false, &mut notes)?
-    } else if part.is_none()
-        && file.contains(&pos_key)
-        && first_present(file, &["cu_seqlens", "cu_seqlens_q", "seq_lens"]).is_none()
-    {
+    } else if let Some((key, numbers, pad)) = numbered {
+        let (real, storage) = sample_runs(&key, &numbers, pad, rows, tokens)?;
+        notes.push(format!(
+            "no offsets: {} read from the sample numbers of `{key}` ({pad} on padding)",
+            plural(real.len() - 1, "document")
+        ));
+        numbered_mask = Some(numbers.iter().map(|&x| x != pad).collect::<Vec<bool>>());
+        bshd = Some(storage);
+        real
+    } else if no_offsets && file.contains(&pos_key) {
         // Only when the file has no offsets at all: offsets under another dialect's name are
         // a missing key here, not something to paper over.
         let (_, pos) = token_tensor(file, &pos_key)?;
@@ -620,10 +637,7 @@ fn hf_pack(
             plural(cu.len() - 1, "document")
         ));
         cu
-    } else if part.is_none()
-        && file.contains(&k("attention_mask"))
-        && first_present(file, &["cu_seqlens", "cu_seqlens_q", "seq_lens"]).is_none()
-    {
+    } else if no_offsets && file.contains(&k("attention_mask")) {
         let (real, storage) = bshd_rows(file, &k("attention_mask"), &ids_key, rows, tokens)?;
         notes.push(format!(
             "no offsets: {} of {} tokens, one sequence each (BSHD), `{}` marks the padding",
@@ -645,6 +659,9 @@ fn hf_pack(
     };
     let padded_key = k("cu_seq_lens_q_padded");
     let rows_read = bshd.is_some();
+    let numbered_key = numbered_mask.as_ref().map(|_| {
+        if file.contains("sequence_id") { "sequence_id".to_owned() } else { mask_key_name(prefix) }
+    });
     let cu_padded = if rows_read {
         bshd
     } else if file.contains(&padded_key) {
@@ -667,10 +684,15 @@ fn hf_pack(
     let seq_idx_key = k("seq_idx");
     let mask_key = k("attention_mask");
     let max_key = k("max_length_q");
-    let (cu_key, padded_key) = if rows_read {
-        (format!("{mask_key} (real tokens of each row)"), BSHD_ROWS.to_owned())
-    } else {
-        (cu_key, padded_key)
+    let (cu_key, padded_key) = match &numbered_key {
+        Some(key) => (
+            format!("{key} (sample numbers)"),
+            format!("{key} (samples, padding at each row's end)"),
+        ),
+        None if rows_read => {
+            (format!("{mask_key} (real tokens of each row)"), BSHD_ROWS.to_owned())
+        }
+        None => (cu_key, padded_key),
     };
     Ok(BatchData {
         part: part.map(str::to_owned),
@@ -698,7 +720,10 @@ fn hf_pack(
         cu_padded,
         cu_k,
         max_seqlen: scalar(file, &max_key)?,
-        real_mask: opt_mask(file, &mask_key, &ids_key, tokens, false)?,
+        real_mask: match numbered_mask {
+            Some(m) => Some(m),
+            None => opt_mask(file, &mask_key, &ids_key, tokens, false)?,
+        },
         seq_idx: opt_tokens(file, &seq_idx_key, &ids_key, tokens)?,
         num_real_seqs: count(file, &k("num_real_seqs"))?,
         row_slots: None,
@@ -706,6 +731,96 @@ fn hf_pack(
         input_ids,
         padding_segment_by_design: false,
     })
+}
+
+fn mask_key_name(prefix: &str) -> String {
+    format!("{prefix}attention_mask")
+}
+
+/// Per-token sample numbers, if the file has them: `sequence_id` (LLM Foundry's binpacking,
+/// `llmfoundry/data/packing.py`: 0, 1, 2 … per sample of a row, -1 on padding), or an integer
+/// `attention_mask` holding a value above 1 (axolotl's multipack collators: 1, 2, 3 … per
+/// sample, 0 on padding). Returns the key, the numbers and the padding value.
+///
+/// # Errors
+/// A tensor of another length than the tokens.
+fn sample_numbers(
+    file: &BatchFile,
+    ids_key: &str,
+    tokens: usize,
+) -> Result<Option<(String, Vec<i64>, i64)>> {
+    for (key, pad) in [("sequence_id", -1), ("attention_mask", 0)] {
+        if !file.contains(key) {
+            continue;
+        }
+        let integer = file.entry(key).is_some_and(|e| {
+            !matches!(e.dtype, Dtype::F64 | Dtype::F32 | Dtype::F16 | Dtype::BF16 | Dtype::BOOL)
+        });
+        if !integer {
+            continue;
+        }
+        let Ints { shape, values } = file.ints(key)?;
+        token_rows(key, &shape)?;
+        same_tokens(key, values.len(), ids_key, tokens)?;
+        if key == "sequence_id" || values.iter().any(|&v| v > 1) {
+            return Ok(Some((key.to_owned(), values, pad)));
+        }
+    }
+    Ok(None)
+}
+
+/// Documents from per-token sample numbers: within each row, a document is a run of one number
+/// other than `pad`; the padding must come after a row's samples, and belongs to the slot of the
+/// row's last sample. Returns the real and the storage offsets.
+///
+/// # Errors
+/// [`Error::Value`] naming the first token of a sample that follows padding, or a number below
+/// the padding value.
+fn sample_runs(
+    key: &str,
+    numbers: &[i64],
+    pad: i64,
+    rows: usize,
+    tokens: usize,
+) -> Result<(Vec<i64>, Vec<i64>)> {
+    let width = tokens.checked_div(rows).unwrap_or(0);
+    let (mut real, mut storage) = (vec![0i64], vec![0i64]);
+    for r in 0..rows {
+        let start = r * width;
+        let row = &numbers[start..start + width];
+        let samples = row.iter().take_while(|&&x| x != pad).count();
+        if let Some(j) = row[samples..].iter().position(|&x| x != pad) {
+            return Err(Error::Value {
+                key: key.to_owned(),
+                index: start + samples + j,
+                value: row[samples + j].to_string(),
+                expected: "the padding value after a row's samples only (padding between or \
+                           before samples is not read yet)",
+            });
+        }
+        if let Some(j) = row[..samples].iter().position(|&x| x < pad) {
+            return Err(Error::Value {
+                key: key.to_owned(),
+                index: start + j,
+                value: row[j].to_string(),
+                expected: "a sample number (at least the padding value)",
+            });
+        }
+        let mut t = 0;
+        while t < samples {
+            let n = row[t..samples].iter().take_while(|&&x| x == row[t]).count();
+            real.push(real[real.len() - 1] + n as i64);
+            t += n;
+            let end = if t == samples { start + width } else { start + t };
+            storage.push(end as i64);
+        }
+        if samples == 0 {
+            // A row of padding only: an empty slot of its own.
+            real.push(real[real.len() - 1]);
+            storage.push((start + width) as i64);
+        }
+    }
+    Ok((real, storage))
 }
 
 /// The storage-offsets key name of a pack read from plain `[B, S]` rows ([`BatchData::keys`]):

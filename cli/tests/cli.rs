@@ -807,6 +807,68 @@ fn plain_bshd_rows_with_a_padding_mask_are_one_sequence_each() {
 }
 
 #[test]
+fn sample_numbers_are_documents_axolotl_masks_and_llm_foundry_sequence_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let facts = |p: &Path| -> serde_json::Value {
+        let o = run_expect(&["check", "--json", p.to_str().unwrap()], 0);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["files"][0]["report"]["packs"][0]["facts"].clone()
+    };
+    // axolotl's multipack collator: the attention mask numbers the samples of a pack, 0 pads.
+    let axolotl = temp_batch(
+        dir.path(),
+        "axolotl.safetensors",
+        &[
+            ("input_ids", vec![1, 8], vec![5, 6, 7, 8, 9, 0, 0, 0]),
+            ("attention_mask", vec![1, 8], vec![1, 1, 1, 2, 2, 0, 0, 0]),
+            ("labels", vec![1, 8], vec![-100, 6, 7, -100, 9, -100, -100, -100]),
+            ("position_ids", vec![1, 8], vec![0, 1, 2, 0, 1, 0, 0, 0]),
+        ],
+    );
+    let f = facts(&axolotl);
+    assert_eq!((f["segments"].as_u64(), f["real_tokens"].as_u64()), (Some(2), Some(5)), "{f}");
+    assert_eq!(f["pad_tokens"], 3, "{f}");
+    // The position ids are checked against the samples, not read from them.
+    let bad_pos = temp_batch(
+        dir.path(),
+        "axolotl_positions.safetensors",
+        &[
+            ("input_ids", vec![1, 8], vec![5, 6, 7, 8, 9, 0, 0, 0]),
+            ("attention_mask", vec![1, 8], vec![1, 1, 1, 2, 2, 0, 0, 0]),
+            ("position_ids", vec![1, 8], vec![0, 1, 2, 3, 4, 5, 6, 7]),
+        ],
+    );
+    let o = run_expect(&["check", "--json", bad_pos.to_str().unwrap()], 1);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["files"][0]["violated"], serde_json::json!(["position-ids"]), "{v}");
+    // LLM Foundry's binpacking: sequence_id per token, -1 on padding, rows of [B, S].
+    let foundry = temp_batch(
+        dir.path(),
+        "foundry.safetensors",
+        &[
+            ("input_ids", vec![2, 5], vec![5, 6, 7, 8, 9, 4, 3, 2, 0, 0]),
+            ("sequence_id", vec![2, 5], vec![0, 0, 1, 1, 1, 0, 0, 0, -1, -1]),
+            ("attention_mask", vec![2, 5], vec![1, 1, 1, 1, 1, 1, 1, 1, 0, 0]),
+            ("labels", vec![2, 5], vec![-100, 6, -100, 8, 9, -100, 3, 2, -100, -100]),
+        ],
+    );
+    let f = facts(&foundry);
+    assert_eq!((f["segments"].as_u64(), f["real_tokens"].as_u64()), (Some(3), Some(8)), "{f}");
+    assert_eq!(f["pad_tokens"], 2, "{f}");
+    // Padding between samples is not read yet: a clear error, never a wrong layout.
+    let holes = temp_batch(
+        dir.path(),
+        "holes.safetensors",
+        &[
+            ("input_ids", vec![1, 5], vec![5, 6, 0, 8, 9]),
+            ("sequence_id", vec![1, 5], vec![0, 0, -1, 1, 1]),
+        ],
+    );
+    let o = run_expect(&["check", holes.to_str().unwrap()], 2);
+    assert!(stderr(&o).contains("`sequence_id`[3] = 1"), "{}", stderr(&o));
+}
+
+#[test]
 fn megatron_bridge_sentinel_offsets_without_argmin_are_cut_at_the_first_negative_entry() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("mb.safetensors");
