@@ -74,6 +74,12 @@ pub enum Profile {
     /// AReaL: `pad_packed_tensor_dict` appends the padding as a final segment by design, and
     /// must not append an empty one (#1103).
     Areal,
+    /// TRL's padding-free `DataCollatorForLanguageModeling` (`trl/trainer/sft_trainer.py`).
+    Trl,
+    /// axolotl's multipack collators (`src/axolotl/utils/collators/batching.py`).
+    Axolotl,
+    /// LLM Foundry / Composer binpacking (`llmfoundry/data/packing.py`).
+    LlmFoundry,
 }
 
 impl Profile {
@@ -87,6 +93,9 @@ impl Profile {
             Profile::Te => "te",
             Profile::MegatronBridge => "megatron_bridge",
             Profile::Areal => "areal",
+            Profile::Trl => "trl",
+            Profile::Axolotl => "axolotl",
+            Profile::LlmFoundry => "llm_foundry",
         }
     }
 
