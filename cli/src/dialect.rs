@@ -74,7 +74,9 @@ pub enum Profile {
     /// AReaL: `pad_packed_tensor_dict` appends the padding as a final segment by design, and
     /// must not append an empty one (#1103).
     Areal,
-    /// TRL's padding-free `DataCollatorForLanguageModeling` (`trl/trainer/sft_trainer.py`).
+    /// TRL's padding-free `DataCollatorForLanguageModeling` (`trl/trainer/sft_trainer.py`):
+    /// `pad_to_multiple_of` pads with position-0 tokens, each a segment of its own, by design
+    /// (TRL's own test asserts it).
     Trl,
     /// axolotl's multipack collators (`src/axolotl/utils/collators/batching.py`).
     Axolotl,
@@ -101,7 +103,7 @@ impl Profile {
 
     /// Whether the stack gives the kernels its pack padding as a final segment on purpose.
     pub fn padding_segment_by_design(self) -> bool {
-        matches!(self, Profile::MegatronBridge | Profile::Areal)
+        matches!(self, Profile::MegatronBridge | Profile::Areal | Profile::Trl)
     }
 }
 
@@ -628,8 +630,13 @@ fn hf_pack(
     } else if let Some((key, numbers, pad)) = numbered {
         let (real, storage) = sample_runs(&key, &numbers, pad, rows, tokens)?;
         notes.push(format!(
-            "no offsets: {} read from the sample numbers of `{key}` ({pad} on padding)",
-            plural(real.len() - 1, "document")
+            "no offsets: {} read from the sample numbers of `{key}` ({pad} on padding{})",
+            plural(real.windows(2).filter(|w| w[1] > w[0]).count(), "document"),
+            if real.windows(2).any(|w| w[1] == w[0]) {
+                "; left padding is an empty segment of its own"
+            } else {
+                ""
+            }
         ));
         numbered_mask = Some(numbers.iter().map(|&x| x != pad).collect::<Vec<bool>>());
         bshd = Some(storage);
@@ -738,7 +745,7 @@ fn hf_pack(
         row_slots: None,
         notes,
         input_ids,
-        padding_segment_by_design: false,
+        padding_segment_by_design: opts.profile.is_some_and(Profile::padding_segment_by_design),
     })
 }
 
@@ -779,12 +786,13 @@ fn sample_numbers(
 }
 
 /// Documents from per-token sample numbers: within each row, a document is a run of one number
-/// other than `pad`; the padding must come after a row's samples, and belongs to the slot of the
-/// row's last sample. Returns the real and the storage offsets.
+/// other than `pad`. Padding after a row's samples belongs to the slot of its last sample;
+/// padding before them (left padding) is an empty document of its own. Returns the real and the
+/// storage offsets.
 ///
 /// # Errors
-/// [`Error::Value`] naming the first token of a sample that follows padding, or a number below
-/// the padding value.
+/// [`Error::Value`] naming the first token of a sample between padding, or a number below the
+/// padding value.
 fn sample_runs(
     key: &str,
     numbers: &[i64],
@@ -795,16 +803,24 @@ fn sample_runs(
     let width = tokens.checked_div(rows).unwrap_or(0);
     let (mut real, mut storage) = (vec![0i64], vec![0i64]);
     for r in 0..rows {
-        let start = r * width;
-        let row = &numbers[start..start + width];
+        let (row_start, row_end) = (r * width, r * width + width);
+        let lead = numbers[row_start..row_end].iter().take_while(|&&x| x == pad).count();
+        if lead > 0 {
+            // Left padding (the collator follows the tokenizer's padding side), or a row of
+            // padding only: an empty document whose slot is the padding.
+            real.push(real[real.len() - 1]);
+            storage.push((row_start + lead) as i64);
+        }
+        let start = row_start + lead;
+        let row = &numbers[start..row_end];
         let samples = row.iter().take_while(|&&x| x != pad).count();
         if let Some(j) = row[samples..].iter().position(|&x| x != pad) {
             return Err(Error::Value {
                 key: key.to_owned(),
                 index: start + samples + j,
                 value: row[samples + j].to_string(),
-                expected: "the padding value after a row's samples only (padding between or \
-                           before samples is not read yet)",
+                expected: "the padding value before or after a row's samples only (padding \
+                           between samples is not read yet)",
             });
         }
         if let Some(j) = row[..samples].iter().position(|&x| x < pad) {
@@ -820,13 +836,9 @@ fn sample_runs(
             let n = row[t..samples].iter().take_while(|&&x| x == row[t]).count();
             real.push(real[real.len() - 1] + n as i64);
             t += n;
-            let end = if t == samples { start + width } else { start + t };
+            // The padding after a row's last sample is that sample's slot padding.
+            let end = if t == samples { row_end } else { start + t };
             storage.push(end as i64);
-        }
-        if samples == 0 {
-            // A row of padding only: an empty slot of its own.
-            real.push(real[real.len() - 1]);
-            storage.push((start + width) as i64);
         }
     }
     Ok((real, storage))

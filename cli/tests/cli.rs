@@ -855,6 +855,19 @@ fn sample_numbers_are_documents_axolotl_masks_and_llm_foundry_sequence_ids() {
     let f = facts(&foundry);
     assert_eq!((f["segments"].as_u64(), f["real_tokens"].as_u64()), (Some(3), Some(8)), "{f}");
     assert_eq!(f["pad_tokens"], 2, "{f}");
+    // Left padding (the tokenizer's padding side): an empty segment holds the padding.
+    let left = temp_batch(
+        dir.path(),
+        "foundry_left.safetensors",
+        &[
+            ("input_ids", vec![1, 5], vec![0, 0, 5, 6, 7]),
+            ("sequence_id", vec![1, 5], vec![-1, -1, 0, 0, 1]),
+            ("labels", vec![1, 5], vec![-100, -100, -100, 6, -100]),
+        ],
+    );
+    let f = facts(&left);
+    assert_eq!((f["real_tokens"].as_u64(), f["pad_tokens"].as_u64()), (Some(3), Some(2)), "{f}");
+    assert_eq!(f["useful"]["sum_squares"], 2 * 2 + 1, "{f}");
     // Padding between samples is not read yet: a clear error, never a wrong layout.
     let holes = temp_batch(
         dir.path(),
