@@ -78,7 +78,8 @@ pub enum Profile {
     /// `pad_to_multiple_of` pads with position-0 tokens, each a segment of its own, by design
     /// (TRL's own test asserts it).
     Trl,
-    /// axolotl's multipack collators (`src/axolotl/utils/collators/batching.py`).
+    /// axolotl's multipack collators (`src/axolotl/utils/collators/batching.py`): the padding
+    /// of each row is one final segment by design since #2739 (positions `range(r)`).
     Axolotl,
     /// LLM Foundry / Composer binpacking (`llmfoundry/data/packing.py`).
     LlmFoundry,
@@ -103,7 +104,13 @@ impl Profile {
 
     /// Whether the stack gives the kernels its pack padding as a final segment on purpose.
     pub fn padding_segment_by_design(self) -> bool {
-        matches!(self, Profile::MegatronBridge | Profile::Areal | Profile::Trl)
+        matches!(self, Profile::MegatronBridge | Profile::Areal | Profile::Trl | Profile::Axolotl)
+    }
+
+    /// Whether only one padding segment per row, at its end, is by design (axolotl after
+    /// #2739; one segment per pad token is the bug).
+    pub fn padding_segment_per_row(self) -> bool {
+        self == Profile::Axolotl
     }
 }
 
@@ -746,6 +753,7 @@ fn hf_pack(
         notes,
         input_ids,
         padding_segment_by_design: opts.profile.is_some_and(Profile::padding_segment_by_design),
+        padding_segment_per_row: opts.profile.is_some_and(Profile::padding_segment_per_row),
     })
 }
 
@@ -1130,6 +1138,7 @@ fn te_pack(
         input_ids,
         padding_segment_by_design: mb
             || opts.profile.is_some_and(Profile::padding_segment_by_design),
+        padding_segment_per_row: opts.profile.is_some_and(Profile::padding_segment_per_row),
     };
     if pack.labels.is_none() {
         labels_from_loss_mask(file, &mut pack, opts)?;
@@ -1340,6 +1349,7 @@ fn dpo_concatenated(
         position_ids: read("concatenated_position_ids")?,
         absorbed: false,
         padding_segment_by_design: false,
+        padding_segment_per_row: false,
         cu_padded: (slots != cu).then_some(slots),
         cu,
         cu_k: None,

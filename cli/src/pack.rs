@@ -38,6 +38,8 @@ pub struct BatchData {
     /// collate_fn: "the last seq needs to be the max seq len"), so an unmarked all-padding
     /// segment is noted, not flagged.
     pub padding_segment_by_design: bool,
+    /// Only one padding segment per row is by design (see [`LayoutView`]).
+    pub padding_segment_per_row: bool,
     /// Real offsets: `B + 1` entries from 0, non-decreasing, within `T`.
     pub cu: Vec<i64>,
     /// Storage offsets (each slot `pᵢ ≥ sᵢ` is checked, not assumed).
@@ -99,6 +101,7 @@ impl BatchData {
             position_base: self.position_base,
             pad_token_id: self.pad_token_id,
             padding_segment_by_design: self.padding_segment_by_design,
+            padding_segment_per_row: self.padding_segment_per_row,
             keys: Some(&self.keys),
         }
     }

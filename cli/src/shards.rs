@@ -242,6 +242,7 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
         position_base: ranks[0].pack.position_base,
         pad_token_id: ranks[0].pack.pad_token_id,
         padding_segment_by_design: ranks[0].pack.padding_segment_by_design,
+        padding_segment_per_row: ranks[0].pack.padding_segment_per_row,
         rows: 1,
         input_ids,
         labels,

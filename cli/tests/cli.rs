@@ -882,6 +882,33 @@ fn sample_numbers_are_documents_axolotl_masks_and_llm_foundry_sequence_ids() {
 }
 
 #[test]
+fn axolotl_profile_allows_one_padding_segment_per_row_and_flags_one_per_pad_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let batch = |name: &str, positions: Vec<i64>| {
+        let p = dir.path().join(name);
+        let bytes = write_ints(
+            &[
+                ("input_ids", vec![2, 4], vec![5, 6, 0, 0, 7, 8, 9, 0]),
+                ("labels", vec![2, 4], vec![-100, 6, -100, -100, -100, 8, 9, -100]),
+                ("position_ids", vec![2, 4], positions),
+            ],
+            &[("profile", "axolotl"), ("pad_token_id", "0")],
+        )
+        .unwrap();
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    // After #2739: the padding of each row continues its positions, one final segment.
+    let fixed = batch("fixed.safetensors", vec![0, 1, 0, 1, 0, 1, 2, 0]);
+    run_expect(&["check", fixed.to_str().unwrap()], 0);
+    // #2739: every pad token at position 0, a FlashAttention sequence each.
+    let split = batch("split.safetensors", vec![0, 1, 0, 0, 0, 1, 2, 0]);
+    let o = run_expect(&["check", "--json", split.to_str().unwrap()], 1);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["files"][0]["violated"], serde_json::json!(["mock-marked"]), "{v}");
+}
+
+#[test]
 fn megatron_bridge_sentinel_offsets_without_argmin_are_cut_at_the_first_negative_entry() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("mb.safetensors");

@@ -316,11 +316,57 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                     MOCK_MARKED.ok("no all-padding segment")
                 };
             };
-            let mut notes = Vec::new();
-            if mocks.iter().enumerate().any(|(j, &m)| m != n - mocks.len() + j) {
-                notes.push("mock segments are not all at the end of the pack".into());
-            }
             let r = view.slot(i);
+            let width = if view.rows > 1 && view.num_tokens.is_multiple_of(view.rows) {
+                view.num_tokens / view.rows
+            } else {
+                view.num_tokens.max(1)
+            };
+            // Padding belongs at the end of the pack, or of its row in a `[B, S]` batch.
+            let mut notes = Vec::new();
+            let at_an_end = |j: usize, m: usize| {
+                m == n - mocks.len() + j || view.slot(m).end.is_multiple_of(width)
+            };
+            if mocks.iter().enumerate().any(|(j, &m)| !at_an_end(j, m)) {
+                notes.push(
+                    "mock segments are not all at the end of the pack or of their row".into(),
+                );
+            }
+            if view.padding_segment_by_design && view.padding_segment_per_row {
+                // One padding segment per row, ending the row: a second one in a row is the
+                // padding cut into pieces (axolotl #2739: one FlashAttention sequence per pad).
+                let mut seen = std::collections::BTreeSet::new();
+                for &m in &mocks {
+                    let s = view.slot(m);
+                    let row = s.start / width;
+                    if !seen.insert(row)
+                        || !(s.end.is_multiple_of(width) || s.end == view.num_tokens)
+                    {
+                        return MOCK_MARKED.violated(
+                            MOCK_MARKED
+                                .violation()
+                                .at(Location::default()
+                                    .segment(m)
+                                    .token(s.start)
+                                    .key(&k.cu_seqlens))
+                                .expected("at most one padding segment per row, ending the row")
+                                .got(format!(
+                                    "{} of padding in row {row}, segment {m} at tokens {}..{}",
+                                    plural(
+                                        mocks
+                                            .iter()
+                                            .filter(|&&x| view.slot(x).start / width == row)
+                                            .count(),
+                                        "segment"
+                                    ),
+                                    s.start,
+                                    s.end
+                                ))
+                                .note("each pad token its own sequence (axolotl #2739)"),
+                        );
+                    }
+                }
+            }
             if view.padding_segment_by_design {
                 return MOCK_MARKED
                     .ok(format!(

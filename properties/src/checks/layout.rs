@@ -114,6 +114,9 @@ pub struct LayoutView<'a> {
     /// The stack puts its pack padding in a final segment on purpose (Megatron-Bridge): an
     /// unmarked all-padding segment is then noted by `mock-marked`, not flagged.
     pub padding_segment_by_design: bool,
+    /// With `padding_segment_by_design`: only one padding segment per row is by design, at the
+    /// row's end (axolotl after #2739); one per pad token is flagged.
+    pub padding_segment_per_row: bool,
     /// The file's key names; `None` for the default names.
     pub keys: Option<&'a KeyNames>,
 }
