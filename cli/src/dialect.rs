@@ -632,6 +632,7 @@ fn hf_pack(
     // multipack `attention_mask` (1, 2, 3 … per pack, 0 on padding).
     let numbered = if no_offsets { sample_numbers(file, &ids_key, tokens)? } else { None };
     let mut numbered_mask = None;
+    let mut from_positions = false;
     let cu = if file.contains(&cu_key) {
         offsets(file, &cu_key, shard_bound(tokens, scale), None, false, &mut notes)?
     } else if let Some((key, numbers, pad)) = numbered {
@@ -654,6 +655,7 @@ fn hf_pack(
         let (_, pos) = token_tensor(file, &pos_key)?;
         same_tokens(&pos_key, pos.len(), &ids_key, tokens)?;
         let cu = restarts(&pos, rows, tokens);
+        from_positions = true;
         notes.push(format!(
             "no offsets: {} read from where `{pos_key}` restarts (transformers \
              DataCollatorWithFlattening's default output), so position ids cannot be wrong here",
@@ -754,6 +756,7 @@ fn hf_pack(
         input_ids,
         padding_segment_by_design: opts.profile.is_some_and(Profile::padding_segment_by_design),
         padding_segment_per_row: opts.profile.is_some_and(Profile::padding_segment_per_row),
+        boundaries_from_positions: from_positions,
     })
 }
 
@@ -1139,6 +1142,7 @@ fn te_pack(
         padding_segment_by_design: mb
             || opts.profile.is_some_and(Profile::padding_segment_by_design),
         padding_segment_per_row: opts.profile.is_some_and(Profile::padding_segment_per_row),
+        boundaries_from_positions: false,
     };
     if pack.labels.is_none() {
         labels_from_loss_mask(file, &mut pack, opts)?;
@@ -1350,6 +1354,7 @@ fn dpo_concatenated(
         absorbed: false,
         padding_segment_by_design: false,
         padding_segment_per_row: false,
+        boundaries_from_positions: false,
         cu_padded: (slots != cu).then_some(slots),
         cu,
         cu_k: None,

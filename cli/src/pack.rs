@@ -40,6 +40,8 @@ pub struct BatchData {
     pub padding_segment_by_design: bool,
     /// Only one padding segment per row is by design (see [`LayoutView`]).
     pub padding_segment_per_row: bool,
+    /// The documents were read from position-id restarts (see [`LayoutView`]).
+    pub boundaries_from_positions: bool,
     /// Real offsets: `B + 1` entries from 0, non-decreasing, within `T`.
     pub cu: Vec<i64>,
     /// Storage offsets (each slot `pᵢ ≥ sᵢ` is checked, not assumed).
@@ -102,6 +104,7 @@ impl BatchData {
             pad_token_id: self.pad_token_id,
             padding_segment_by_design: self.padding_segment_by_design,
             padding_segment_per_row: self.padding_segment_per_row,
+            boundaries_from_positions: self.boundaries_from_positions,
             keys: Some(&self.keys),
         }
     }

@@ -243,6 +243,7 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
         pad_token_id: ranks[0].pack.pad_token_id,
         padding_segment_by_design: ranks[0].pack.padding_segment_by_design,
         padding_segment_per_row: ranks[0].pack.padding_segment_per_row,
+        boundaries_from_positions: ranks[0].pack.boundaries_from_positions,
         rows: 1,
         input_ids,
         labels,

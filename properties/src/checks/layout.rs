@@ -117,6 +117,9 @@ pub struct LayoutView<'a> {
     /// With `padding_segment_by_design`: only one padding segment per row is by design, at the
     /// row's end (axolotl after #2739); one per pad token is flagged.
     pub padding_segment_per_row: bool,
+    /// The documents were read from where the position ids restart (no offsets in the batch):
+    /// a 2-D attention mask beside them is what the attention implementations would use.
+    pub boundaries_from_positions: bool,
     /// The file's key names; `None` for the default names.
     pub keys: Option<&'a KeyNames>,
 }
@@ -620,6 +623,27 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
 pub fn mask(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
     let k = view.keys();
     let Some(m) = view.mask else { return MASK.skipped("no attention_mask / padding_mask") };
+    if view.boundaries_from_positions && !view.mask_is_padding {
+        // Padding-free batches carry their boundaries in the position ids only: given a mask,
+        // FlashAttention unpads by it (each row one sequence) and SDPA / eager build a causal
+        // mask over the row, so the documents attend to each other (TRL #3673, #3996;
+        // transformers' DataCollatorWithFlattening returns no attention_mask for this reason).
+        let k = view.keys();
+        return MASK.violated(
+            MASK.violation()
+                .at(Location::default().key(&k.mask))
+                .expected(format!(
+                    "no attention mask beside documents marked only by where `{}` restarts",
+                    k.position_ids
+                ))
+                .got(format!("`{}` of {} tokens", k.mask, m.len()))
+                .note(
+                    "the attention implementations read the mask, not the restarts: each row \
+                     becomes one sequence and the documents attend across their boundaries \
+                     (TRL #3673)",
+                ),
+        );
+    }
     let show = |real: bool| if view.mask_is_padding { u8::from(!real) } else { u8::from(real) };
     let real = view.real_token_mask(mock);
     let mut bad = m.iter().zip(&real).enumerate().filter(|(_, (m, r))| m != r);
