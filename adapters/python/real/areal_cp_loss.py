@@ -99,7 +99,6 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "corpus", "real"))
 
 import contextlib  # noqa: E402
-import dataclasses  # noqa: E402
 import importlib  # noqa: E402
 import logging  # noqa: E402
 import threading  # noqa: E402
@@ -274,15 +273,8 @@ def _forward_backward_func(
     return []
 
 
-@dataclasses.dataclass
-class PackedSeqParams:  # megatron.core.packed_seq_params stand-in (a plain record)
-    qkv_format: str = None
-    cu_seqlens_q: torch.Tensor = None
-    cu_seqlens_kv: torch.Tensor = None
-    cu_seqlens_q_padded: torch.Tensor = None
-    cu_seqlens_kv_padded: torch.Tensor = None
-    max_seqlen_q: int = None
-    max_seqlen_kv: int = None
+# megatron.core.packed_seq_params stand-in (a plain record), shared with the corpus generator.
+from stacks.areal import PackedSeqParams  # noqa: E402
 
 
 def _identity_decorator_factory(*a, **k):
