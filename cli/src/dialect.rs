@@ -630,7 +630,11 @@ fn hf_pack(
         && first_present(file, &["cu_seqlens", "cu_seqlens_q", "seq_lens"]).is_none();
     // Sample numbers per token: LLM Foundry's `sequence_id` (-1 on padding), or axolotl's
     // multipack `attention_mask` (1, 2, 3 … per pack, 0 on padding).
-    let numbered = if no_offsets { sample_numbers(file, &ids_key, tokens)? } else { None };
+    let numbered = if no_offsets {
+        sample_numbers(file, &ids_key, tokens, opts.profile == Some(Profile::Axolotl))?
+    } else {
+        None
+    };
     let mut numbered_mask = None;
     let mut from_positions = false;
     let cu = if file.contains(&cu_key) {
@@ -766,8 +770,9 @@ fn mask_key_name(prefix: &str) -> String {
 
 /// Per-token sample numbers, if the file has them: `sequence_id` (LLM Foundry's binpacking,
 /// `llmfoundry/data/packing.py`: 0, 1, 2 … per sample of a row, -1 on padding), or an integer
-/// `attention_mask` holding a value above 1 (axolotl's multipack collators: 1, 2, 3 … per
-/// sample, 0 on padding). Returns the key, the numbers and the padding value.
+/// `attention_mask` holding a value above 1, or any integer one under the `axolotl` profile
+/// (axolotl's multipack collators: 1, 2, 3 … per sample, 0 on padding; a pack of one sample is
+/// all ones). Returns the key, the numbers and the padding value.
 ///
 /// # Errors
 /// A tensor of another length than the tokens.
@@ -775,6 +780,7 @@ fn sample_numbers(
     file: &BatchFile,
     ids_key: &str,
     tokens: usize,
+    axolotl: bool,
 ) -> Result<Option<(String, Vec<i64>, i64)>> {
     for (key, pad) in [("sequence_id", -1), ("attention_mask", 0)] {
         if !file.contains(key) {
@@ -789,7 +795,7 @@ fn sample_numbers(
         let Ints { shape, values } = file.ints(key)?;
         token_rows(key, &shape)?;
         same_tokens(key, values.len(), ids_key, tokens)?;
-        if key == "sequence_id" || values.iter().any(|&v| v > 1) {
+        if key == "sequence_id" || axolotl || values.iter().any(|&v| v > 1) {
             return Ok(Some((key.to_owned(), values, pad)));
         }
     }

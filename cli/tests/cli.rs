@@ -419,6 +419,37 @@ fn metrics_reads_a_real_loggers_keys_with_logger() {
 }
 
 #[test]
+fn fuzz_collator_reads_sample_numbers_in_answers_axolotl_and_llm_foundry() {
+    let collator = example_adapter("sample_numbers_collator");
+    for (format, profile) in [("axolotl", "axolotl"), ("llm_foundry", "llm_foundry")] {
+        let v = fuzz_json(
+            &[
+                "collator",
+                "--json",
+                "--cases",
+                "64",
+                "--profile",
+                profile,
+                "--",
+                "python3",
+                &collator,
+                format,
+            ],
+            0,
+        );
+        assert_eq!(v["result"], "pass", "{format}: {v}");
+    }
+    // A pack of one sample has an all-ones mask: without the profile it is a 0/1 mask beside
+    // position-id restarts, which the attention implementations would read instead.
+    let v = fuzz_json(
+        &["collator", "--json", "--cases", "64", "--", "python3", &collator, "axolotl"],
+        1,
+    );
+    assert_eq!(v["failure"]["checks"][0], "mask", "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("the axolotl profile"), "{v}");
+}
+
+#[test]
 fn fuzz_collator_passes_flattening_and_catches_the_dpo_offset_bug() {
     let good = example_adapter("flatten_collator");
     for mode in ["sft", "dpo"] {
