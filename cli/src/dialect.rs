@@ -719,7 +719,7 @@ fn hf_pack(
             format!("{key} (samples, padding at each row's end)"),
         ),
         None if rows_read => {
-            (format!("{mask_key} (real tokens of each row)"), BSHD_ROWS.to_owned())
+            (format!("{mask_key} (real tokens of each row)"), "the rows (BSHD)".to_owned())
         }
         None => (cu_key, padded_key),
     };
@@ -761,6 +761,7 @@ fn hf_pack(
         padding_segment_by_design: opts.profile.is_some_and(Profile::padding_segment_by_design),
         padding_segment_per_row: opts.profile.is_some_and(Profile::padding_segment_per_row),
         boundaries_from_positions: from_positions,
+        rows_are_sequences: rows_read && numbered_key.is_none(),
     })
 }
 
@@ -860,10 +861,6 @@ fn sample_runs(
     }
     Ok((real, storage))
 }
-
-/// The storage-offsets key name of a pack read from plain `[B, S]` rows ([`BatchData::keys`]):
-/// such a pack has no offsets of its own, each row is one sequence.
-pub const BSHD_ROWS: &str = "the rows (BSHD)";
 
 /// Plain `[B, S]` rows with a 0/1 padding mask and no offsets (BSHD, `DataCollatorWithPadding`):
 /// one sequence per row, its real tokens the mask's leading ones (right padding). Returns the
@@ -1149,6 +1146,7 @@ fn te_pack(
             || opts.profile.is_some_and(Profile::padding_segment_by_design),
         padding_segment_per_row: opts.profile.is_some_and(Profile::padding_segment_per_row),
         boundaries_from_positions: false,
+        rows_are_sequences: false,
     };
     if pack.labels.is_none() {
         labels_from_loss_mask(file, &mut pack, opts)?;
@@ -1361,6 +1359,7 @@ fn dpo_concatenated(
         padding_segment_by_design: false,
         padding_segment_per_row: false,
         boundaries_from_positions: false,
+        rows_are_sequences: false,
         cu_padded: (slots != cu).then_some(slots),
         cu,
         cu_k: None,

@@ -301,7 +301,7 @@ pub(crate) fn step_metrics(mbs: &[MicroBatch], spec: &StepSpec) -> Result<Step> 
             w.real_tokens = report.facts.real_tokens;
             w.valid_labels = report.facts.valid_labels.unwrap_or(0);
             real_seqs += report.facts.real_segments as u64;
-            if pack.keys.cu_seqlens_padded == thdcheck::dialect::BSHD_ROWS {
+            if pack.rows_are_sequences {
                 mega_sq += report.facts.whole_pack.sum_squares;
                 mega_real += pack.tokens() as u64;
             } else {

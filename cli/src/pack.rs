@@ -42,6 +42,8 @@ pub struct BatchData {
     pub padding_segment_per_row: bool,
     /// The documents were read from position-id restarts (see [`LayoutView`]).
     pub boundaries_from_positions: bool,
+    /// Read from plain `[B, S]` rows without offsets (BSHD): each row is one sequence.
+    pub rows_are_sequences: bool,
     /// Real offsets: `B + 1` entries from 0, non-decreasing, within `T`.
     pub cu: Vec<i64>,
     /// Storage offsets (each slot `pᵢ ≥ sᵢ` is checked, not assumed).

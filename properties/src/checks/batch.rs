@@ -131,11 +131,7 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
     let t = view.num_tokens as u64;
     // Unshifted labels are read one position on, within each row of a `[B, S]` batch (Hugging
     // Face shifts per row): a row's first label is no target.
-    let width = if view.rows > 1 && view.num_tokens.is_multiple_of(view.rows) {
-        view.num_tokens / view.rows
-    } else {
-        view.num_tokens.max(1)
-    };
+    let width = view.row_width().unwrap_or(view.num_tokens.max(1));
     let valid_labels = view.labels.map(|l| {
         let unshifted = view.label_convention == LabelConvention::Unshifted;
         l.iter()
@@ -317,11 +313,7 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                 };
             };
             let r = view.slot(i);
-            let width = if view.rows > 1 && view.num_tokens.is_multiple_of(view.rows) {
-                view.num_tokens / view.rows
-            } else {
-                view.num_tokens.max(1)
-            };
+            let width = view.row_width().unwrap_or(view.num_tokens.max(1));
             // Padding belongs at the end of the pack, or of its row in a `[B, S]` batch.
             let mut notes = Vec::new();
             let at_an_end = |j: usize, m: usize| {

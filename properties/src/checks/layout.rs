@@ -125,6 +125,13 @@ pub struct LayoutView<'a> {
 }
 
 impl<'a> LayoutView<'a> {
+    /// The width `S` of each row of a `[B, S]` batch with more than one row: rows are separate
+    /// sequences to the loss (Hugging Face shifts labels per row) and to a dense kernel.
+    pub fn row_width(&self) -> Option<usize> {
+        (self.rows > 1 && self.num_tokens.is_multiple_of(self.rows))
+            .then(|| self.num_tokens / self.rows)
+    }
+
     /// The key names.
     pub fn keys(&self) -> &'a KeyNames {
         match self.keys {
@@ -563,8 +570,7 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
     let mock = crate::checks::mock_segments(view);
     // Rows of a `[B, S]` batch are separate sequences for the loss: Hugging Face shifts the
     // labels within each row, so no prediction reads the label at a row's start.
-    let width = (view.rows > 1 && view.num_tokens.is_multiple_of(view.rows))
-        .then(|| view.num_tokens / view.rows);
+    let width = view.row_width();
     let row_start = |t: usize| width.is_some_and(|w| t.is_multiple_of(w));
     for i in 0..n {
         let r = view.real(i);
