@@ -291,6 +291,11 @@ pub struct BatchOpts {
     /// `profile`; Megatron-Bridge is detected from its keys). See docs/batch-files.md.
     #[arg(long, value_enum)]
     pub profile: Option<thdcheck::dialect::Profile>,
+    /// What the loss trains, where the batch cannot say it (also metadata `objective`; the
+    /// olmo_core profile implies pretrain): `pretrain` trains across documents on purpose, so
+    /// a label that is the next document's first token is noted, not flagged.
+    #[arg(long, value_enum)]
+    pub objective: Option<thdcheck::dialect::Objective>,
     /// Check that each batch shards over this many context-parallel ranks (zigzag), at most
     /// 65536 (what a file may state).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
@@ -325,6 +330,7 @@ impl BatchOpts {
             pad_token_id: self.pad_token_id,
             ignore_index: self.ignore_index,
             profile: self.profile,
+            objective: self.objective,
         }
     }
 

@@ -83,6 +83,23 @@ pub enum Profile {
     Axolotl,
     /// LLM Foundry / Composer binpacking (`llmfoundry/data/packing.py`).
     LlmFoundry,
+    /// OLMo-core (`olmo_core/data/collator.py` `DataCollator`): documents as `doc_lens` per row,
+    /// no `labels` (the train module derives them from `input_ids` with `get_labels`, across
+    /// documents: a pretraining objective), the padding of a packed instance one final document
+    /// per row.
+    OlmoCore,
+}
+
+/// What the loss trains, where the batch cannot say it (`--objective`, metadata `objective`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Objective {
+    /// Each document is its own example: a prediction of the next document's first token is a
+    /// leak (`cross-doc-label`). The default.
+    Sft,
+    /// The token stream is trained across documents on purpose (pretraining: OLMo-core,
+    /// axolotl's pretraining path): such predictions are noted, not flagged.
+    Pretrain,
 }
 
 impl Profile {
@@ -99,18 +116,32 @@ impl Profile {
             Profile::Trl => "trl",
             Profile::Axolotl => "axolotl",
             Profile::LlmFoundry => "llm_foundry",
+            Profile::OlmoCore => "olmo_core",
         }
+    }
+
+    /// The objective the stack trains when nothing says otherwise: OLMo-core's `get_labels`
+    /// shifts each row as one stream (pretraining).
+    pub fn objective(self) -> Objective {
+        if self == Profile::OlmoCore { Objective::Pretrain } else { Objective::Sft }
     }
 
     /// Whether the stack gives the kernels its pack padding as a final segment on purpose.
     pub fn padding_segment_by_design(self) -> bool {
-        matches!(self, Profile::MegatronBridge | Profile::Areal | Profile::Trl | Profile::Axolotl)
+        matches!(
+            self,
+            Profile::MegatronBridge
+                | Profile::Areal
+                | Profile::Trl
+                | Profile::Axolotl
+                | Profile::OlmoCore
+        )
     }
 
     /// Whether only one padding segment per row, at its end, is by design (axolotl after
     /// #2739; one segment per pad token is the bug).
     pub fn padding_segment_per_row(self) -> bool {
-        self == Profile::Axolotl
+        matches!(self, Profile::Axolotl | Profile::OlmoCore)
     }
 }
 
@@ -136,9 +167,16 @@ pub struct ReadOptions {
     pub ignore_index: Option<i64>,
     /// The stack that wrote the file (`None`: detected from the keys where they tell).
     pub profile: Option<Profile>,
+    /// What the loss trains (`None`: the profile's, else `sft`).
+    pub objective: Option<Objective>,
 }
 
 impl ReadOptions {
+    /// Whether the objective trains across documents by design: stated, or the profile's.
+    pub fn pretrain(&self) -> bool {
+        self.objective.or(self.profile.map(Profile::objective)) == Some(Objective::Pretrain)
+    }
+
     /// Fills what the command line left unset from the file's `__metadata__`: `position_base`,
     /// `pad_token_id` and `labels` (`unshifted` / `shifted`), as a dump states what the
     /// model's configuration knows and the tensors do not.
@@ -176,8 +214,19 @@ impl ReadOptions {
                 key: "__metadata__.profile".into(),
                 index: 0,
                 value: v.clone(),
-                expected: "transformers, bionemo, open_instruct, automodel, te, megatron_bridge \
-                           or areal",
+                expected: "transformers, bionemo, open_instruct, automodel, te, megatron_bridge, \
+                           areal, trl, axolotl, llm_foundry or olmo_core",
+            })?);
+        }
+        if o.objective.is_none()
+            && let Some(v) = meta.get("objective")
+        {
+            use clap::ValueEnum;
+            o.objective = Some(Objective::from_str(v.trim(), true).map_err(|_| Error::Value {
+                key: "__metadata__.objective".into(),
+                index: 0,
+                value: v.clone(),
+                expected: "sft or pretrain",
             })?);
         }
         if o.labels.is_none()
@@ -240,9 +289,10 @@ pub fn detect<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<Dialect> {
     } else if has("cu_seqlens") || has("cu_seqlens_q") || has("seq_lens") {
         Ok(Dialect::Te)
     } else if has("input_ids")
-        && (has("position_ids") || has("attention_mask") || has("sequence_id"))
+        && (has("position_ids") || has("attention_mask") || has("sequence_id") || has("doc_lens"))
     {
-        // Boundaries without offsets: LLM Foundry's `sequence_id`, axolotl's numbered
+        // Boundaries without offsets: OLMo-core's `doc_lens`, LLM Foundry's `sequence_id`,
+        // axolotl's numbered
         // `attention_mask`, transformers' DataCollatorWithFlattening by default (and TRL's
         // padding-free collators), where the position ids restart; or plain `[B, S]` rows with
         // a padding mask (BSHD): one sequence per row.
@@ -258,11 +308,21 @@ pub fn detect<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<Dialect> {
 /// Any [`Error`]: a `--map` key that is missing, no recognisable dialect, a missing key, a
 /// dtype or shape that does not fit, offsets that are not offsets.
 pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
-    let opts = &opts.with_metadata(file.metadata())?;
+    let mut opts = opts.with_metadata(file.metadata())?;
     for (from, to) in &opts.map {
         file.rename(from, to)?;
     }
     let mut notes = Vec::new();
+    // OLMo-core is told by its keys: `doc_lens` and no labels (its train module derives them).
+    if opts.profile.is_none() && file.contains("doc_lens") && !file.contains("labels") {
+        opts.profile = Some(Profile::OlmoCore);
+        notes.push(
+            "OLMo-core batch (`doc_lens`, no labels): read under its profile (--profile \
+             olmo_core)"
+                .into(),
+        );
+    }
+    let opts = &opts;
     let mb = megatron_bridge(&mut file, opts.profile, &mut notes)?;
     let dialect = match opts.dialect {
         Some(d) => d,
@@ -637,8 +697,17 @@ fn hf_pack(
     };
     let mut numbered_mask = None;
     let mut from_positions = false;
+    let doc_lens = no_offsets && file.contains("doc_lens");
     let cu = if file.contains(&cu_key) {
         offsets(file, &cu_key, shard_bound(tokens, scale), None, false, &mut notes)?
+    } else if doc_lens {
+        let cu = doc_lens_offsets(file, rows, tokens)?;
+        notes.push(format!(
+            "no offsets: {} read from `doc_lens` (OLMo-core: the lengths of each row's \
+             documents, zeros after them; the kernel gets their cumulative sums)",
+            plural(cu.len() - 1, "document")
+        ));
+        cu
     } else if let Some((key, numbers, pad)) = numbered {
         let (real, storage) = sample_runs(&key, &numbers, pad, rows, tokens)?;
         notes.push(format!(
@@ -708,12 +777,14 @@ fn hf_pack(
         };
     let labels = match &labels_key {
         Some(key) => opt_tokens(file, key, &ids_key, tokens)?,
+        None if doc_lens => Some(olmo_core_labels(file, &input_ids, rows, &mut notes)?),
         None => None,
     };
     let seq_idx_key = k("seq_idx");
     let mask_key = k("attention_mask");
     let max_key = k("max_length_q");
     let (cu_key, padded_key) = match &numbered_key {
+        None if doc_lens => ("doc_lens (cumulative)".to_owned(), padded_key),
         Some(key) => (
             format!("{key} (sample numbers)"),
             format!("{key} (samples, padding at each row's end)"),
@@ -730,9 +801,13 @@ fn hf_pack(
             cu_seqlens: cu_key,
             cu_seqlens_padded: padded_key,
             cu_seqlens_k: cu_k_key,
-            max_seqlen: max_key.clone(),
+            max_seqlen: if doc_lens { "max_doc_lens".to_owned() } else { max_key.clone() },
             mask: mask_key.clone(),
-            labels: labels_key.clone().unwrap_or_else(|| k("labels")),
+            labels: match &labels_key {
+                Some(key) => key.clone(),
+                None if doc_lens => "labels (input_ids under label_mask)".to_owned(),
+                None => k("labels"),
+            },
             position_ids: pos_key.clone(),
             seq_idx: seq_idx_key.clone(),
             num_real_seqs: k("num_real_seqs"),
@@ -748,7 +823,7 @@ fn hf_pack(
         cu,
         cu_padded,
         cu_k,
-        max_seqlen: scalar(file, &max_key)?,
+        max_seqlen: if doc_lens { max_doc_len(file, rows)? } else { scalar(file, &max_key)? },
         real_mask: match numbered_mask {
             Some(m) => Some(m),
             None => opt_mask(file, &mask_key, &ids_key, tokens, false)?,
@@ -762,7 +837,124 @@ fn hf_pack(
         padding_segment_per_row: opts.profile.is_some_and(Profile::padding_segment_per_row),
         boundaries_from_positions: from_positions,
         rows_are_sequences: rows_read && numbered_key.is_none(),
+        cross_doc_labels_by_design: opts.pretrain(),
     })
+}
+
+/// OLMo-core's documents (`olmo_core/data/collator.py` `DataCollator`, `data/utils.py`
+/// `get_document_lengths` / `get_cumulative_document_lengths`): `doc_lens` `[B, D]` holds the
+/// lengths of each row's documents, zero-padded to the longest row's count; the model drops
+/// every zero and takes the cumulative sums over the flattened batch as `cu_doc_lens`. Returns
+/// those offsets.
+///
+/// # Errors
+/// A shape other than `[B, D]` for `B` rows (or `[D]` for one), a negative length, or a row
+/// whose lengths do not add up to the row's width (the documents would run into the next row):
+/// [`Error::Value`] naming the entry.
+fn doc_lens_offsets(file: &BatchFile, rows: usize, tokens: usize) -> Result<Vec<i64>> {
+    let key = "doc_lens";
+    let Ints { shape, values } = file.ints(key)?;
+    let per_row = match shape.as_slice() {
+        [d] if rows == 1 => *d,
+        [b, d] if *b == rows => *d,
+        _ => {
+            return Err(Error::Shape {
+                key: key.to_owned(),
+                shape,
+                expected: format!("[B, D] with B = {rows}, the rows of input_ids"),
+            });
+        }
+    };
+    let width = tokens.checked_div(rows).unwrap_or(0) as i64;
+    let mut cu = vec![0i64];
+    for r in 0..rows {
+        let row = &values[r * per_row..(r + 1) * per_row];
+        let mut sum = 0i64;
+        for (j, &len) in row.iter().enumerate() {
+            if len < 0 || sum + len > width {
+                return Err(Error::Value {
+                    key: key.to_owned(),
+                    index: r * per_row + j,
+                    value: len.to_string(),
+                    expected: if len < 0 {
+                        "a document length (>= 0; 0 after a row's documents)"
+                    } else {
+                        "lengths that fit the row: a row's documents add up to its width"
+                    },
+                });
+            }
+            sum += len;
+            if len > 0 {
+                cu.push(cu[cu.len() - 1] + len);
+            }
+        }
+        if sum != width {
+            return Err(Error::Value {
+                key: key.to_owned(),
+                index: r * per_row,
+                value: format!("row {r}: Σ = {sum}"),
+                expected: "lengths that add up to the row's width (input_ids [B, S]: S)",
+            });
+        }
+    }
+    Ok(cu)
+}
+
+/// OLMo-core's `max_doc_lens` (one per row; the model passes their maximum to the kernel as
+/// `max_doc_len`), or `None` without it.
+fn max_doc_len(file: &BatchFile, rows: usize) -> Result<Option<i64>> {
+    let key = "max_doc_lens";
+    if !file.contains(key) {
+        return Ok(None);
+    }
+    let Ints { shape, values } = file.ints(key)?;
+    if values.len() != rows {
+        return Err(Error::Shape {
+            key: key.to_owned(),
+            shape,
+            expected: format!("[B] with B = {rows}, one per row of input_ids"),
+        });
+    }
+    Ok(values.into_iter().max())
+}
+
+/// The labels OLMo-core's train module derives (`olmo_core/data/utils.py` `get_labels`):
+/// `input_ids`, -100 where `label_mask` is false, `attention_mask` is 0 or the row's
+/// `instance_mask` is false, shifted left within each row by the loss (unshifted here).
+fn olmo_core_labels(
+    file: &BatchFile,
+    input_ids: &[i64],
+    rows: usize,
+    notes: &mut Vec<String>,
+) -> Result<Vec<i64>> {
+    let tokens = input_ids.len();
+    let mut labels = input_ids.to_vec();
+    for key in ["label_mask", "attention_mask"] {
+        if let Some(m) = opt_mask(file, key, "input_ids", tokens, false)? {
+            labels.iter_mut().zip(m).filter(|(_, m)| !m).for_each(|(l, _)| *l = thd::IGNORE_INDEX);
+        }
+    }
+    let key = "instance_mask";
+    if file.contains(key) {
+        let (shape, m) = file.mask(key)?;
+        if m.len() != rows {
+            return Err(Error::Shape {
+                key: key.to_owned(),
+                shape,
+                expected: format!("[B] with B = {rows}, one per row of input_ids"),
+            });
+        }
+        let width = tokens.checked_div(rows).unwrap_or(0);
+        for (r, _) in m.iter().enumerate().filter(|(_, m)| !**m) {
+            labels[r * width..(r + 1) * width].fill(thd::IGNORE_INDEX);
+        }
+    }
+    notes.push(
+        "no labels: derived from input_ids as OLMo-core's get_labels does (label_mask, \
+         attention_mask and instance_mask read as -100; shifted within each row)"
+            .into(),
+    );
+    Ok(labels)
 }
 
 fn mask_key_name(prefix: &str) -> String {
@@ -1147,6 +1339,7 @@ fn te_pack(
         padding_segment_per_row: opts.profile.is_some_and(Profile::padding_segment_per_row),
         boundaries_from_positions: false,
         rows_are_sequences: false,
+        cross_doc_labels_by_design: opts.pretrain(),
     };
     if pack.labels.is_none() {
         labels_from_loss_mask(file, &mut pack, opts)?;
@@ -1360,6 +1553,7 @@ fn dpo_concatenated(
         padding_segment_per_row: false,
         boundaries_from_positions: false,
         rows_are_sequences: false,
+        cross_doc_labels_by_design: false,
         cu_padded: (slots != cu).then_some(slots),
         cu,
         cu_k: None,

@@ -44,6 +44,8 @@ pub struct BatchData {
     pub boundaries_from_positions: bool,
     /// Read from plain `[B, S]` rows without offsets (BSHD): each row is one sequence.
     pub rows_are_sequences: bool,
+    /// The objective trains across documents by design (see [`LayoutView`]).
+    pub cross_doc_labels_by_design: bool,
     /// Real offsets: `B + 1` entries from 0, non-decreasing, within `T`.
     pub cu: Vec<i64>,
     /// Storage offsets (each slot `pᵢ ≥ sᵢ` is checked, not assumed).
@@ -107,6 +109,7 @@ impl BatchData {
             padding_segment_by_design: self.padding_segment_by_design,
             padding_segment_per_row: self.padding_segment_per_row,
             boundaries_from_positions: self.boundaries_from_positions,
+            cross_doc_labels_by_design: self.cross_doc_labels_by_design,
             keys: Some(&self.keys),
         }
     }

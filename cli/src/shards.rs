@@ -245,6 +245,7 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
         padding_segment_per_row: ranks[0].pack.padding_segment_per_row,
         boundaries_from_positions: ranks[0].pack.boundaries_from_positions,
         rows_are_sequences: ranks[0].pack.rows_are_sequences,
+        cross_doc_labels_by_design: ranks[0].pack.cross_doc_labels_by_design,
         rows: 1,
         input_ids,
         labels,

@@ -419,9 +419,14 @@ fn metrics_reads_a_real_loggers_keys_with_logger() {
 }
 
 #[test]
-fn fuzz_collator_reads_sample_numbers_in_answers_axolotl_and_llm_foundry() {
+fn fuzz_collator_reads_answers_in_the_formats_of_axolotl_llm_foundry_trl_and_olmo_core() {
     let collator = example_adapter("sample_numbers_collator");
-    for (format, profile) in [("axolotl", "axolotl"), ("llm_foundry", "llm_foundry")] {
+    for (format, profile) in [
+        ("axolotl", "axolotl"),
+        ("llm_foundry", "llm_foundry"),
+        ("trl", "trl"),
+        ("olmo_core", "olmo_core"),
+    ] {
         let v = fuzz_json(
             &[
                 "collator",
@@ -430,6 +435,8 @@ fn fuzz_collator_reads_sample_numbers_in_answers_axolotl_and_llm_foundry() {
                 "64",
                 "--profile",
                 profile,
+                "--pad-token-id",
+                "0",
                 "--",
                 "python3",
                 &collator,
@@ -439,6 +446,23 @@ fn fuzz_collator_reads_sample_numbers_in_answers_axolotl_and_llm_foundry() {
         );
         assert_eq!(v["result"], "pass", "{format}: {v}");
     }
+    // OLMo-core's labels are each row shifted: stated as SFT, its first boundary is a leak.
+    let v = fuzz_json(
+        &[
+            "collator",
+            "--json",
+            "--cases",
+            "64",
+            "--objective",
+            "sft",
+            "--",
+            "python3",
+            &collator,
+            "olmo_core",
+        ],
+        1,
+    );
+    assert_eq!(v["failure"]["checks"][0], "cross-doc-label", "{v}");
     // A pack of one sample has an all-ones mask: without the profile it is a 0/1 mask beside
     // position-id restarts, which the attention implementations would read instead.
     let v = fuzz_json(
@@ -937,6 +961,62 @@ fn axolotl_profile_allows_one_padding_segment_per_row_and_flags_one_per_pad_toke
     let o = run_expect(&["check", "--json", split.to_str().unwrap()], 1);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["files"][0]["violated"], serde_json::json!(["mock-marked"]), "{v}");
+}
+
+#[test]
+fn olmo_core_doc_lens_are_documents_and_its_row_stream_labels_are_by_design() {
+    let dir = tempfile::tempdir().unwrap();
+    // OLMo-core's DataCollator: `doc_lens` per row (zero-padded), `max_doc_lens`, a label_mask
+    // and no labels; row 1 is a packed instance padded with pad id 0 (its final document).
+    let batch = |name: &str, doc_lens: Vec<i64>, max: Vec<i64>, meta: &[(&str, &str)]| {
+        let p = dir.path().join(name);
+        let bytes = write_ints(
+            &[
+                ("input_ids", vec![2, 6], vec![5, 6, 2, 7, 8, 2, 9, 10, 11, 2, 0, 0]),
+                ("doc_lens", vec![2, 2], doc_lens),
+                ("max_doc_lens", vec![2], max),
+                ("label_mask", vec![2, 6], vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0]),
+            ],
+            meta,
+        )
+        .unwrap();
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let olmo = [("profile", "olmo_core"), ("pad_token_id", "0")];
+    let ok = batch("ok.safetensors", vec![3, 3, 4, 2], vec![3, 4], &olmo);
+    let o = run_expect(&["check", ok.to_str().unwrap()], 0);
+    let out = stdout(&o);
+    assert!(out.contains("4 documents read from `doc_lens`"), "{out}");
+    assert!(out.contains("the last prediction of 1 segment targets"), "{out}");
+    assert!(out.contains("derived from input_ids as OLMo-core's get_labels does"), "{out}");
+    // The same stream stated as SFT: the first document's EOS learns the next one's first token.
+    let sft = batch(
+        "sft.safetensors",
+        vec![3, 3, 4, 2],
+        vec![3, 4],
+        &[olmo[0], olmo[1], ("objective", "sft")],
+    );
+    let o = run_expect(&["check", "--json", sft.to_str().unwrap()], 1);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["files"][0]["violated"], serde_json::json!(["cross-doc-label"]), "{v}");
+    // `--objective` overrides the metadata, as every option does.
+    run_expect(&["check", "--objective", "pretrain", sft.to_str().unwrap()], 0);
+    // A `max_doc_lens` below the longest document is what the kernel would be told.
+    let short = batch("short.safetensors", vec![3, 3, 4, 2], vec![3, 3], &olmo);
+    let o = run_expect(&["check", "--json", short.to_str().unwrap()], 1);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["files"][0]["violated"], serde_json::json!(["max-seqlen"]), "{v}");
+    // Lengths that run past a row: unreadable, naming the entry.
+    let over = batch("over.safetensors", vec![3, 3, 4, 3], vec![3, 4], &olmo);
+    let o = run_expect(&["check", over.to_str().unwrap()], 2);
+    assert!(stderr(&o).contains("`doc_lens`[3] = 3"), "{}", stderr(&o));
+    let under = batch("under.safetensors", vec![3, 2, 4, 2], vec![3, 4], &olmo);
+    let o = run_expect(&["check", under.to_str().unwrap()], 2);
+    assert!(stderr(&o).contains("row 0: Σ = 5"), "{}", stderr(&o));
+    let bad = batch("bad.safetensors", vec![3, 3, 4, 2], vec![3, 4], &[("objective", "rl")]);
+    let o = run_expect(&["check", bad.to_str().unwrap()], 2);
+    assert!(stderr(&o).contains("__metadata__.objective"), "{}", stderr(&o));
 }
 
 #[test]

@@ -158,15 +158,18 @@ def generate() -> None:
     pkw = {"return_tensors": "pt", "padding": True, "pad_to_multiple_of": 12, "multipack_attn": True}
     boundary = ("Labels are the input_ids copy that encode_packed_pretraining makes, so the label "
                 "at the second document's start is its BOS: the first document's EOS is trained to "
-                "predict it. That is axolotl's pretraining design (no fix, no issue), not #2739.")
+                "predict it. That is axolotl's pretraining design (no fix, no issue), not #2739; "
+                "the batch cannot say its objective, so the metadata states it as a user would "
+                "(objective = pretrain, --objective pretrain).")
+    pmeta = {"objective": "pretrain"}
     run("pretrain_position_ids_v0.10.0", FIX_2739, pre, collator="PretrainingBatchSamplerDataCollatorForSeq2Seq",
-        collator_kwargs=pkw,
+        collator_kwargs=pkw, metadata=pmeta,
         why="Pretraining multipack at v0.10.0 (wrap_pretraining_dataset's collator, mask dropped): "
             "one row of 12, position_ids [0,1,2,3,4,0,1,2,3,0,1,2]: two documents and the padding "
             "as one final segment (range(3), pad id, labels -100, #2739). Valid.",
         notes=boundary)
     run("pretrain_position_ids_v0.9.2", PRE_2739, pre, collator="PretrainingBatchSamplerDataCollatorForSeq2Seq",
-        collator_kwargs=pkw, expected=["mock-marked"], bug="#2739",
+        collator_kwargs=pkw, expected=["mock-marked"], bug="#2739", metadata=pmeta,
         why="The same bin at v0.9.2: padding position ids 0, so position_ids "
             "[0,1,2,3,4,0,1,2,3,0,0,0] make the 3 pad tokens 3 one-token sequences of padding, "
             "each a cu_seqlens entry FlashAttention gets as real (with max_tokens padding the tail "

@@ -120,6 +120,12 @@ pub struct LayoutView<'a> {
     /// The documents were read from where the position ids restart (no offsets in the batch):
     /// a 2-D attention mask beside them is what the attention implementations would use.
     pub boundaries_from_positions: bool,
+    /// The objective trains each row's token stream across its documents on purpose
+    /// (pretraining: OLMo-core's `get_labels` shifts the whole row, axolotl's pretraining
+    /// path copies `input_ids`): a boundary label that is the next document's first token is
+    /// then noted by `cross-doc-label`, not flagged. The batch cannot say this; the stack's
+    /// profile or `--objective pretrain` does.
+    pub cross_doc_labels_by_design: bool,
     /// The file's key names; `None` for the default names.
     pub keys: Option<&'a KeyNames>,
 }
@@ -556,6 +562,8 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
 /// transformers' `DataCollatorWithFlattening(separator_id=…)` trains the separator on purpose.
 /// A leak is a label that *is* the next document's first token, which a label copied or rolled
 /// across the pack always is. Without `input_ids` the rule cannot tell the two apart: skipped.
+/// A pretraining objective trains the stream across documents on purpose
+/// ([`LayoutView::cross_doc_labels_by_design`]): such labels are then counted in a note.
 pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
     let k = view.keys();
     let Some(labels) = view.labels else { return CROSS_DOC_LABEL.skipped("no labels") };
@@ -563,7 +571,7 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
         return CROSS_DOC_LABEL
             .skipped("no input_ids: a boundary label cannot be compared with the next document");
     };
-    let mut trained = 0usize;
+    let (mut trained, mut by_design) = (0usize, 0usize);
     let n = view.segments();
     // Padding is not a document, even as a segment of its own (bionemo's mock, Megatron-Bridge's
     // pack tail, whose pad id may be the EOS that a segment's last label rightly targets).
@@ -595,6 +603,10 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
             trained += 1;
             continue;
         }
+        if view.cross_doc_labels_by_design {
+            by_design += 1;
+            continue;
+        }
         let what = match view.label_convention {
             LabelConvention::Unshifted => "the label the segment's last prediction reads",
             LabelConvention::Shifted => "the label of the segment's last token",
@@ -620,6 +632,14 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
             "{} a trained label at the boundary that is not the next document's token (a per-sample \
              EOS target or a separator)",
             plural(trained, "segment ends with")
+        ));
+    }
+    if by_design > 0 {
+        o.notes.push(format!(
+            "the last prediction of {} the next document's first token: the objective trains \
+             across documents by design (pretraining; stated by the profile or --objective \
+             pretrain)",
+            plural(by_design, "segment") + if by_design == 1 { " targets" } else { " target" }
         ));
     }
     o
@@ -842,15 +862,18 @@ pub fn check_documents(examples: &[&[i64]], view: &LayoutView<'_>) -> Checked {
     // The offsets must be sound before they can address anything.
     first_violation(&[offsets(view)])?;
     let v = || DOCUMENTS.violation();
-    let b = view.segments();
-    let n_real = view.num_real_seqs.unwrap_or(b).min(b);
-    if n_real != examples.len() {
+    // Mock segments (after `num_real_seqs`, or all padding: a pad tail the stack gives the
+    // kernels as segments of their own, TRL's or OLMo-core's) hold no example; `mock-marked`
+    // judges whether the stack may leave them unmarked.
+    let mock = crate::checks::mock_segments(view);
+    let real: Vec<usize> = (0..view.segments()).filter(|&i| !mock[i]).collect();
+    if real.len() != examples.len() {
         return Err(v()
             .rule_text("one real segment per example")
             .expected(format!("{} real segments", examples.len()))
-            .got(format!("{n_real} real segments (cu_seqlens {:?})", view.cu_seqlens)));
+            .got(format!("{} real segments (cu_seqlens {:?})", real.len(), view.cu_seqlens)));
     }
-    for (i, ex) in examples.iter().enumerate() {
+    for (ex, &i) in examples.iter().zip(&real) {
         let r = view.real(i);
         if r.len() != ex.len() {
             return Err(v()
@@ -931,6 +954,24 @@ mod tests {
             check_layout(&bad).unwrap_err().rule,
             "every mock segment holds at least one token"
         );
+    }
+
+    #[test]
+    fn a_pretraining_objective_notes_labels_across_documents_instead_of_flagging_them() {
+        // One row, two documents; the labels are the row copied (pretraining).
+        let ids = [5, 6, 7, 8, 9];
+        let stream = LayoutView {
+            num_tokens: 5,
+            cu_seqlens: &[0, 3, 5],
+            input_ids: Some(&ids),
+            labels: Some(&ids),
+            ..Default::default()
+        };
+        let o = cross_doc_label(&stream);
+        assert!(o.is_violated(), "{o:?}");
+        let o = cross_doc_label(&LayoutView { cross_doc_labels_by_design: true, ..stream });
+        assert!(!o.is_violated(), "{o:?}");
+        assert!(o.notes.iter().any(|n| n.contains("of 1 segment targets")), "{o:?}");
     }
 
     #[test]
