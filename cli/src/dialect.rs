@@ -141,7 +141,7 @@ impl Profile {
     /// Whether only one padding segment per row, at its end, is by design (axolotl after
     /// #2739; one segment per pad token is the bug).
     pub fn padding_segment_per_row(self) -> bool {
-        matches!(self, Profile::Axolotl | Profile::OlmoCore)
+        self == Profile::Axolotl
     }
 }
 
@@ -289,9 +289,12 @@ pub fn detect<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<Dialect> {
     } else if has("cu_seqlens") || has("cu_seqlens_q") || has("seq_lens") {
         Ok(Dialect::Te)
     } else if has("input_ids")
-        && (has("position_ids") || has("attention_mask") || has("sequence_id") || has("doc_lens"))
+        && ["position_ids", "attention_mask", "sequence_id", "doc_lens", "label_mask"]
+            .into_iter()
+            .any(has)
     {
-        // Boundaries without offsets: OLMo-core's `doc_lens`, LLM Foundry's `sequence_id`,
+        // Boundaries without offsets: OLMo-core's `doc_lens` (or its padded rows, which have
+        // only a `label_mask`), LLM Foundry's `sequence_id`,
         // axolotl's numbered
         // `attention_mask`, transformers' DataCollatorWithFlattening by default (and TRL's
         // padding-free collators), where the position ids restart; or plain `[B, S]` rows with
@@ -313,14 +316,16 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
         file.rename(from, to)?;
     }
     let mut notes = Vec::new();
-    // OLMo-core is told by its keys: `doc_lens` and no labels (its train module derives them).
-    if opts.profile.is_none() && file.contains("doc_lens") && !file.contains("labels") {
+    // OLMo-core is told by its keys: `doc_lens` or `label_mask`, and no labels (its train
+    // module derives them).
+    if opts.profile.is_none()
+        && let Some(key) = first_present(&file, &["doc_lens", "label_mask"])
+        && !file.contains("labels")
+    {
         opts.profile = Some(Profile::OlmoCore);
-        notes.push(
-            "OLMo-core batch (`doc_lens`, no labels): read under its profile (--profile \
-             olmo_core)"
-                .into(),
-        );
+        notes.push(format!(
+            "OLMo-core batch (`{key}`, no labels): read under its profile (--profile olmo_core)"
+        ));
     }
     let opts = &opts;
     let mb = megatron_bridge(&mut file, opts.profile, &mut notes)?;
@@ -698,6 +703,7 @@ fn hf_pack(
     let mut numbered_mask = None;
     let mut from_positions = false;
     let doc_lens = no_offsets && file.contains("doc_lens");
+    let olmo = part.is_none() && opts.profile == Some(Profile::OlmoCore);
     let cu = if file.contains(&cu_key) {
         offsets(file, &cu_key, shard_bound(tokens, scale), None, false, &mut notes)?
     } else if doc_lens {
@@ -745,6 +751,26 @@ fn hf_pack(
         ));
         bshd = Some(storage);
         real
+    } else if no_offsets && olmo {
+        // OLMo-core's padded instances (`NumpyPaddedFSLDataset`): one document per row, padded
+        // with the pad id; no mask, no `doc_lens`.
+        let (real, storage) = pad_tail_rows(&input_ids, rows, opts.pad_token_id);
+        notes.push(match opts.pad_token_id {
+            Some(pad) => format!(
+                "no offsets: {} of {} tokens, one document each (OLMo-core padded instances), \
+                 its trailing pad ids ({pad}) the padding",
+                plural(rows, "row"),
+                tokens / rows.max(1)
+            ),
+            None => format!(
+                "no offsets: {} of {} tokens, one document each (OLMo-core padded instances); \
+                 without a pad id (--pad-token-id) every token is read as real",
+                plural(rows, "row"),
+                tokens / rows.max(1)
+            ),
+        });
+        bshd = Some(storage);
+        real
     } else {
         return Err(missing(file, &cu_key, d));
     };
@@ -777,7 +803,7 @@ fn hf_pack(
         };
     let labels = match &labels_key {
         Some(key) => opt_tokens(file, key, &ids_key, tokens)?,
-        None if doc_lens => Some(olmo_core_labels(file, &input_ids, rows, &mut notes)?),
+        None if olmo => Some(olmo_core_labels(file, &input_ids, rows, &mut notes)?),
         None => None,
     };
     let seq_idx_key = k("seq_idx");
@@ -789,6 +815,9 @@ fn hf_pack(
             format!("{key} (sample numbers)"),
             format!("{key} (samples, padding at each row's end)"),
         ),
+        None if rows_read && olmo => {
+            ("input_ids (each row before its pad tail)".to_owned(), "the rows".to_owned())
+        }
         None if rows_read => {
             (format!("{mask_key} (real tokens of each row)"), "the rows (BSHD)".to_owned())
         }
@@ -805,7 +834,7 @@ fn hf_pack(
             mask: mask_key.clone(),
             labels: match &labels_key {
                 Some(key) => key.clone(),
-                None if doc_lens => "labels (input_ids under label_mask)".to_owned(),
+                None if olmo => "labels (input_ids under label_mask)".to_owned(),
                 None => k("labels"),
             },
             position_ids: pos_key.clone(),
@@ -898,6 +927,19 @@ fn doc_lens_offsets(file: &BatchFile, rows: usize, tokens: usize) -> Result<Vec<
         }
     }
     Ok(cu)
+}
+
+/// Rows of one document each, padded at the end with `pad` (none read without it). Returns the
+/// real and the storage offsets.
+fn pad_tail_rows(input_ids: &[i64], rows: usize, pad: Option<i64>) -> (Vec<i64>, Vec<i64>) {
+    let width = input_ids.len().checked_div(rows).unwrap_or(0);
+    let (mut real, mut storage) = (vec![0i64], vec![0i64]);
+    for (r, row) in input_ids.chunks(width.max(1)).take(rows).enumerate() {
+        let tail = pad.map_or(0, |p| row.iter().rev().take_while(|&&x| x == p).count());
+        real.push(real[real.len() - 1] + (width - tail) as i64);
+        storage.push(((r + 1) * width) as i64);
+    }
+    (real, storage)
 }
 
 /// OLMo-core's `max_doc_lens` (one per row; the model passes their maximum to the kernel as

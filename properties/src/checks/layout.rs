@@ -626,7 +626,11 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
                 )),
         );
     }
-    let mut o = CROSS_DOC_LABEL.ok("no prediction targets the next segment's first token");
+    let mut o = CROSS_DOC_LABEL.ok(if by_design > 0 {
+        "predictions of the next document's first token are the objective's (pretraining)"
+    } else {
+        "no prediction targets the next segment's first token"
+    });
     if trained > 0 {
         o.notes.push(format!(
             "{} a trained label at the boundary that is not the next document's token (a per-sample \
