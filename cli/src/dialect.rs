@@ -12,11 +12,11 @@ use safetensors::Dtype;
 use serde::Serialize;
 use thd::LabelConvention;
 
-use properties::checks::{DpoConcat, KeyNames};
+use properties::checks::{DpoConcat, Ints as IntSlice, KeyNames};
 
 use crate::pack::{BatchData, validate_offsets};
 use crate::report::plural;
-use crate::tensors::{BatchFile, Ints};
+use crate::tensors::{BatchFile, Column, Ints};
 use crate::{Error, Result};
 
 /// The families of key names a batch file can use.
@@ -403,6 +403,13 @@ fn token_tensor(file: &BatchFile, key: &str) -> Result<(usize, Vec<i64>)> {
     Ok((rows, t.values))
 }
 
+/// [`token_tensor`], read in place where the file allows ([`Column`]).
+fn token_column(file: &BatchFile, key: &str) -> Result<(usize, Column)> {
+    let (shape, values) = file.column(key)?;
+    let rows = token_rows(key, &shape)?;
+    Ok((rows, values))
+}
+
 fn token_rows(key: &str, shape: &[usize]) -> Result<usize> {
     match shape {
         [_] => Ok(1),
@@ -437,16 +444,11 @@ fn same_tokens(key: &str, len: usize, reference: &str, tokens: usize) -> Result<
 }
 
 /// An optional per-token integer tensor with the same token count as `input_ids`.
-fn opt_tokens(
-    file: &BatchFile,
-    key: &str,
-    ids_key: &str,
-    tokens: usize,
-) -> Result<Option<Vec<i64>>> {
+fn opt_tokens(file: &BatchFile, key: &str, ids_key: &str, tokens: usize) -> Result<Option<Column>> {
     if !file.contains(key) {
         return Ok(None);
     }
-    let (_, v) = token_tensor(file, key)?;
+    let (_, v) = token_column(file, key)?;
     same_tokens(key, v.len(), ids_key, tokens)?;
     Ok(Some(v))
 }
@@ -473,14 +475,19 @@ fn opt_mask(
 /// keep a real token id there. Without labels, nothing to do.
 fn masked_labels(
     file: &BatchFile,
-    labels: Option<Vec<i64>>,
+    labels: Option<Column>,
     ids_key: &str,
     tokens: usize,
     notes: &mut Vec<String>,
-) -> Result<Option<Vec<i64>>> {
+) -> Result<Option<Column>> {
     let key = "loss_mask";
     let mask = opt_mask(file, key, ids_key, tokens, false)?;
-    let (Some(mut labels), Some(mask)) = (labels.clone(), mask) else { return Ok(labels) };
+    let (Some(labels), Some(mask)) = (labels.as_ref(), mask) else { return Ok(labels) };
+    if labels.ints().iter().zip(&mask).all(|(l, &m)| m || l == thd::IGNORE_INDEX) {
+        // Nothing to rewrite: the labels stay in place.
+        return Ok(Some(labels.clone()));
+    }
+    let mut labels = labels.clone().into_vec();
     let mut ignored = 0usize;
     for (l, &m) in labels.iter_mut().zip(&mask) {
         if !m && *l != thd::IGNORE_INDEX {
@@ -492,15 +499,16 @@ fn masked_labels(
         "`{key}` leaves out {}: read as ignored (-100)",
         plural(ignored, "label that is a token id")
     ));
-    Ok(Some(labels))
+    Ok(Some(labels.into()))
 }
 
 /// Labels equal to `extra` (a second ignore value) read as -100.
-fn ignore_extra(labels: Option<Vec<i64>>, extra: Option<i64>) -> Option<Vec<i64>> {
+fn ignore_extra(labels: Option<Column>, extra: Option<i64>) -> Option<Column> {
     match (labels, extra) {
-        (Some(mut l), Some(x)) => {
+        (Some(l), Some(x)) if l.ints().iter().any(|v| v == x) => {
+            let mut l = l.into_vec();
             l.iter_mut().filter(|v| **v == x).for_each(|v| *v = thd::IGNORE_INDEX);
-            Some(l)
+            Some(l.into())
         }
         (l, _) => l,
     }
@@ -539,17 +547,17 @@ fn labels_from_loss_mask(file: &BatchFile, pack: &mut BatchData, opts: &ReadOpti
             return Ok(());
         }
     };
-    let ids = &pack.input_ids;
-    let labels = (0..ids.len())
+    let ids = pack.input_ids.ints();
+    let labels: Vec<i64> = (0..ids.len())
         .map(|t| {
             let target = match convention {
-                LabelConvention::Unshifted => Some(ids[t]),
-                LabelConvention::Shifted => ids.get(t + 1).copied(),
+                LabelConvention::Unshifted => Some(ids.at(t)),
+                LabelConvention::Shifted => ids.get(t + 1),
             };
             target.filter(|_| mask[t]).unwrap_or(thd::IGNORE_INDEX)
         })
         .collect();
-    pack.labels = Some(labels);
+    pack.labels = Some(labels.into());
     pack.convention = convention;
     pack.keys.labels = "loss_mask (labels: the targets it trains)".into();
     Ok(())
@@ -683,7 +691,7 @@ fn hf_pack(
     if !file.contains(&ids_key) {
         return Err(missing(file, &ids_key, d));
     }
-    let (rows, input_ids) = token_tensor(file, &ids_key)?;
+    let (rows, input_ids) = token_column(file, &ids_key)?;
     let tokens = input_ids.len();
     let mut notes = Vec::new();
     let cu_key = k("cu_seq_lens_q");
@@ -754,7 +762,7 @@ fn hf_pack(
     } else if no_offsets && olmo {
         // OLMo-core's padded instances (`NumpyPaddedFSLDataset`): one document per row, padded
         // with the pad id; no mask, no `doc_lens`.
-        let (real, storage) = pad_tail_rows(&input_ids, rows, opts.pad_token_id);
+        let (real, storage) = pad_tail_rows(input_ids.ints(), rows, opts.pad_token_id);
         notes.push(match opts.pad_token_id {
             Some(pad) => format!(
                 "no offsets: {} of {} tokens, one document each (OLMo-core padded instances), \
@@ -803,7 +811,7 @@ fn hf_pack(
         };
     let labels = match &labels_key {
         Some(key) => opt_tokens(file, key, &ids_key, tokens)?,
-        None if olmo => Some(olmo_core_labels(file, &input_ids, rows, &mut notes)?),
+        None if olmo => Some(olmo_core_labels(file, input_ids.ints(), rows, &mut notes)?.into()),
         None => None,
     };
     let seq_idx_key = k("seq_idx");
@@ -931,11 +939,12 @@ fn doc_lens_offsets(file: &BatchFile, rows: usize, tokens: usize) -> Result<Vec<
 
 /// Rows of one document each, padded at the end with `pad` (none read without it). Returns the
 /// real and the storage offsets.
-fn pad_tail_rows(input_ids: &[i64], rows: usize, pad: Option<i64>) -> (Vec<i64>, Vec<i64>) {
+fn pad_tail_rows(input_ids: IntSlice<'_>, rows: usize, pad: Option<i64>) -> (Vec<i64>, Vec<i64>) {
     let width = input_ids.len().checked_div(rows).unwrap_or(0);
     let (mut real, mut storage) = (vec![0i64], vec![0i64]);
-    for (r, row) in input_ids.chunks(width.max(1)).take(rows).enumerate() {
-        let tail = pad.map_or(0, |p| row.iter().rev().take_while(|&&x| x == p).count());
+    for r in 0..rows {
+        let row = input_ids.slice(r * width..(r + 1) * width);
+        let tail = pad.map_or(0, |p| row.iter().rev().take_while(|&x| x == p).count());
         real.push(real[real.len() - 1] + (width - tail) as i64);
         storage.push(((r + 1) * width) as i64);
     }
@@ -965,7 +974,7 @@ fn max_doc_len(file: &BatchFile, rows: usize) -> Result<Option<i64>> {
 /// `instance_mask` is false, shifted left within each row by the loss (unshifted here).
 fn olmo_core_labels(
     file: &BatchFile,
-    input_ids: &[i64],
+    input_ids: IntSlice<'_>,
     rows: usize,
     notes: &mut Vec<String>,
 ) -> Result<Vec<i64>> {
@@ -1222,7 +1231,7 @@ fn te_pack(
     if !file.contains("input_ids") {
         return Err(missing(file, "input_ids", d));
     }
-    let (rows, input_ids) = token_tensor(file, "input_ids")?;
+    let (rows, input_ids) = token_column(file, "input_ids")?;
     let tokens = input_ids.len();
     let mut notes = Vec::new();
     let mut row_slots = None;
@@ -1520,7 +1529,8 @@ fn dpo_concatenated(
         first_present(file, &["concatenated_cu_seq_lens_k", "concatenated_cu_seq_lens_q"]);
     let ids_key = "concatenated_input_ids";
     let tc = chosen.tokens();
-    let expected_ids = [chosen.input_ids.as_slice(), &rejected.input_ids].concat();
+    let expected_ids: Vec<i64> =
+        chosen.input_ids.ints().iter().chain(rejected.input_ids.ints().iter()).collect();
     let mut tensors = Vec::new();
     let stored_ids =
         if file.contains(ids_key) { Some(token_tensor(file, ids_key)?.1) } else { None };
@@ -1533,7 +1543,8 @@ fn dpo_concatenated(
     ];
     for (key, c, r) in pairs {
         if let (true, Some(c), Some(r)) = (file.contains(key), c, r) {
-            tensors.push((key.to_owned(), token_tensor(file, key)?.1, [c.as_slice(), r].concat()));
+            let both = c.ints().iter().chain(r.ints().iter()).collect();
+            tensors.push((key.to_owned(), token_tensor(file, key)?.1, both));
         }
     }
     let offsets = match off_key {
@@ -1570,8 +1581,7 @@ fn dpo_concatenated(
         *l = tc as i64;
     }
     slots.extend(rejected.storage()[1..].iter().map(|&x| x + tc as i64));
-    let read =
-        |key: &str| -> Result<Option<Vec<i64>>> { opt_tokens(file, key, ids_key, ids.len()) };
+    let read = |key: &str| -> Result<Option<Column>> { opt_tokens(file, key, ids_key, ids.len()) };
     let pack = BatchData {
         part: Some("concatenated".into()),
         keys: KeyNames {
@@ -1605,7 +1615,7 @@ fn dpo_concatenated(
         num_real_seqs: None,
         row_slots: None,
         notes: Vec::new(),
-        input_ids: ids,
+        input_ids: ids.into(),
     };
     Ok((Some(pack), offsets))
 }

@@ -8,6 +8,7 @@
 use properties::checks::{KeyNames, LayoutView, check_offsets};
 use thd::LabelConvention;
 
+use crate::tensors::Column;
 use crate::{Error, Result};
 
 /// One pack of `T` tokens and the segments that describe it, as read from a file: owned
@@ -22,14 +23,14 @@ pub struct BatchData {
     pub mask_is_padding: bool,
     /// Rows of the stored tensors (`B` of `[B, S]`, 1 for `[T]`).
     pub rows: usize,
-    /// Token ids, flattened row-major: `T` entries.
-    pub input_ids: Vec<i64>,
+    /// Token ids, flattened row-major: `T` entries (in place in the file where they can be).
+    pub input_ids: Column,
     /// Labels, `T` entries.
-    pub labels: Option<Vec<i64>>,
+    pub labels: Option<Column>,
     /// How labels line up with logits.
     pub convention: LabelConvention,
     /// Position ids, `T` entries.
-    pub position_ids: Option<Vec<i64>>,
+    pub position_ids: Option<Column>,
     /// The models' first position id, when stated (`--position-base`).
     pub position_base: Option<i64>,
     /// The tokenizer's pad id, when stated (`--pad-token-id`).
@@ -58,7 +59,7 @@ pub struct BatchData {
     /// `true` where the mask says the token is real (attention_mask 1, padding_mask false).
     pub real_mask: Option<Vec<bool>>,
     /// Sequence index of every token.
-    pub seq_idx: Option<Vec<i64>>,
+    pub seq_idx: Option<Column>,
     /// `num_real_seqs` as declared.
     pub num_real_seqs: Option<usize>,
     /// Automodel BSHD rows: per row, the sum of its slots (checked against `S`).
@@ -90,18 +91,18 @@ impl BatchData {
         LayoutView {
             num_tokens: self.input_ids.len(),
             rows: self.rows,
-            input_ids: Some(&self.input_ids),
+            input_ids: Some(self.input_ids.ints()),
             cu_seqlens: &self.cu,
             cu_seqlens_padded: self.cu_padded.as_deref(),
             cu_seqlens_k: self.cu_k.as_deref(),
             cu_seqlens_q_stored: if self.absorbed { self.cu_padded.as_deref() } else { None },
             max_seqlen: self.max_seqlen,
-            position_ids: self.position_ids.as_deref(),
-            labels: self.labels.as_deref(),
+            position_ids: self.position_ids.as_ref().map(Column::ints),
+            labels: self.labels.as_ref().map(Column::ints),
             label_convention: self.convention,
             mask: self.real_mask.as_deref(),
             mask_is_padding: self.mask_is_padding,
-            seq_idx: self.seq_idx.as_deref(),
+            seq_idx: self.seq_idx.as_ref().map(Column::ints),
             num_real_seqs: self.num_real_seqs,
             row_slots: self.row_slots.as_deref(),
             position_base: self.position_base,

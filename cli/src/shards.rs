@@ -8,7 +8,7 @@ use properties::checks::{KeyNames, zigzag_reassemble};
 
 use crate::dialect::{Dialect, ReadOptions, parse};
 use crate::pack::{BatchData, validate_offsets};
-use crate::tensors::BatchFile;
+use crate::tensors::{BatchFile, Column};
 use crate::{Error, Result};
 
 /// One CP group's files read together.
@@ -202,9 +202,9 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
             )));
         }
     }
-    let input_ids = join(&|p| Some(p.input_ids.clone()))?.unwrap_or_default();
-    let labels = join(&|p| p.labels.clone())?;
-    let position_ids = join(&|p| p.position_ids.clone())?;
+    let input_ids = join(&|p| Some(p.input_ids.ints().to_vec()))?.unwrap_or_default();
+    let labels = join(&|p| p.labels.as_ref().map(|c| c.ints().to_vec()))?;
+    let position_ids = join(&|p| p.position_ids.as_ref().map(|c| c.ints().to_vec()))?;
     let mask = join(&|p| p.real_mask.as_ref().map(|m| m.iter().map(|&b| i64::from(b)).collect()))?
         .map(|m| m.into_iter().map(|x| x == 1).collect::<Vec<bool>>());
     // Real lengths: the shards' own global real offsets when they carry them beside the padded
@@ -247,10 +247,10 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
         rows_are_sequences: ranks[0].pack.rows_are_sequences,
         cross_doc_labels_by_design: ranks[0].pack.cross_doc_labels_by_design,
         rows: 1,
-        input_ids,
-        labels,
+        input_ids: input_ids.into(),
+        labels: labels.map(Column::from),
         convention: ranks[0].pack.convention,
-        position_ids,
+        position_ids: position_ids.map(Column::from),
         cu: real,
         cu_padded: Some(global),
         absorbed: false,

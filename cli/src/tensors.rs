@@ -1,10 +1,15 @@
 //! The tensors of one `.safetensors` file, decoded on demand into the few element types the
-//! checks need (`i64` for ids, labels and offsets; `bool` for masks).
+//! checks need (`i64` for ids, labels and offsets; `bool` for masks). A large file is
+//! memory-mapped, and its int32 / int64 per-token tensors are read in place ([`Column`]): an
+//! int32 batch is never widened, so checking a file takes little more memory than the file.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
+use std::io::Read;
+use std::ops::{Deref, Range};
 use std::path::Path;
+use std::sync::Arc;
 
+use properties::checks::Ints as IntSlice;
 use safetensors::{Dtype, SafeTensors};
 
 use crate::{Error, Result};
@@ -35,6 +40,102 @@ pub struct Ints {
     pub values: Vec<i64>,
 }
 
+/// Files at least this large are memory-mapped rather than read (smaller ones cost more in
+/// `mmap` / `munmap` calls than a read).
+const MAP_AT_LEAST: u64 = 1 << 20;
+
+/// The bytes of a file: memory-mapped, or read.
+#[derive(Debug)]
+enum Storage {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl Deref for Storage {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Storage::Mapped(m) => m,
+            Storage::Read(v) => v,
+        }
+    }
+}
+
+/// A per-token integer tensor: the stored int32 / int64 values in place (in the mapped or read
+/// file) where their alignment allows, else widened to an owned `i64` vector. The rules read it
+/// through [`Column::ints`].
+///
+/// # Example
+/// ```
+/// use thdcheck::tensors::{BatchFile, Column, write_ints};
+/// let file = BatchFile::from_bytes(write_ints(&[("input_ids", vec![3], vec![7, 8, 9])], &[])?)?;
+/// let (shape, ids) = file.column("input_ids")?;
+/// assert_eq!((shape, ids.len(), ids.ints().at(2)), (vec![3], 3, 9));
+/// assert_eq!(Column::from(vec![7, 8, 9]).ints(), ids.ints());
+/// # Ok::<(), thdcheck::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Column(Repr);
+
+#[derive(Debug, Clone)]
+enum Repr {
+    Owned(Vec<i64>),
+    InFile { bytes: Arc<Storage>, range: Range<usize>, int32: bool },
+}
+
+impl Default for Column {
+    fn default() -> Self {
+        Column(Repr::Owned(Vec::new()))
+    }
+}
+
+impl From<Vec<i64>> for Column {
+    fn from(v: Vec<i64>) -> Self {
+        Column(Repr::Owned(v))
+    }
+}
+
+impl Column {
+    /// The values, as the rules read them.
+    pub fn ints(&self) -> IntSlice<'_> {
+        match &self.0 {
+            Repr::Owned(v) => IntSlice::I64(v),
+            // Alignment and length were checked when the column was made, and the bytes behind
+            // the `Arc` never move.
+            Repr::InFile { bytes, range, int32: true } => {
+                IntSlice::I32(bytemuck::cast_slice(&bytes[range.clone()]))
+            }
+            Repr::InFile { bytes, range, int32: false } => {
+                IntSlice::I64(bytemuck::cast_slice(&bytes[range.clone()]))
+            }
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.ints().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values as an owned vector (widened): for a reader that rewrites them.
+    pub fn into_vec(self) -> Vec<i64> {
+        match self.0 {
+            Repr::Owned(v) => v,
+            Repr::InFile { .. } => self.ints().to_vec(),
+        }
+    }
+
+    /// Whether the values are read in place from the file (not widened).
+    pub fn in_place(&self) -> bool {
+        matches!(self.0, Repr::InFile { .. })
+    }
+}
+
 /// A parsed `.safetensors` file: its bytes, the tensor index and the `__metadata__` strings.
 ///
 /// # Example
@@ -48,7 +149,7 @@ pub struct Ints {
 /// ```
 #[derive(Debug, Clone)]
 pub struct BatchFile {
-    bytes: Vec<u8>,
+    bytes: Arc<Storage>,
     entries: BTreeMap<String, Entry>,
     metadata: BTreeMap<String, String>,
 }
@@ -59,8 +160,18 @@ impl BatchFile {
     /// # Errors
     /// [`Error::Io`] if it cannot be read; the errors of [`BatchFile::from_bytes`].
     pub fn read(path: &Path) -> Result<Self> {
-        let bytes =
-            std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+        let io = |source| Error::Io { path: path.to_owned(), source };
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        if len >= MAP_AT_LEAST {
+            // SAFETY: the map is only read. As with every reader that maps its input (ripgrep
+            // maps large files the same way), another process truncating the file while it is
+            // checked can end this one with SIGBUS; rewriting it in place changes what is read.
+            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+            return Self::from_storage(Storage::Mapped(map));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        file.read_to_end(&mut bytes).map_err(io)?;
         Self::from_bytes(bytes)
     }
 
@@ -70,6 +181,10 @@ impl BatchFile {
     /// [`Error::Format`] for a truncated file, a bad header or offsets that do not match the
     /// data.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Self> {
+        Self::from_storage(Storage::Read(bytes))
+    }
+
+    fn from_storage(bytes: Storage) -> Result<Self> {
         let (entries, metadata) = {
             let st = SafeTensors::deserialize(&bytes)
                 .map_err(|e| Error::Format { detail: format!("{e}{}", format_hint(&bytes)) })?;
@@ -92,7 +207,7 @@ impl BatchFile {
                 meta.metadata().clone().unwrap_or_default().into_iter().collect();
             (entries, metadata)
         };
-        Ok(Self { bytes, entries, metadata })
+        Ok(Self { bytes: Arc::new(bytes), entries, metadata })
     }
 
     /// Tensor names, sorted.
@@ -163,6 +278,31 @@ impl BatchFile {
             hint: String::new(),
         })?;
         Ok((e, &self.bytes[e.bytes.clone()]))
+    }
+
+    /// A per-token integer tensor: int32 and int64 read in place where aligned (as safetensors
+    /// writes them), any other integer dtype widened.
+    ///
+    /// # Errors
+    /// Those of [`BatchFile::ints`].
+    pub fn column(&self, key: &str) -> Result<(Vec<usize>, Column)> {
+        let (e, b) = self.get(key)?;
+        let aligned = cfg!(target_endian = "little")
+            && match e.dtype {
+                Dtype::I32 => bytemuck::try_cast_slice::<u8, i32>(b).is_ok(),
+                Dtype::I64 => bytemuck::try_cast_slice::<u8, i64>(b).is_ok(),
+                _ => false,
+            };
+        if aligned {
+            let repr = Repr::InFile {
+                bytes: Arc::clone(&self.bytes),
+                range: e.bytes.clone(),
+                int32: e.dtype == Dtype::I32,
+            };
+            return Ok((e.shape.clone(), Column(repr)));
+        }
+        let Ints { shape, values } = self.ints(key)?;
+        Ok((shape, Column::from(values)))
     }
 
     /// An integer tensor (any signed or unsigned integer dtype), widened to `i64`.
@@ -433,6 +573,51 @@ pub fn write_raw<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_large_file_is_mapped_and_its_int32_tensors_read_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = (MAP_AT_LEAST as usize) / 4 + 5;
+        let ids: Vec<i64> = (0..n as i64).map(|i| i % 50_000 - 7).collect();
+        let values: Vec<u8> = ids.iter().flat_map(|&v| (v as i32).to_le_bytes()).collect();
+        let bytes = write_raw([("input_ids", Dtype::I32, vec![1, n], &values[..])], &[]).unwrap();
+        let path = dir.path().join("big.safetensors");
+        std::fs::write(&path, &bytes).unwrap();
+        let file = BatchFile::read(&path).unwrap();
+        assert!(matches!(*file.bytes, Storage::Mapped(_)));
+        let (shape, col) = file.column("input_ids").unwrap();
+        assert_eq!(shape, vec![1, n]);
+        assert!(col.in_place());
+        assert!(matches!(col.ints(), IntSlice::I32(_)), "int32 stays int32");
+        assert_eq!(col.ints(), IntSlice::I64(&ids));
+        // The same bytes read (not mapped) give the same column, in place too.
+        let read = BatchFile::from_bytes(bytes).unwrap();
+        assert_eq!(read.column("input_ids").unwrap().1.ints(), col.ints());
+    }
+
+    #[test]
+    fn a_misaligned_tensor_is_widened_not_misread() {
+        // A 3-byte bool tensor before an int32 one: the int32 data starts 3 bytes in.
+        let mut header = br#"{"a":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]},"input_ids":{"dtype":"I32","shape":[2],"data_offsets":[3,11]}}"#.to_vec();
+        header.resize(header.len().next_multiple_of(8), b' ');
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend(header);
+        bytes.extend([1, 0, 1]);
+        bytes.extend(7i32.to_le_bytes());
+        bytes.extend((-100i32).to_le_bytes());
+        let file = BatchFile::from_bytes(bytes).unwrap();
+        let (_, col) = file.column("input_ids").unwrap();
+        assert!(!col.in_place());
+        assert_eq!(col.ints(), IntSlice::I64(&[7, -100]));
+        // Other integer widths are widened too.
+        let u16s: Vec<u8> = [5u16, 6].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let file = BatchFile::from_bytes(
+            write_raw([("input_ids", Dtype::U16, vec![2], &u16s[..])], &[]).unwrap(),
+        )
+        .unwrap();
+        let (_, col) = file.column("input_ids").unwrap();
+        assert_eq!((col.in_place(), col.ints()), (false, IntSlice::I64(&[5, 6])));
+    }
 
     #[test]
     fn f16_decodes_ones_zeros_and_nan() {

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use thd::LabelConvention;
 
 use crate::checks::{
-    DpoSegment, DpoView, LayoutView, ShardView, check_cp_shard, check_documents, check_dpo,
+    DpoSegment, DpoView, Ints, LayoutView, ShardView, check_cp_shard, check_documents, check_dpo,
     check_layout,
 };
 
@@ -29,11 +29,11 @@ proptest! {
     ) {
         let view = LayoutView {
             num_tokens: t,
-            input_ids: ids.as_deref(),
+            input_ids: ids.as_deref().map(Ints::from),
             cu_seqlens: &cu,
             cu_seqlens_padded: padded.as_deref(),
-            position_ids: pos.as_deref(),
-            labels: labels.as_deref(),
+            position_ids: pos.as_deref().map(Ints::from),
+            labels: labels.as_deref().map(Ints::from),
             label_convention: if shifted { LabelConvention::Shifted } else { LabelConvention::Unshifted },
             num_real_seqs: n_real,
             position_base: Some(0),

@@ -107,10 +107,12 @@ fn all_padding(view: &LayoutView<'_>, i: usize) -> bool {
     let r = view.real(i);
     let padding = match (view.mask, view.pad_token_id, view.input_ids) {
         (Some(mask), _, _) => mask[r.clone()].iter().all(|&m| !m),
-        (None, Some(pad), Some(ids)) => ids[r.clone()].iter().all(|&x| x == pad),
+        (None, Some(pad), Some(ids)) => ids.slice(r.clone()).iter().all(|x| x == pad),
         _ => return false,
     };
-    !r.is_empty() && padding && view.labels.is_none_or(|l| l[r].iter().all(|&x| x == IGNORE_INDEX))
+    !r.is_empty()
+        && padding
+        && view.labels.is_none_or(|l| l.slice(r).iter().all(|x| x == IGNORE_INDEX))
 }
 
 /// The layout facts of a pack whose offsets hold ([`layout::offsets`]).
@@ -136,13 +138,15 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
         let unshifted = view.label_convention == LabelConvention::Unshifted;
         l.iter()
             .enumerate()
-            .filter(|&(t, &x)| x != IGNORE_INDEX && !(unshifted && t % width == 0))
+            .filter(|&(t, x)| x != IGNORE_INDEX && !(unshifted && t % width == 0))
             .count() as u64
     });
     let labelled_segments = view.labels.map(|l| {
         let skip = usize::from(view.label_convention == LabelConvention::Unshifted);
         (0..n)
-            .filter(|&i| !mock[i] && l[view.real(i)].iter().skip(skip).any(|&x| x != IGNORE_INDEX))
+            .filter(|&i| {
+                !mock[i] && l.slice(view.real(i)).iter().skip(skip).any(|x| x != IGNORE_INDEX)
+            })
             .count() as u64
     });
     BatchFacts {
@@ -176,12 +180,12 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{BatchOptions, LayoutView, check_batch};
+/// use properties::checks::{BatchOptions, Ints, LayoutView, check_batch};
 /// let view = LayoutView {
 ///     num_tokens: 5,
-///     input_ids: Some(&[5, 6, 7, 8, 9]),
+///     input_ids: Some(Ints::from(&[5, 6, 7, 8, 9])),
 ///     cu_seqlens: &[0, 3, 5],
-///     position_ids: Some(&[0, 1, 2, 3, 4]),
+///     position_ids: Some(Ints::from(&[0, 1, 2, 3, 4])),
 ///     ..Default::default()
 /// };
 /// let report = check_batch(&view, &BatchOptions::default());
@@ -236,7 +240,7 @@ pub fn pad_labels(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
     let Some(labels) = view.labels else { return PAD_LABELS.skipped("") };
     let real = view.real_token_mask(mock);
     let mut bad =
-        labels.iter().zip(&real).enumerate().filter(|(_, (l, r))| !**r && **l != IGNORE_INDEX);
+        labels.iter().zip(&real).enumerate().filter(|(_, (l, r))| !**r && *l != IGNORE_INDEX);
     let Some((t, (l, _))) = bad.next() else {
         return PAD_LABELS.ok("padding and mock tokens carry -100");
     };
@@ -272,9 +276,9 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
         }
         Some(kk) => {
             for i in kk..n {
-                let valid = view
-                    .labels
-                    .map_or(0, |l| l[view.real(i)].iter().filter(|&&x| x != IGNORE_INDEX).count());
+                let valid = view.labels.map_or(0, |l| {
+                    l.slice(view.real(i)).iter().filter(|&x| x != IGNORE_INDEX).count()
+                });
                 if valid > 0 {
                     return MOCK_MARKED.violated(
                         MOCK_MARKED
@@ -410,7 +414,7 @@ pub fn label_targets(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
         }
         let r = view.real(i);
         for t in r.clone() {
-            let l = labels[t];
+            let l = labels.at(t);
             if l == IGNORE_INDEX {
                 continue;
             }
@@ -418,8 +422,8 @@ pub fn label_targets(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
             // `cross-doc-label`'s: -100, a per-sample EOS target (Automodel) or a separator
             // (transformers `separator_id`) are all valid there; the next document is not.
             let want = match view.label_convention {
-                LabelConvention::Shifted if t + 1 < r.end => ids[t + 1],
-                LabelConvention::Unshifted if t > r.start => ids[t],
+                LabelConvention::Shifted if t + 1 < r.end => ids.at(t + 1),
+                LabelConvention::Unshifted if t > r.start => ids.at(t),
                 _ => continue,
             };
             let what = match view.label_convention {

@@ -109,7 +109,7 @@ pub fn check_dpo(view: &DpoView<'_>, expected: &[DpoSegment]) -> Checked {
             num_tokens: view.tags.len(),
             cu_seqlens: cu,
             cu_seqlens_padded: view.cu_seqlens_padded,
-            seq_idx: view.seq_idx,
+            seq_idx: view.seq_idx.map(crate::checks::Ints::from),
             ..Default::default()
         };
         let mock = vec![false; expected.len()];

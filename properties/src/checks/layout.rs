@@ -9,6 +9,7 @@ use std::ops::Range;
 
 use thd::{IGNORE_INDEX, LabelConvention};
 
+use crate::checks::Ints;
 use crate::checks::rules::{
     CROSS_DOC_LABEL, DOCUMENTS, MASK, MAX_SEQLEN, MOCK_NONEMPTY, NUM_REAL_SEQS, OFFSETS, Outcome,
     PADDED_SLOTS, POSITION_IDS, QK_OFFSETS, ROW_SLOTS, SEQ_IDX, STATIC_SHAPE, TOKEN_COUNTS,
@@ -76,7 +77,7 @@ pub struct LayoutView<'a> {
     /// Rows of the stored tensors (`B` of `[B, S]`); 0 or 1 for `[T]`.
     pub rows: usize,
     /// Token ids, `[T]`, when at hand.
-    pub input_ids: Option<&'a [i64]>,
+    pub input_ids: Option<Ints<'a>>,
     /// Real offsets, `B + 1` entries.
     pub cu_seqlens: &'a [i64],
     /// Storage offsets when segments are padded; real tokens of segment `i` start at
@@ -89,9 +90,9 @@ pub struct LayoutView<'a> {
     /// `max_seqlen` / `max_length_q` as declared.
     pub max_seqlen: Option<i64>,
     /// Position ids, `[T]`.
-    pub position_ids: Option<&'a [i64]>,
+    pub position_ids: Option<Ints<'a>>,
     /// Labels, `[T]`, -100 where ignored.
-    pub labels: Option<&'a [i64]>,
+    pub labels: Option<Ints<'a>>,
     /// How labels line up with logits.
     pub label_convention: LabelConvention,
     /// `true` where the mask says the token is real (attention_mask 1, padding_mask 0).
@@ -99,7 +100,7 @@ pub struct LayoutView<'a> {
     /// The mask is a padding mask (1 = pad): messages show its values that way.
     pub mask_is_padding: bool,
     /// Sequence index of every token.
-    pub seq_idx: Option<&'a [i64]>,
+    pub seq_idx: Option<Ints<'a>>,
     /// How many leading segments are real; the rest are mock. `None`: not stated.
     pub num_real_seqs: Option<usize>,
     /// Automodel BSHD rows: per row, the sum of its slots (checked against `S = T / rows`).
@@ -275,11 +276,11 @@ pub fn token_counts(view: &LayoutView<'_>) -> Outcome {
     let k = view.keys();
     let t = view.num_tokens;
     let lens = [
-        (&k.input_ids, "input_ids", view.input_ids.map(<[i64]>::len)),
-        (&k.position_ids, "position_ids", view.position_ids.map(<[i64]>::len)),
-        (&k.labels, "labels", view.labels.map(<[i64]>::len)),
+        (&k.input_ids, "input_ids", view.input_ids.map(Ints::len)),
+        (&k.position_ids, "position_ids", view.position_ids.map(Ints::len)),
+        (&k.labels, "labels", view.labels.map(Ints::len)),
         (&k.mask, "mask", view.mask.map(<[bool]>::len)),
-        (&k.seq_idx, "seq_idx", view.seq_idx.map(<[i64]>::len)),
+        (&k.seq_idx, "seq_idx", view.seq_idx.map(Ints::len)),
     ];
     for (key, what, len) in lens {
         if let Some(len) = len
@@ -502,8 +503,10 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
     let Some(pos) = view.position_ids else { return POSITION_IDS.skipped("no position_ids") };
     let b = view.segments();
     let base = view.position_base.unwrap_or_else(|| {
-        let firsts: Vec<i64> =
-            (0..b).filter(|&i| !view.real(i).is_empty()).map(|i| pos[view.real(i).start]).collect();
+        let firsts: Vec<i64> = (0..b)
+            .filter(|&i| !view.real(i).is_empty())
+            .map(|i| pos.at(view.real(i).start))
+            .collect();
         match firsts.first() {
             Some(&f) if f > 0 && firsts.iter().all(|&x| x == f) => f,
             _ => 0,
@@ -514,7 +517,7 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
     for i in 0..b {
         let r = view.real(i);
         let start = r.start;
-        if let Some(j) = pos[r].iter().enumerate().position(|(j, &p)| p != base + j as i64) {
+        if let Some(j) = pos.slice(r).iter().enumerate().position(|(j, p)| p != base + j as i64) {
             bad += 1;
             first.get_or_insert((i, start + j, j));
         }
@@ -533,14 +536,17 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
             o
         }
         Some((i, t, j)) => {
-            let prev =
-                if t > 0 { format!(" (previous position {})", pos[t - 1]) } else { String::new() };
+            let prev = if t > 0 {
+                format!(" (previous position {})", pos.at(t - 1))
+            } else {
+                String::new()
+            };
             POSITION_IDS.violated(
                 POSITION_IDS
                     .violation()
                     .at(Location::default().segment(i).token(t).key(&k.position_ids))
                     .expected(base + j as i64)
-                    .got(pos[t])
+                    .got(pos.at(t))
                     .note(format!(
                         "offset {j} within segment {i}{prev}; {} not restarting",
                         plural(bad, "segment")
@@ -597,8 +603,8 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
             LabelConvention::Unshifted => continue,
             LabelConvention::Shifted => r.end - 1,
         };
-        let Some(&y) = labels.get(tok).filter(|&&y| y != IGNORE_INDEX) else { continue };
-        let first = ids[next.start];
+        let Some(y) = labels.get(tok).filter(|&y| y != IGNORE_INDEX) else { continue };
+        let first = ids.at(next.start);
         if y != first {
             trained += 1;
             continue;
@@ -690,14 +696,14 @@ pub fn mask(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
         if let Some(ids) = view.input_ids {
             for (tok, &is_real) in ids.iter().zip(&real) {
                 if !is_real {
-                    *counts.entry(*tok).or_default() += 1;
+                    *counts.entry(tok).or_default() += 1;
                 }
             }
         }
         let pad_id =
             counts.into_iter().max_by_key(|&(id, c)| (c, std::cmp::Reverse(id))).map(|(id, _)| id);
         let why = match (pad_id, view.input_ids.and_then(|ids| ids.get(t))) {
-            (Some(p), Some(&id)) if p == id => {
+            (Some(p), Some(id)) if p == id => {
                 format!("; its id {p} is the padding id: was the mask built from token values?")
             }
             _ => String::new(),
@@ -741,15 +747,15 @@ pub fn seq_idx(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
     let mut owner: HashMap<i64, usize> = HashMap::new();
     for i in 0..view.segments() {
         let r = view.real(i);
-        let Some(&v) = idx.get(r.start).filter(|_| !r.is_empty()) else { continue };
-        if let Some(j) = idx[r.clone()].iter().position(|&x| x != v) {
+        let Some(v) = idx.get(r.start).filter(|_| !r.is_empty()) else { continue };
+        if let Some(j) = idx.slice(r.clone()).iter().position(|x| x != v) {
             let t = r.start + j;
             return SEQ_IDX.violated(
                 SEQ_IDX
                     .violation()
                     .at(Location::default().segment(i).token(t).key(&k.seq_idx))
                     .expected(format!("{v} (the segment's first value)"))
-                    .got(format!("{}[{t}] = {}", k.seq_idx, idx[t])),
+                    .got(format!("{}[{t}] = {}", k.seq_idx, idx.at(t))),
             );
         }
         if let Some(&j) = owner.get(&v) {
@@ -765,7 +771,7 @@ pub fn seq_idx(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
         owner.insert(v, i);
         // Causal kernels keyed on seq_idx carry state forward: padding just before a segment
         // that carries the segment's id runs into it.
-        if r.start > 0 && !real[r.start - 1] && idx[r.start - 1] == v {
+        if r.start > 0 && !real[r.start - 1] && idx.at(r.start - 1) == v {
             let t = r.start - 1;
             return SEQ_IDX.violated(
                 SEQ_IDX
@@ -778,10 +784,12 @@ pub fn seq_idx(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
         }
     }
     let mut o = SEQ_IDX.ok(format!("one distinct id per segment ({})", plural(owner.len(), "id")));
-    if let Some(t) = (0..view.num_tokens).find(|&t| !real[t] && owner.contains_key(&idx[t])) {
+    if let Some(t) = (0..view.num_tokens).find(|&t| !real[t] && owner.contains_key(&idx.at(t))) {
         o.notes.push(format!(
             "`{}`[{t}] = {} on a padding token reuses segment {}'s id",
-            k.seq_idx, idx[t], owner[&idx[t]]
+            k.seq_idx,
+            idx.at(t),
+            owner[&idx.at(t)]
         ));
     }
     o
@@ -823,12 +831,12 @@ pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{LayoutView, check_layout};
+/// use properties::checks::{Ints, LayoutView, check_layout};
 /// let leak = LayoutView {
 ///     num_tokens: 5,
 ///     cu_seqlens: &[0, 3, 5],
-///     input_ids: Some(&[5, 6, 7, 8, 9]),
-///     labels: Some(&[-100, 6, 7, 8, 9]),
+///     input_ids: Some(Ints::from(&[5, 6, 7, 8, 9])),
+///     labels: Some(Ints::from(&[-100, 6, 7, 8, 9])),
 ///     ..Default::default()
 /// };
 /// let v = check_layout(&leak).unwrap_err();
@@ -852,10 +860,10 @@ pub fn check_layout(view: &LayoutView<'_>) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{LayoutView, check_documents};
+/// use properties::checks::{Ints, LayoutView, check_documents};
 /// let absorbed = LayoutView {
 ///     num_tokens: 6,
-///     input_ids: Some(&[1, 2, 3, 4, 0, 0]),
+///     input_ids: Some(Ints::from(&[1, 2, 3, 4, 0, 0])),
 ///     cu_seqlens: &[0, 2, 6], // the static padding absorbed into the last segment
 ///     ..Default::default()
 /// };
@@ -887,13 +895,13 @@ pub fn check_documents(examples: &[&[i64]], view: &LayoutView<'_>) -> Checked {
                 .got(r.len()));
         }
         if let Some(ids) = view.input_ids {
-            let got = ids.get(r.clone()).unwrap_or(&[]);
-            if let Some(j) = (0..ex.len()).find(|&j| got.get(j) != Some(&ex[j])) {
+            let got = ids.get_slice(r.clone()).unwrap_or_default();
+            if let Some(j) = (0..ex.len()).find(|&j| got.get(j) != Some(ex[j])) {
                 return Err(v()
                     .rule_text("each real segment holds its example's tokens")
                     .at(Location::default().segment(i).token(r.start + j))
                     .expected(ex[j])
-                    .got(got.get(j).map_or("nothing".to_string(), i64::to_string)));
+                    .got(got.get(j).map_or("nothing".to_string(), |x| x.to_string())));
             }
         }
     }
@@ -934,8 +942,8 @@ mod tests {
             num_tokens: 8,
             cu_seqlens: &[0, 3, 5],
             cu_seqlens_padded: Some(&[0, 4, 8]),
-            position_ids: Some(&[0, 1, 2, 3, 0, 1, 2, 3]),
-            labels: Some(&[-100, 2, 3, -100, -100, 6, -100, -100]),
+            position_ids: Some(Ints::from(&[0, 1, 2, 3, 0, 1, 2, 3])),
+            labels: Some(Ints::from(&[-100, 2, 3, -100, -100, 6, -100, -100])),
             ..Default::default()
         };
         assert_eq!(check_layout(&ok), Ok(()));
@@ -943,7 +951,7 @@ mod tests {
         assert_eq!(check_layout(&bad).unwrap_err().rule, "cu_seqlens is non-decreasing");
         let bad = LayoutView { cu_seqlens_padded: Some(&[0, 2, 8]), ..ok };
         assert_eq!(check_layout(&bad).unwrap_err().rule, "padded length >= real length");
-        let bad = LayoutView { position_ids: Some(&[0, 1, 2, 3, 4, 5, 6, 7]), ..ok };
+        let bad = LayoutView { position_ids: Some(Ints::from(&[0, 1, 2, 3, 4, 5, 6, 7])), ..ok };
         let v = check_layout(&bad).unwrap_err();
         assert_eq!((v.at.segment, v.at.token, v.got.as_str()), (Some(1), Some(4), "4"));
         let bad = LayoutView {
@@ -967,8 +975,8 @@ mod tests {
         let stream = LayoutView {
             num_tokens: 5,
             cu_seqlens: &[0, 3, 5],
-            input_ids: Some(&ids),
-            labels: Some(&ids),
+            input_ids: Some(Ints::from(&ids)),
+            labels: Some(Ints::from(&ids)),
             ..Default::default()
         };
         let o = cross_doc_label(&stream);
@@ -983,7 +991,7 @@ mod tests {
         let roberta = LayoutView {
             num_tokens: 5,
             cu_seqlens: &[0, 3, 5],
-            position_ids: Some(&[2, 3, 4, 2, 3]),
+            position_ids: Some(Ints::from(&[2, 3, 4, 2, 3])),
             ..Default::default()
         };
         let o = position_ids(&roberta);
@@ -991,7 +999,7 @@ mod tests {
         assert!(o.notes[0].contains("start at 2"), "{o:?}");
         assert!(position_ids(&LayoutView { position_base: Some(0), ..roberta }).is_violated());
         // Positions that never restart are not a base.
-        let running = LayoutView { position_ids: Some(&[2, 3, 4, 5, 6]), ..roberta };
+        let running = LayoutView { position_ids: Some(Ints::from(&[2, 3, 4, 5, 6])), ..roberta };
         assert!(position_ids(&running).is_violated());
     }
 }

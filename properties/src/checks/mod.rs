@@ -28,6 +28,7 @@ mod cp_loss;
 mod cp_shard;
 mod dpo;
 mod flops;
+mod ints;
 mod layout;
 mod logged;
 mod loss;
@@ -49,6 +50,7 @@ pub use cp_shard::{
 };
 pub use dpo::{DpoConcat, DpoSegment, DpoView, check_dpo, dpo_concat, dpo_offsets};
 pub use flops::{FlopsStats, MicroBatchView, check_flops, check_flops_additive};
+pub use ints::{Ints, IntsIter};
 pub use layout::{
     KeyNames, LayoutView, check_documents, check_layout, check_offsets, check_static_shape,
     cross_doc_label, layout_rules, mask, max_seqlen, mock_nonempty, num_real_seqs, offsets,

@@ -48,11 +48,11 @@ impl Collated {
     pub fn view(&self, position_base: i64) -> LayoutView<'_> {
         LayoutView {
             num_tokens: self.input_ids.len(),
-            input_ids: Some(&self.input_ids),
+            input_ids: Some((&self.input_ids).into()),
             cu_seqlens: &self.cu_seqlens,
             cu_seqlens_padded: self.cu_seqlens_padded.as_deref(),
-            position_ids: Some(&self.position_ids),
-            labels: Some(&self.labels),
+            position_ids: Some((&self.position_ids).into()),
+            labels: Some((&self.labels).into()),
             label_convention: self.label_convention,
             num_real_seqs: self.num_real_seqs,
             position_base: Some(position_base),
