@@ -745,7 +745,8 @@ fn hf_pack(
         from_positions = true;
         notes.push(format!(
             "no offsets: {} read from where `{pos_key}` restarts (transformers \
-             DataCollatorWithFlattening's default output), so position ids cannot be wrong here",
+             DataCollatorWithFlattening's default output): the restarts are the boundaries, so \
+             only where each document's positions start (the base) and how they step is checked",
             plural(cu.len() - 1, "document")
         ));
         cu
