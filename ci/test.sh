@@ -12,6 +12,9 @@ cargo fmt --all -- --check
 step "README quick start 1/2: the main job on its built-in default"
 cargo run -p thdcheck -- check examples/batches
 
+step "hostile inputs: mutated files, known verdicts, CLI misuse, misbehaving adapters (ci/hostile.py)"
+python3 ci/hostile.py "${CARGO_TARGET_DIR:-target}/debug/thdcheck"
+
 step "README: the other commands of the quick start"
 cargo run -p thdcheck -- selfcheck
 cargo run -p thdcheck -- selfcheck --zoo

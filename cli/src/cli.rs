@@ -159,8 +159,9 @@ pub struct FuzzArgs {
     /// packer, collator, loss or cp-split.
     #[arg(value_enum)]
     pub target: FuzzTarget,
-    /// Cases to generate (passing ones; shrinking runs come on top).
-    #[arg(long, default_value_t = 256)]
+    /// Cases to generate (passing ones; shrinking runs come on top). At least 1: zero cases
+    /// would prove nothing.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub cases: u32,
     /// Seed of the case generator (same seed, same cases).
     #[arg(long, default_value_t = 0)]

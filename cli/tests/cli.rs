@@ -1172,6 +1172,9 @@ fn selfcheck_runs_every_driver_and_catches_every_planted_bug() {
     assert!(!text.contains("FAIL"), "{text}");
     let zero = thdcheck(["selfcheck", "--cases", "0"]);
     assert_eq!(code(&zero), 2, "--cases 0 is a usage error:\n{}", stderr(&zero));
+    // The same for fuzz, which said "every invariant held" after zero cases (issue 15).
+    let zero = thdcheck(["fuzz", "packer", "--cases", "0", "--", "python3", "-c", "pass"]);
+    assert_eq!(code(&zero), 2, "fuzz --cases 0 is a usage error:\n{}", stderr(&zero));
 }
 
 /// Hostile directory layouts: two symlinks to the directory itself, and a FIFO named like a

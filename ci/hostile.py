@@ -1,0 +1,409 @@
+#!/usr/bin/env python3
+"""The hostile-input suite (issue 15): what a hostile user or a broken adapter throws at the
+gate, in one CI step of well under a minute. Python standard library only.
+
+    python3 ci/hostile.py [THDCHECK_BINARY]       # default: target/debug/thdcheck
+
+Four groups, each input run under a time limit and judged by what came back:
+- files: every committed batch (examples/batches, corpus/real/batches) mutated deterministically
+  (truncated, header bytes flipped, data bytes flipped, the header length, shapes, dtypes and
+  offsets rewritten, huge shapes) plus non-files (a FIFO, symlink loops, an empty file, text):
+  exit 0, 1 or 2 only, never a panic, an abort or a hang, and every exit 2 names its file;
+- semantic: hand-made batches whose verdict is known (wrong verdicts the issue listed, among
+  them): the exact violated rules, or exit 2 naming what is wrong;
+- cli: misuse of the command line: exit 2 with a message, never a panic;
+- adapters: adapters that crash, hang, flood, answer garbage or spawn children: the failure is
+  named as what it was, and nothing the adapter spawned outlives thdcheck.
+
+Prints one line per group and a summary; exits 1 on any panic, hang or wrong verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else str(ROOT / "target/debug/thdcheck")
+LIMIT = 60  # seconds for any one run; the whole suite takes a few
+FAILURES: list[str] = []
+COUNTS = {"inputs": 0, "panics": 0, "hangs": 0, "wrong": 0}
+
+
+def run(args, *, timeout=LIMIT, cwd=ROOT, stdin=subprocess.DEVNULL):
+    """Runs thdcheck; returns (exit code or 'hang', stdout, stderr)."""
+    try:
+        p = subprocess.run([BIN, *args], cwd=cwd, capture_output=True, timeout=timeout, stdin=stdin)
+    except subprocess.TimeoutExpired:
+        return "hang", b"", b""
+    return p.returncode, p.stdout, p.stderr
+
+
+def judge(what: str, code, out: bytes, err: bytes, ok_codes=(0, 1, 2)) -> bool:
+    """Counts a panic, an abort, a signal or a hang; True when the run ended normally."""
+    COUNTS["inputs"] += 1
+    if code == "hang":
+        COUNTS["hangs"] += 1
+        FAILURES.append(f"hang: {what}")
+        return False
+    if code not in ok_codes or b"panicked" in err or b"RUST_BACKTRACE" in err:
+        COUNTS["panics"] += 1
+        FAILURES.append(f"exit {code} (panic, abort or signal): {what}: {err[-400:].decode(errors='replace')}")
+        return False
+    return True
+
+
+def wrong(what: str, why: str) -> None:
+    COUNTS["wrong"] += 1
+    FAILURES.append(f"wrong verdict: {what}: {why}")
+
+
+# --- safetensors by hand -------------------------------------------------------------------
+
+def st_bytes(tensors: dict, metadata: dict | None = None, *, raw_header: dict | None = None) -> bytes:
+    """tensors: name -> (dtype, shape, values). Little-endian, header padded to 8."""
+    fmt = {"I64": "<q", "I32": "<i", "BOOL": "<?", "F32": "<f", "U8": "<B"}
+    header, data = {}, b""
+    for name in sorted(tensors):
+        dtype, shape, values = tensors[name]
+        b = b"".join(struct.pack(fmt[dtype], v) for v in values)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    if metadata:
+        header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
+    if raw_header is not None:
+        header = raw_header
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def split(b: bytes):
+    n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8 : 8 + n]), b[8 + n :]
+
+
+def join(header: dict, data: bytes) -> bytes:
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+# --- group 1: mutated files and non-files -------------------------------------------------
+
+def mutants(seed: bytes, rng: random.Random):
+    yield "truncated-half", seed[: len(seed) // 2]
+    yield "truncated-header", seed[: 8 + rng.randrange(0, 16)]
+    yield "empty", b""
+    yield "length-huge", struct.pack("<Q", 2**63 + 5) + seed[8:]
+    yield "length-off-by-one", struct.pack("<Q", struct.unpack("<Q", seed[:8])[0] + 1) + seed[8:]
+    for k in range(3):
+        b = bytearray(seed)
+        n = struct.unpack("<Q", seed[:8])[0]
+        i = 8 + rng.randrange(max(1, n))
+        b[i] = rng.randrange(256)
+        yield f"header-byte-{k}", bytes(b)
+    for k in range(3):
+        b = bytearray(seed)
+        if len(b) > 8:
+            i = rng.randrange(8, len(b))
+            b[i] ^= 1 << rng.randrange(8)
+        yield f"data-bit-{k}", bytes(b)
+    try:
+        header, data = split(seed)
+    except Exception:
+        return
+    names = [k for k in header if k != "__metadata__"]
+    if not names:
+        return
+    for k in range(4):
+        h = json.loads(json.dumps(header))
+        name = rng.choice(names)
+        e = h[name]
+        choice = rng.randrange(7)
+        if choice in (0, 1):
+            # A huge shape of zero elements: valid safetensors once the tensor's bytes are cut.
+            e["shape"] = [2**62, 0] if choice == 0 else [10**9, 0]
+            yield f"header-edit-{k}-{choice}", cut(h, data, name)
+            continue
+        elif choice == 2:
+            e["dtype"] = rng.choice(["I32", "I64", "F32", "BOOL", "U64", "F16", "BF16", "U8"])
+        elif choice == 3:
+            e["data_offsets"] = [e["data_offsets"][1], e["data_offsets"][0]]
+        elif choice == 4:
+            e["shape"] = list(reversed(e["shape"])) + [1]
+        elif choice == 5:
+            h["__metadata__"] = {"cp_size": str(rng.choice([0, 1, 2, 3, 65537, -1, 2**40])), "cp_rank": str(rng.choice([0, 1, -1, 9]))}
+        else:
+            del h[name]
+        yield f"header-edit-{k}-{choice}", join(h, data)
+
+
+def cut(header: dict, data: bytes, name: str) -> bytes:
+    """`name` made zero bytes long, the other tensors' offsets moved to keep the data dense."""
+    start, end = header[name]["data_offsets"]
+    n = end - start
+    for k, e in header.items():
+        if k == "__metadata__":
+            continue
+        a, b = e["data_offsets"]
+        if k == name:
+            e["data_offsets"] = [start, start]
+        elif a >= end:
+            e["data_offsets"] = [a - n, b - n]
+    return join(header, data[:start] + data[end:])
+
+
+def files_group(tmp: Path) -> str:
+    t0 = time.time()
+    seeds = sorted((ROOT / "examples/batches").rglob("*.safetensors")) + sorted(
+        (ROOT / "corpus/real/batches").rglob("*.safetensors")
+    )
+    rng = random.Random(15)
+    groups = []
+    for i, s in enumerate(seeds):
+        d = tmp / f"mut{i // 25}"
+        d.mkdir(exist_ok=True)
+        for name, b in mutants(s.read_bytes(), rng):
+            (d / f"{i}_{s.stem}_{name}.safetensors").write_bytes(b)
+        if d not in groups:
+            groups.append(d)
+    odd = tmp / "odd"
+    odd.mkdir()
+    (odd / "text.safetensors").write_text("input_ids,labels\n1,2\n")
+    (odd / "zip.safetensors").write_bytes(b"PK\x03\x04" + b"\0" * 64)
+    (odd / "loop").mkdir()
+    os.symlink("..", odd / "loop" / "up")
+    os.symlink(".", odd / "loop" / "self")
+    os.mkfifo(odd / "fifo.safetensors")
+    groups.append(odd)
+    files = 0
+    for d in groups:
+        paths = sorted(p for p in d.iterdir() if p.is_file() and not p.is_fifo())
+        files += len(paths)
+        code, out, err = run(["check", "--quiet", str(d)])
+        if judge(f"check {d.name}/ ({len(paths)} files)", code, out, err):
+            COUNTS["inputs"] += len(paths) - 1
+            # Every unreadable file is named in what was printed.
+            for line in err.decode(errors="replace").splitlines():
+                if line.startswith("thdcheck: error:") and str(d) not in line:
+                    wrong(line, "an error that names no file")
+            continue
+        COUNTS["inputs"] -= 1
+        for p in paths:  # find the file at fault
+            code, out, err = run(["check", "--quiet", str(p)], timeout=20)
+            judge(f"check {p.name}", code, out, err)
+    # A FIFO named directly is an error, not a hang.
+    code, out, err = run(["check", str(odd / "fifo.safetensors")], timeout=10)
+    if judge("check a FIFO", code, out, err) and code != 2:
+        wrong("check a FIFO", f"exit {code}, expected 2")
+    return f"files      {files} mutated and odd files in {len(groups)} runs, {time.time() - t0:.1f} s"
+
+
+# --- group 2: semantic cases with known verdicts ------------------------------------------
+
+def semantic_group(tmp: Path) -> str:
+    t0 = time.time()
+    I = lambda v: ("I64", [len(v)], v)  # noqa: E731
+    I32 = lambda v: ("I32", [len(v)], v)  # noqa: E731
+    ids12 = list(range(1, 13))
+    cases = [
+        # (name, tensors, metadata, expected: list of violated rules | "error:<substring>" | [])
+        ("zero_length_mock_areal_1103", {"input_ids": I(ids12), "cu_seqlens": I32([0, 4, 7, 12, 12]),
+         "num_real_seqs": ("I64", [], [3])}, None, ["mock-nonempty"]),
+        ("two_dimensional_cu_k", {"input_ids": I(ids12), "cu_seq_lens_q": I32([0, 5, 12]),
+         "cu_seq_lens_k": ("I32", [1, 3], [0, 5, 12])}, None, []),
+        ("two_dimensional_cu_k_2rows", {"input_ids": I(ids12), "cu_seq_lens_q": I32([0, 5, 12]),
+         "cu_seq_lens_k": ("I32", [3, 1], [0, 5, 12])}, None, "error:cu_seq_lens_k"),
+        ("cp_size_tensor_without_rank", {"input_ids": I(ids12), "cu_seqlens": I32([0, 4, 12]),
+         "cp_size": ("I64", [], [2])}, None, "error:cp_rank"),
+        ("cp_size_zero", {"input_ids": I(ids12), "cu_seqlens": I32([0, 4, 12])},
+         {"cp_size": 0, "cp_rank": 0}, "error:cp_size"),
+        ("offsets_past_the_tokens", {"input_ids": I(ids12), "cu_seq_lens_q": I32([0, 5, 13])},
+         None, "error:cu_seq_lens_q"),
+        ("offsets_decreasing", {"input_ids": I(ids12), "cu_seq_lens_q": I32([0, 7, 5, 12])},
+         None, "error:non-decreasing"),
+        ("positions_not_reset", {"input_ids": I(ids12), "cu_seq_lens_q": I32([0, 5, 12]),
+         "position_ids": I(list(range(12)))}, None, ["position-ids"]),
+        ("label_leak", {"input_ids": I(ids12), "cu_seq_lens_q": I32([0, 5, 12]),
+         "labels": I(ids12)}, None, ["cross-doc-label"]),
+        ("pad_trained", {"input_ids": I(ids12[:10] + [0, 0]), "cu_seq_lens_q": I32([0, 5, 10]),
+         "cu_seq_lens_q_padded": I32([0, 5, 12]), "labels": I([-100] + ids12[1:5] + [-100] + ids12[6:10] + [0, 0])},
+         None, ["pad-labels"]),
+        ("doc_lens_past_the_row", {"input_ids": ("I64", [2, 6], ids12), "doc_lens": ("I64", [2, 2], [3, 3, 4, 3])},
+         None, "error:doc_lens"),
+        ("sequence_id_holes", {"input_ids": ("I64", [1, 6], ids12[:6]), "sequence_id": ("I64", [1, 6], [0, 0, -1, 1, 1, -1])},
+         None, "error:sequence_id"),
+        ("float_labels", {"input_ids": I(ids12), "cu_seq_lens_q": I32([0, 12]), "labels": ("F32", [12], [1.0] * 12)},
+         None, "error:labels"),
+        ("mask_not_binary", {"input_ids": I(ids12), "cu_seq_lens_q": I32([0, 12]), "attention_mask": I([1] * 11 + [2])},
+         None, "error:attention_mask"),
+    ]
+    # Shapes of zero elements whose rows alone would ask for memory ([2^62, 0] once panicked
+    # with "capacity overflow", [10^9, 0] asked for 24 GB).
+    for rows in (2**62, 10**9):
+        for key, dialect_keys in (("input_ids", {"cu_seq_lens_q": I32([0])}),
+                                  ("seq_lens", {"input_ids": ("I64", [rows, 0], [])})):
+            tensors = {key: ("I64", [rows, 0], []), **dialect_keys}
+            cases.append((f"huge_rows_{key}_{rows}", tensors, None, f"error:{key}"))
+    sem = tmp / "semantic"
+    sem.mkdir()
+    for name, tensors, meta, expected in cases:
+        p = sem / f"{name}.safetensors"
+        p.write_bytes(st_bytes(tensors, meta))
+        code, out, err = run(["check", "--json", str(p)])
+        if not judge(name, code, out, err):
+            continue
+        if isinstance(expected, str):
+            sub = expected.split(":", 1)[1]
+            if code != 2 or sub not in err.decode(errors="replace") or p.name not in err.decode(errors="replace"):
+                wrong(name, f"expected exit 2 naming the file and `{sub}`, got exit {code}: {err.decode(errors='replace')[-300:]}")
+            continue
+        try:
+            got = json.loads(out)["files"][0].get("violated", [])
+        except Exception as e:  # noqa: BLE001
+            wrong(name, f"exit {code}, no JSON report ({e}): {err.decode(errors='replace')[-300:]}")
+            continue
+        if sorted(got) != sorted(expected) or code != (1 if expected else 0):
+            wrong(name, f"expected {expected or 'pass'}, got exit {code} violating {got}")
+    # A CP group: global cu_seqlens_kv beside a global cu_seqlens is read like it (issue 15).
+    return f"semantic   {len(cases)} batches with known verdicts, {time.time() - t0:.1f} s"
+
+
+# --- group 3: command-line misuse ----------------------------------------------------------
+
+def cli_group(tmp: Path) -> str:
+    t0 = time.time()
+    ok_file = str(ROOT / "examples/batches/good/hf_flatten.safetensors")
+    misuse = [
+        ["check"],
+        ["check", "/nonexistent/file.safetensors"],
+        ["check", "--cp-size", "4294967295", ok_file],
+        ["check", "--cp-size", "0", ok_file],
+        ["check", "--pad-to-multiple-of", "0", ok_file],
+        ["check", "--profile", "nope", ok_file],
+        ["check", "--objective", "rl", ok_file],
+        ["check", "--map", "nokey", ok_file],
+        ["check", "--map", "absent=input_ids", ok_file],
+        ["check", "--expect", "/nonexistent.toml", ok_file],
+        ["fuzz", "packer", "--cases", "0", "--", "python3", "adapters/python/examples/greedy_packer.py"],
+        ["fuzz", "packer"],
+        ["fuzz", "packer", "--", "/nonexistent/adapter"],
+        ["fuzz", "logger", "--rtol", "-1", "--", "python3", "adapters/python/examples/logger.py"],
+        ["metrics", "--recipe", "/nonexistent.toml"],
+        ["metrics", "--recipe", "golden/tests/recipes/qwen3_8b_sft_seq4096.toml", "--batch", "/nonexistent.safetensors"],
+        ["metrics", "--recipe", "golden/tests/recipes/qwen3_8b_sft_seq4096.toml", "--step-time", "-3"],
+        ["selfcheck", "--cases", "0"],
+        ["nonsense"],
+    ]
+    for args in misuse:
+        code, out, err = run(args, timeout=30)
+        if judge(" ".join(args), code, out, err) and code != 2:
+            wrong(" ".join(args), f"exit {code}, expected 2: {err.decode(errors='replace')[-200:]}")
+        elif code == 2 and not err.strip():
+            wrong(" ".join(args), "exit 2 with no message")
+    return f"cli        {len(misuse)} misuses, {time.time() - t0:.1f} s"
+
+
+# --- group 4: adapters that misbehave -------------------------------------------------------
+
+def alive(marker: str) -> bool:
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if marker.encode() in (p / "cmdline").read_bytes():
+                    return True
+            except OSError:
+                pass
+    return False
+
+
+def adapters_group(tmp: Path) -> str:
+    t0 = time.time()
+    marker = f"thdcheck-hostile-{os.getpid()}"
+    # An adapter that starts a child of its own, then hangs: the child must not outlive thdcheck.
+    spawn = (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}'])\n"
+        "sys.stdin.readline()\ntime.sleep(300)"
+    )
+    faults = [
+        ("crash", "import sys\nsys.stdin.readline()\nsys.exit(3)", []),
+        ("crash", "import sys\nfor i, l in enumerate(sys.stdin):\n    if i == 2: sys.exit(7)\n"
+                  "    import json; r = json.loads(l); print(json.dumps({'thdcheck': 1, 'id': r['id'], 'packs': [[j] for j in range(len(r['lengths']))]}), flush=True)", []),
+        ("hang", "import sys, time\nsys.stdin.readline()\ntime.sleep(300)", ["--timeout-ms", "300", "--startup-timeout-ms", "300"]),
+        ("not-json", "import sys\nfor l in sys.stdin: print('hello', flush=True)", []),
+        ("not-json", "import sys\nfor l in sys.stdin: sys.stdout.buffer.write(b'\\xff\\xfe\\n'); sys.stdout.flush()", []),
+        ("too-long", "import sys\nsys.stdin.readline()\nwhile True: sys.stdout.write('x' * 65536)", ["--max-line-bytes", "1000000"]),
+        ("not-json", "import sys\nsys.stdin.readline()\nsys.stdout.write('y' * 20_000_000 + '\\n'); sys.stdout.flush()\nsys.stdin.readline()", []),
+        ("schema", "import sys, json\nfor l in sys.stdin: print(json.dumps({'thdcheck': 1, 'id': json.loads(l)['id'], 'packs': 'nope'}), flush=True)", []),
+        ("hang", spawn, ["--timeout-ms", "300", "--startup-timeout-ms", "300"]),
+    ]
+    for kind, script, extra in faults:
+        args = ["fuzz", "packer", "--json", "--cases", "8", "--max-shrink-runs", "4", *extra, "--", "python3", "-c", script]
+        code, out, err = run(args, timeout=30)
+        what = f"adapter {kind}: {script.splitlines()[-1][:60]}"
+        if not judge(what, code, out, err):
+            continue
+        if len(out) > 1_000_000:
+            wrong(what, f"a report of {len(out)} bytes (the answer copied whole?)")
+        try:
+            got = json.loads(out)["failure"]["kind"]
+        except Exception:  # noqa: BLE001
+            got = f"exit {code}, no failure in the JSON: {err.decode(errors='replace')[-200:]}"
+        if got != kind:
+            wrong(what, f"expected `{kind}`, got `{got}`")
+    time.sleep(0.2)
+    if alive(marker):
+        wrong("adapter children", "a process the adapter spawned outlived thdcheck")
+        subprocess.run(["pkill", "-f", marker])
+    # SIGTERM to thdcheck while its adapter hangs: the adapter's group goes with it.
+    hang = f"import sys, time\nsys.stdin.readline()\ntime.sleep(300)  # {marker}"
+    p = subprocess.Popen([BIN, "fuzz", "packer", "--timeout-ms", "60000", "--", "python3", "-c", hang],
+                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        COUNTS["hangs"] += 1
+        FAILURES.append("hang: thdcheck ignored SIGTERM")
+        p.kill()
+    COUNTS["inputs"] += 1
+    time.sleep(0.2)
+    if alive(marker):
+        wrong("SIGTERM", "the hanging adapter outlived thdcheck")
+        subprocess.run(["pkill", "-f", marker])
+    return f"adapters   {len(faults) + 1} misbehaving adapters, {time.time() - t0:.1f} s"
+
+
+def main() -> int:
+    if not os.path.exists(BIN):
+        print(f"hostile: no binary at {BIN} (cargo build -p thdcheck first)", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    tmp = Path(tempfile.mkdtemp(prefix="thdcheck-hostile-"))
+    try:
+        for group in (files_group, semantic_group, cli_group, adapters_group):
+            print(group(tmp), flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    c = COUNTS
+    print(f"hostile: {c['inputs']} inputs in {time.time() - t0:.1f} s: {c['panics']} panics, "
+          f"{c['hangs']} hangs, {c['wrong']} wrong verdicts")
+    for f in FAILURES:
+        print("  " + f)
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
