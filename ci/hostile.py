@@ -311,6 +311,9 @@ def cli_group(tmp: Path) -> str:
             wrong(" ".join(args), f"exit {code}, expected 2: {err.decode(errors='replace')[-200:]}")
         elif code == 2 and not err.strip():
             wrong(" ".join(args), "exit 2 with no message")
+        elif any(a.startswith("-") and a[1:].isdigit() for a in args) and b"invalid value" not in err:
+            # A negative number is a bad value of its option, not an unknown argument.
+            wrong(" ".join(args), f"not named as an invalid value: {err.decode(errors='replace')[:200]}")
     return f"cli        {len(misuse)} misuses, {time.time() - t0:.1f} s"
 
 

@@ -216,7 +216,7 @@ pub struct FuzzArgs {
     /// of the same f64 arithmetic; use 1e-5 for a float32 loss), 1e-6 for a logger (float32
     /// metric accumulators, such as torchmetrics', round a correct rate at about 4e-8). Counts
     /// and FLOPs are exact.
-    #[arg(long, value_name = "RTOL", value_parser = non_negative_f64)]
+    #[arg(long, value_name = "RTOL", allow_hyphen_values = true, value_parser = non_negative_f64)]
     pub rtol: Option<f64>,
     /// Collator: which requests ask for a static max_seq_length (`never` for a collator that
     /// does not pad to one, such as transformers' DataCollatorWithFlattening).
