@@ -275,8 +275,46 @@ def semantic_group(tmp: Path) -> str:
             continue
         if sorted(got) != sorted(expected) or code != (1 if expected else 0):
             wrong(name, f"expected {expected or 'pass'}, got exit {code} violating {got}")
-    # A CP group: global cu_seqlens_kv beside a global cu_seqlens is read like it (issue 15).
-    return f"semantic   {len(cases)} batches with known verdicts, {time.time() - t0:.1f} s"
+    # CP groups (the example rank files, edited): a global `cu_seqlens_kv` beside the global
+    # `cu_seqlens` is read like it (it was rejected); a rank without `padding_mask` makes the
+    # group unreadable (the whole group's mask was dropped and padding counted as real).
+    ranks = [(ROOT / f"examples/batches/good/cp_shards/rank{r}.safetensors").read_bytes() for r in (0, 1)]
+    groups = [
+        ("cp_global_kv", [with_tensor(b, "cu_seqlens_kv", "I32", [4], [0, 4, 8, 16]) for b in ranks], []),
+        ("cp_rank_without_mask", [ranks[0], without_tensor(ranks[1], "padding_mask")], "error:rank 1"),
+    ]
+    for name, files, expected in groups:
+        d = sem / name
+        d.mkdir()
+        for r, b in enumerate(files):
+            (d / f"rank{r}.safetensors").write_bytes(b)
+        code, out, err = run(["check", "--json", str(d)])
+        if not judge(name, code, out, err):
+            continue
+        if isinstance(expected, str):
+            if code != 2 or expected.split(":", 1)[1] not in err.decode(errors="replace"):
+                wrong(name, f"expected exit 2 naming {expected}, got exit {code}: {err.decode(errors='replace')[-300:]}")
+        elif code != 0:
+            wrong(name, f"expected the group to pass, got exit {code}: {out.decode(errors='replace')[-300:]}")
+    return f"semantic   {len(cases) + len(groups)} batches with known verdicts, {time.time() - t0:.1f} s"
+
+
+def with_tensor(b: bytes, name: str, dtype: str, shape: list, values: list) -> bytes:
+    """The file with one more tensor, appended after the others."""
+    header, data = split(b)
+    fmt = {"I64": "<q", "I32": "<i"}[dtype]
+    extra = b"".join(struct.pack(fmt, v) for v in values)
+    header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(extra)]}
+    return join(header, data + extra)
+
+
+def without_tensor(b: bytes, name: str) -> bytes:
+    """The file without one tensor."""
+    header, data = split(b)
+    out = cut(header, data, name)
+    header, data = split(out)
+    del header[name]
+    return join(header, data)
 
 
 # --- group 3: command-line misuse ----------------------------------------------------------
