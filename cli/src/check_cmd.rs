@@ -177,17 +177,7 @@ fn cp_groups(
 
 fn verdict_line(o: &Outcome) -> String {
     let base = match &o.result {
-        Ok(r) => {
-            let v = r.violated();
-            if v.is_empty() && r.cp_shard.is_some() {
-                "PASS (read; checked with its cp-group)".to_owned()
-            } else if v.is_empty() {
-                let n = r.all_checks().filter(|c| c.status == thdcheck::checks::Status::Ok).count();
-                format!("PASS ({n} checks hold)")
-            } else {
-                format!("FAIL: {} violated", v.join(", "))
-            }
-        }
+        Ok(r) => r.verdict(),
         Err(_) => "UNREADABLE".to_owned(),
     };
     match (&o.expected, o.as_expected()) {
@@ -200,24 +190,14 @@ fn verdict_line(o: &Outcome) -> String {
 fn print_text(out: &mut impl Write, o: &Outcome, args: &CheckArgs) -> Result<()> {
     match &o.result {
         Ok(r) => {
-            let shard = r
-                .cp_shard
-                .map(|(rank, size)| format!(", cp rank {rank} of {size}"))
-                .unwrap_or_default();
             if args.quiet {
                 writeln!(out, "{}: {}", o.path.display(), verdict_line(o))?;
                 return Ok(());
             }
-            writeln!(
-                out,
-                "{}  [{}: {}{shard}]",
-                o.path.display(),
-                r.dialect.name(),
-                r.dialect.stacks()
-            )?;
-            let mut s = String::new();
-            r.render(&mut s, args.batch.causal);
-            write!(out, "{s}")?;
+            // The report's own text, with the expectation in the verdict line.
+            let text = r.text(&o.path.display().to_string(), args.batch.causal);
+            let body = text.strip_suffix(&format!("  => {}\n", r.verdict())).unwrap_or(&text);
+            write!(out, "{body}")?;
             writeln!(out, "  => {}\n", verdict_line(o))?;
         }
         Err(e) => {

@@ -48,7 +48,19 @@ pub use report::FileReport;
 /// # Errors
 /// Any [`Error`]: the file could not be read or understood (exit code 2).
 pub fn check_bytes(bytes: Vec<u8>, read: &ReadOptions, opts: &CheckOptions) -> Result<FileReport> {
-    let file = tensors::BatchFile::from_bytes(bytes)?;
+    check_file(tensors::BatchFile::from_bytes(bytes)?, read, opts)
+}
+
+/// Checks one batch, however its tensors are held ([`tensors::BatchFile::from_buffers`] for
+/// tensors in memory).
+///
+/// # Errors
+/// Any [`Error`]: the batch could not be understood (exit code 2).
+pub fn check_file(
+    file: tensors::BatchFile,
+    read: &ReadOptions,
+    opts: &CheckOptions,
+) -> Result<FileReport> {
     let opts = checks::with_metadata(*opts, file.metadata())?;
     let parsed = dialect::parse(file, read)?;
     Ok(FileReport::new(&parsed, &opts))

@@ -65,6 +65,33 @@ impl FileReport {
         v
     }
 
+    /// The verdict line's text: `PASS (n checks hold)` or `FAIL: … violated`.
+    pub fn verdict(&self) -> String {
+        let v = self.violated();
+        if v.is_empty() && self.cp_shard.is_some() {
+            "PASS (read; checked with its cp-group)".to_owned()
+        } else if v.is_empty() {
+            let n = self.all_checks().filter(|c| c.status == Status::Ok).count();
+            format!("PASS ({n} checks hold)")
+        } else {
+            format!("FAIL: {} violated", v.join(", "))
+        }
+    }
+
+    /// The report as `thdcheck check` prints it for a file named `name`: the heading with the
+    /// dialect, the facts, every check and note, and the verdict.
+    pub fn text(&self, name: &str, causal: bool) -> String {
+        let shard = self
+            .cp_shard
+            .map(|(rank, size)| format!(", cp rank {rank} of {size}"))
+            .unwrap_or_default();
+        let mut s =
+            format!("{name}  [{}: {}{shard}]\n", self.dialect.name(), self.dialect.stacks());
+        self.render(&mut s, causal);
+        let _ = writeln!(s, "  => {}", self.verdict());
+        s
+    }
+
     /// Renders the report as indented text lines (without the file name and the verdict).
     pub fn render(&self, out: &mut String, causal: bool) {
         let multi = self.packs.len() > 1;

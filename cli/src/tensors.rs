@@ -14,13 +14,14 @@ use safetensors::{Dtype, SafeTensors};
 
 use crate::{Error, Result};
 
-/// One tensor's header entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One tensor's header entry, and where its bytes are.
+#[derive(Debug, Clone)]
 pub struct Entry {
     /// Element type.
     pub dtype: Dtype,
     /// Shape (`[]` for a scalar).
     pub shape: Vec<usize>,
+    storage: Arc<Storage>,
     bytes: Range<usize>,
 }
 
@@ -44,11 +45,21 @@ pub struct Ints {
 /// `mmap` / `munmap` calls than a read).
 const MAP_AT_LEAST: u64 = 1 << 20;
 
-/// The bytes of a file: memory-mapped, or read.
+/// Bytes that some other owner keeps alive and unchanged while they are shared (a Python
+/// buffer, for the `thdcheck` Python package): what [`BatchFile::from_buffers`] reads in place.
+pub trait SharedBytes: AsRef<[u8]> + Send + Sync + std::fmt::Debug {}
+
+impl<T: AsRef<[u8]> + Send + Sync + std::fmt::Debug> SharedBytes for T {}
+
+/// One tensor held elsewhere, for [`BatchFile::from_buffers`]: name, dtype, shape, bytes.
+pub type SharedTensor = (String, Dtype, Vec<usize>, Box<dyn SharedBytes>);
+
+/// The bytes of a file (memory-mapped, or read) or of one tensor held elsewhere.
 #[derive(Debug)]
 enum Storage {
     Mapped(memmap2::Mmap),
     Read(Vec<u8>),
+    Shared(Box<dyn SharedBytes>),
 }
 
 impl Deref for Storage {
@@ -58,6 +69,7 @@ impl Deref for Storage {
         match self {
             Storage::Mapped(m) => m,
             Storage::Read(v) => v,
+            Storage::Shared(b) => (**b).as_ref(),
         }
     }
 }
@@ -149,7 +161,6 @@ impl Column {
 /// ```
 #[derive(Debug, Clone)]
 pub struct BatchFile {
-    bytes: Arc<Storage>,
     entries: BTreeMap<String, Entry>,
     metadata: BTreeMap<String, String>,
 }
@@ -185,6 +196,7 @@ impl BatchFile {
     }
 
     fn from_storage(bytes: Storage) -> Result<Self> {
+        let bytes = Arc::new(bytes);
         let (entries, metadata) = {
             let st = SafeTensors::deserialize(&bytes)
                 .map_err(|e| Error::Format { detail: format!("{e}{}", format_hint(&bytes)) })?;
@@ -197,6 +209,7 @@ impl BatchFile {
                     Entry {
                         dtype: view.dtype(),
                         shape: view.shape().to_vec(),
+                        storage: Arc::clone(&bytes),
                         bytes: start..start + view.data().len(),
                     },
                 );
@@ -207,7 +220,48 @@ impl BatchFile {
                 meta.metadata().clone().unwrap_or_default().into_iter().collect();
             (entries, metadata)
         };
-        Ok(Self { bytes: Arc::new(bytes), entries, metadata })
+        Ok(Self { entries, metadata })
+    }
+
+    /// A batch made of tensors held elsewhere (the Python package passes the buffers of numpy
+    /// arrays and torch tensors): each is read in place, as a mapped file's are.
+    ///
+    /// # Errors
+    /// [`Error::Format`] when a tensor's bytes do not hold its shape of its dtype.
+    ///
+    /// # Example
+    /// ```
+    /// use safetensors::Dtype;
+    /// use thdcheck::tensors::BatchFile;
+    /// let ids: Vec<u8> = [5i64, 6, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
+    /// let file = BatchFile::from_buffers(vec![("input_ids".into(), Dtype::I64, vec![3], Box::new(ids) as _)], Default::default())?;
+    /// let (_, col) = file.column("input_ids")?;
+    /// assert_eq!((col.in_place(), col.ints().at(2)), (true, 7));
+    /// # Ok::<(), thdcheck::Error>(())
+    /// ```
+    pub fn from_buffers(
+        tensors: Vec<SharedTensor>,
+        metadata: BTreeMap<String, String>,
+    ) -> Result<Self> {
+        let mut entries = BTreeMap::new();
+        for (name, dtype, shape, bytes) in tensors {
+            let len = (*bytes).as_ref().len();
+            let need = shape
+                .iter()
+                .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+                .and_then(|n| n.checked_mul(dtype.bitsize()))
+                .filter(|bits| bits % 8 == 0 && bits / 8 == len);
+            if need.is_none() {
+                return Err(Error::Format {
+                    detail: format!(
+                        "tensor `{name}`: shape {shape:?} of {dtype:?} does not fit its {len} bytes"
+                    ),
+                });
+            }
+            let storage = Arc::new(Storage::Shared(bytes));
+            entries.insert(name, Entry { dtype, shape, storage, bytes: 0..len });
+        }
+        Ok(Self { entries, metadata })
     }
 
     /// Tensor names, sorted.
@@ -252,7 +306,7 @@ impl BatchFile {
     pub fn row(&self, r: usize, rows: usize) -> Result<Self> {
         let mut parts = Vec::new();
         for (name, e) in &self.entries {
-            let b = &self.bytes[e.bytes.clone()];
+            let b = &e.storage[e.bytes.clone()];
             match e.shape.split_first() {
                 Some((&n, rest)) if n == rows && r < n => {
                     let width = b.len() / n;
@@ -277,7 +331,7 @@ impl BatchFile {
             dialect: "any",
             hint: String::new(),
         })?;
-        Ok((e, &self.bytes[e.bytes.clone()]))
+        Ok((e, &e.storage[e.bytes.clone()]))
     }
 
     /// A per-token integer tensor: int32 and int64 read in place where aligned (as safetensors
@@ -295,7 +349,7 @@ impl BatchFile {
             };
         if aligned {
             let repr = Repr::InFile {
-                bytes: Arc::clone(&self.bytes),
+                bytes: Arc::clone(&e.storage),
                 range: e.bytes.clone(),
                 int32: e.dtype == Dtype::I32,
             };
@@ -584,7 +638,7 @@ mod tests {
         let path = dir.path().join("big.safetensors");
         std::fs::write(&path, &bytes).unwrap();
         let file = BatchFile::read(&path).unwrap();
-        assert!(matches!(*file.bytes, Storage::Mapped(_)));
+        assert!(matches!(*file.entries["input_ids"].storage, Storage::Mapped(_)));
         let (shape, col) = file.column("input_ids").unwrap();
         assert_eq!(shape, vec![1, n]);
         assert!(col.in_place());
