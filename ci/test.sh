@@ -30,6 +30,13 @@ cargo run -p thdcheck -- fuzz cp-split --cases 64 -- python3 adapters/python/exa
 step "README quick start 2/2: the tests"
 cargo test --workspace
 
+step "Python package: build the wheel in a fresh venv and run its tests (python/README.md)"
+venv=$(mktemp -d)/venv
+python3 -m venv "$venv"
+"$venv/bin/pip" install -q ./python pytest numpy
+"$venv/bin/python" -m pytest -q python/tests
+cargo fmt --manifest-path python/Cargo.toml -- --check
+
 step "golden: no unreferenced snapshots (what cargo insta --unreferenced=reject checks)"
 for snap in golden/tests/snapshots/*.snap; do
   recipe=${snap##*@}; recipe=${recipe%.snap}

@@ -1,0 +1,232 @@
+"""thdcheck in your own tests: the packed-sequence (THD) gate, in-process.
+
+    import thdcheck
+    batch = collator(examples)
+    thdcheck.assert_batch_ok(batch, profile="transformers")
+
+`check(batch)` reads the dict a collator returns (torch tensors, numpy arrays, Python ints and
+lists; int32 or int64; `[T]` or `[B, S]`) and runs every rule of `thdcheck check` on it, the
+same Rust code, without a dump: CPU tensors and arrays are read in place. The keys are each
+stack's own (see the thdcheck README, "Packing formats read"); what the tensors cannot say is a
+keyword argument, as it is an option of the command.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, Iterable, Mapping
+
+from thdcheck import _native
+from thdcheck._native import BatchError
+
+__all__ = ["BatchError", "Outcome", "Report", "assert_batch_ok", "check"]
+__version__ = _native.__version__
+
+_TORCH_DTYPES = {
+    "torch.int64": "I64",
+    "torch.int32": "I32",
+    "torch.int16": "I16",
+    "torch.int8": "I8",
+    "torch.uint8": "U8",
+    "torch.bool": "BOOL",
+    "torch.float64": "F64",
+    "torch.float32": "F32",
+    "torch.float16": "F16",
+    "torch.bfloat16": "BF16",
+}
+_NUMPY_DTYPES = {
+    "<i8": "I64",
+    "<i4": "I32",
+    "<i2": "I16",
+    "|i1": "I8",
+    "|u1": "U8",
+    "<u2": "U16",
+    "<u4": "U32",
+    "<u8": "U64",
+    "|b1": "BOOL",
+    "<f8": "F64",
+    "<f4": "F32",
+    "<f2": "F16",
+}
+
+
+class Outcome:
+    """One rule's outcome: `rule` (its id, e.g. "position-ids"), `invariant`, `status`
+    ("ok", "violated" or "skipped"), `detail` (one line), and for a violation `location`
+    (segment, token, key ...), `expected`, `got` and `note`; `part` names the DPO part."""
+
+    __slots__ = ("rule", "invariant", "status", "detail", "location", "expected", "got", "note", "part", "notes")
+
+    def __init__(self, d: Mapping[str, Any], part: str | None) -> None:
+        v = d.get("violation") or {}
+        self.rule: str = d["id"]
+        self.invariant: str = d["invariant"]
+        self.status: str = d["status"]
+        self.detail: str = d["detail"]
+        self.location: dict = dict(v.get("at") or {})
+        self.expected: str | None = v.get("expected")
+        self.got: str | None = v.get("got")
+        self.note: str | None = v.get("note")
+        self.part = part
+        self.notes: list = list(d.get("notes") or [])
+
+    @property
+    def violated(self) -> bool:
+        return self.status == "violated"
+
+    def __repr__(self) -> str:
+        return f"Outcome({self.rule!r}, {self.status!r}, {self.detail!r})"
+
+
+class Report:
+    """What `thdcheck check` says of one batch. `ok` is True when no rule is violated;
+    `violated` lists the rule ids; `outcomes` every rule's `Outcome`; `str(report)` is the text
+    the command prints and `to_dict()` its JSON."""
+
+    def __init__(self, text: str, json_text: str, violated: list) -> None:
+        self._text = text
+        self._json = json_text
+        self.violated: list = list(violated)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violated
+
+    def to_dict(self) -> dict:
+        return json.loads(self._json)
+
+    @property
+    def outcomes(self) -> list:
+        d = self.to_dict()
+        out = [Outcome(c, p.get("part")) for p in d["packs"] for c in p["checks"]]
+        out += [Outcome(c, None) for c in d["checks"]]
+        return out
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"<thdcheck.Report {'PASS' if self.ok else 'FAIL: ' + ', '.join(self.violated)}>"
+
+
+def _tensor(key: str, value: Any):
+    """(key, dtype, shape, data) for the native checker, or None for a value that is no tensor
+    (strings, dicts, lists of non-integers: skipped, as a dump would skip them)."""
+    t = type(value)
+    module = t.__module__
+    if module.startswith("torch") and hasattr(value, "data_ptr"):
+        x = value.detach()
+        if x.device.type != "cpu":
+            x = x.cpu()
+        if not x.is_contiguous():
+            x = x.contiguous()
+        code = _TORCH_DTYPES.get(str(x.dtype))
+        if code is None:
+            raise BatchError(f"`{key}`: dtype {x.dtype} is not one thdcheck reads")
+        return key, code, list(x.shape), (x, x.data_ptr(), x.numel() * x.element_size())
+    ai = getattr(value, "__array_interface__", None)
+    if ai is not None:
+        if ai.get("strides") is not None:  # not C-contiguous: a contiguous copy
+            value = value.copy(order="C")
+            ai = value.__array_interface__
+        code = _NUMPY_DTYPES.get(ai["typestr"])
+        if code is None:
+            raise BatchError(f"`{key}`: numpy dtype {ai['typestr']} is not one thdcheck reads")
+        return key, code, list(ai["shape"]), (value, ai["data"][0], value.nbytes)
+    if isinstance(value, bool):
+        return key, "BOOL", [], bytes([value])
+    if isinstance(value, int):
+        return key, "I64", [], struct.pack("<q", value)
+    if isinstance(value, (list, tuple)):
+        flat, shape = _flatten(value)
+        if flat is None:
+            return None
+        if flat and all(isinstance(x, bool) for x in flat):
+            return key, "BOOL", shape, bytes(flat)
+        try:
+            return key, "I64", shape, struct.pack(f"<{len(flat)}q", *flat)
+        except struct.error as e:
+            raise BatchError(f"`{key}`: {e}") from None
+    return None
+
+
+def _flatten(value: Iterable):
+    """A nested list of ints as (flat list, shape), or (None, None) if it is not one."""
+    shape = []
+    level = [value]
+    while level and isinstance(level[0], (list, tuple)):
+        n = len(level[0])
+        if any(not isinstance(x, (list, tuple)) or len(x) != n for x in level):
+            return None, None
+        shape.append(n)
+        level = [y for x in level for y in x]
+    if not all(isinstance(x, int) for x in level):
+        return None, None
+    return level, shape
+
+
+def check(
+    batch: Mapping[str, Any],
+    *,
+    profile: str | None = None,
+    cp_size: int | None = None,
+    pad_to_multiple_of: int | None = None,
+    pad_token_id: int | None = None,
+    position_base: int | None = None,
+    objective: str | None = None,
+    labels: str | None = None,
+    ignore_index: int | None = None,
+    causal: bool = False,
+    mlm: bool = False,
+    dialect: str | None = None,
+    map: Mapping[str, str] | None = None,
+    sentinel: int = -1000,
+    metadata: Mapping[str, Any] | None = None,
+    name: str = "batch",
+) -> Report:
+    """Checks one batch as `thdcheck check` checks a dumped file, and returns its `Report`.
+
+    The keyword arguments are the command's options (`--profile`, `--cp-size`, ...);
+    `metadata` holds what a dump would carry as safetensors metadata (e.g. `{"cp_rank": 0,
+    "cp_size": 2}`). Raises `BatchError` (a `ValueError`) naming the key, index and value when
+    the batch cannot be read, as the command exits 2.
+    """
+    if not isinstance(batch, Mapping):
+        raise BatchError(f"{name}: expected a dict of tensors, got {type(batch).__name__}")
+    tensors = []
+    for key, value in batch.items():
+        t = _tensor(str(key), value)
+        if t is not None:
+            tensors.append(t)
+    text, json_text, violated = _native.check(
+        tensors,
+        name=name,
+        metadata={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (metadata or {}).items()},
+        dialect=dialect,
+        map=list((map or {}).items()),
+        labels=labels,
+        sentinel=sentinel,
+        position_base=position_base,
+        pad_token_id=pad_token_id,
+        ignore_index=ignore_index,
+        profile=profile,
+        objective=objective,
+        cp_size=cp_size,
+        pad_to_multiple_of=pad_to_multiple_of,
+        causal=causal,
+        mlm=mlm,
+    )
+    return Report(text, json_text, violated)
+
+
+def assert_batch_ok(batch: Mapping[str, Any], **options: Any) -> Report:
+    """`check(batch, **options)`, raising an `AssertionError` whose message is the report when a
+    rule is violated (pytest shows it in full). Returns the report otherwise."""
+    report = check(batch, **options)
+    if not report.ok:
+        raise AssertionError(f"thdcheck: {', '.join(report.violated)} violated\n{report}")
+    return report

@@ -1,0 +1,170 @@
+//! `thdcheck._native`: the PyO3 binding under the `thdcheck` Python package. It only moves
+//! data across: the tensors a collator returned (read in place, under the GIL), the options,
+//! and the report back as text and JSON. Every rule and every count is the `thdcheck` crate's,
+//! the same code the command runs; nothing is judged here.
+
+use std::collections::BTreeMap;
+
+use clap::ValueEnum;
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use safetensors::Dtype;
+use thdcheck::dialect::{Dialect, Objective, Profile};
+use thdcheck::tensors::{BatchFile, SharedTensor};
+use thdcheck::{CheckOptions, ReadOptions};
+
+create_exception!(
+    _native,
+    BatchError,
+    PyValueError,
+    "A batch that cannot be read or understood (the command's exit code 2): the message names \
+     the key, index and value at fault."
+);
+
+/// A tensor's bytes inside a Python object (a CPU torch tensor or a numpy array, C-contiguous)
+/// that this value keeps alive.
+struct Held {
+    _owner: Py<PyAny>,
+    ptr: usize,
+    len: usize,
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Held({} bytes at {:#x})", self.len, self.ptr)
+    }
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `ptr` and `len` are the data pointer and byte size of the C-contiguous CPU
+        // buffer of `_owner` (a torch tensor's `data_ptr()` / numpy's `__array_interface__`),
+        // which this value keeps alive. It is only read while `check` runs, holding the GIL:
+        // no Python code can change or free the buffer meanwhile.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+fn dtype(name: &str, code: &str) -> PyResult<Dtype> {
+    Ok(match code {
+        "I64" => Dtype::I64,
+        "I32" => Dtype::I32,
+        "I16" => Dtype::I16,
+        "I8" => Dtype::I8,
+        "U8" => Dtype::U8,
+        "U16" => Dtype::U16,
+        "U32" => Dtype::U32,
+        "U64" => Dtype::U64,
+        "BOOL" => Dtype::BOOL,
+        "F64" => Dtype::F64,
+        "F32" => Dtype::F32,
+        "F16" => Dtype::F16,
+        "BF16" => Dtype::BF16,
+        other => {
+            return Err(BatchError::new_err(format!(
+                "`{name}`: dtype {other} is not one thdcheck reads (integers, bool, floats)"
+            )));
+        }
+    })
+}
+
+fn choice<T: ValueEnum>(what: &str, v: Option<&str>) -> PyResult<Option<T>> {
+    v.map(|s| {
+        T::from_str(s, true).map_err(|_| {
+            let names: Vec<String> = T::value_variants()
+                .iter()
+                .filter_map(|x| x.to_possible_value().map(|p| p.get_name().to_owned()))
+                .collect();
+            PyValueError::new_err(format!("{what}={s:?}: expected one of {}", names.join(", ")))
+        })
+    })
+    .transpose()
+}
+
+/// Checks one batch. `tensors`: `(name, dtype, shape, data)`, where data is `bytes` (copied) or
+/// `(owner, data_ptr, nbytes)` for a C-contiguous CPU buffer read in place. Returns the text
+/// report, the JSON report and the violated rule ids.
+#[pyfunction]
+#[pyo3(signature = (
+    tensors, *, name, metadata, dialect=None, map=None, labels=None, sentinel=-1000,
+    position_base=None, pad_token_id=None, ignore_index=None, profile=None, objective=None,
+    cp_size=None, pad_to_multiple_of=None, causal=false, mlm=false
+))]
+#[allow(clippy::too_many_arguments)]
+fn check(
+    tensors: Vec<(String, String, Vec<usize>, Bound<'_, PyAny>)>,
+    name: &str,
+    metadata: BTreeMap<String, String>,
+    dialect: Option<&str>,
+    map: Option<Vec<(String, String)>>,
+    labels: Option<&str>,
+    sentinel: i64,
+    position_base: Option<i64>,
+    pad_token_id: Option<i64>,
+    ignore_index: Option<i64>,
+    profile: Option<&str>,
+    objective: Option<&str>,
+    cp_size: Option<usize>,
+    pad_to_multiple_of: Option<usize>,
+    causal: bool,
+    mlm: bool,
+) -> PyResult<(String, String, Vec<String>)> {
+    let mut shared: Vec<SharedTensor> = Vec::with_capacity(tensors.len());
+    for (key, code, shape, data) in tensors {
+        let dt = dtype(&key, &code)?;
+        let bytes: Box<dyn thdcheck::tensors::SharedBytes> =
+            if let Ok(b) = data.extract::<Vec<u8>>() {
+                Box::new(b)
+            } else {
+                let (owner, ptr, len): (Py<PyAny>, usize, usize) = data.extract()?;
+                Box::new(Held { _owner: owner, ptr, len })
+            };
+        shared.push((key, dt, shape, bytes));
+    }
+    for (what, v) in [("cp_size", cp_size), ("pad_to_multiple_of", pad_to_multiple_of)] {
+        if v.is_some_and(|n| n == 0 || n > 1 << 16) {
+            return Err(PyValueError::new_err(format!("{what}={v:?}: expected 1..=65536")));
+        }
+    }
+    let read = ReadOptions {
+        dialect: choice::<Dialect>("dialect", dialect)?,
+        map: map.unwrap_or_default(),
+        labels: match labels {
+            None => None,
+            Some("unshifted") => Some(thd::LabelConvention::Unshifted),
+            Some("shifted") => Some(thd::LabelConvention::Shifted),
+            Some(other) => {
+                return Err(PyValueError::new_err(format!(
+                    "labels={other:?}: expected \"unshifted\" or \"shifted\""
+                )));
+            }
+        },
+        sentinel: Some(sentinel),
+        position_base,
+        pad_token_id,
+        ignore_index,
+        profile: choice::<Profile>("profile", profile)?,
+        objective: choice::<Objective>("objective", objective)?,
+    };
+    let opts = CheckOptions { cp_size, pad_to_multiple_of, causal, masked_lm: mlm };
+    let result = BatchFile::from_buffers(shared, metadata)
+        .and_then(|file| thdcheck::check_file(file, &read, &opts));
+    let report = result.map_err(|e| BatchError::new_err(format!("{name}: {e}")))?;
+    let json = serde_json::to_string(&report)
+        .map_err(|e| PyValueError::new_err(format!("report to JSON: {e}")))?;
+    let violated = report.violated().into_iter().map(str::to_owned).collect();
+    Ok((report.text(name, causal), json, violated))
+}
+
+/// The extension module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add("BatchError", m.py().get_type::<BatchError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
