@@ -206,28 +206,33 @@ impl ReadOptions {
         if o.ignore_index.is_none() {
             o.ignore_index = int("ignore_index")?;
         }
-        if o.profile.is_none()
-            && let Some(v) = meta.get("profile")
-        {
-            use clap::ValueEnum;
-            o.profile = Some(Profile::from_str(v.trim(), true).map_err(|_| Error::Value {
-                key: "__metadata__.profile".into(),
-                index: 0,
-                value: v.clone(),
-                expected: "transformers, bionemo, open_instruct, automodel, te, megatron_bridge, \
-                           areal, trl, axolotl, llm_foundry or olmo_core",
-            })?);
+        // A named choice (`profile`, `objective`): one of the option's values.
+        fn choice<T: clap::ValueEnum>(
+            meta: &std::collections::BTreeMap<String, String>,
+            key: &str,
+            expected: &'static str,
+        ) -> Result<Option<T>> {
+            meta.get(key)
+                .map(|v| {
+                    T::from_str(v.trim(), true).map_err(|_| Error::Value {
+                        key: format!("__metadata__.{key}"),
+                        index: 0,
+                        value: v.clone(),
+                        expected,
+                    })
+                })
+                .transpose()
         }
-        if o.objective.is_none()
-            && let Some(v) = meta.get("objective")
-        {
-            use clap::ValueEnum;
-            o.objective = Some(Objective::from_str(v.trim(), true).map_err(|_| Error::Value {
-                key: "__metadata__.objective".into(),
-                index: 0,
-                value: v.clone(),
-                expected: "sft or pretrain",
-            })?);
+        if o.profile.is_none() {
+            o.profile = choice(
+                meta,
+                "profile",
+                "transformers, bionemo, open_instruct, automodel, te, megatron_bridge, areal, trl, \
+                 axolotl, llm_foundry or olmo_core",
+            )?;
+        }
+        if o.objective.is_none() {
+            o.objective = choice(meta, "objective", "sft or pretrain")?;
         }
         if o.labels.is_none()
             && let Some(v) = meta.get("labels")
