@@ -26,12 +26,15 @@
 //! # Ok::<(), thdcheck::Error>(())
 //! ```
 
+pub mod args;
 pub mod checks;
 pub mod dialect;
 pub mod error;
 pub mod expect;
 pub mod files;
+pub mod fuzz;
 pub mod loggers;
+pub mod metrics_cmd;
 pub mod pack;
 pub mod protocol;
 pub mod report;

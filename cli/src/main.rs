@@ -11,8 +11,6 @@ use clap::Parser;
 
 mod check_cmd;
 mod cli;
-mod fuzz;
-mod metrics_cmd;
 mod selfcheck;
 
 use cli::{Cli, Command};
@@ -25,8 +23,8 @@ fn main() -> ExitCode {
             selfcheck::run(seed, cases, zoo).map(|ok| if ok { 0 } else { 1 })
         }
         Command::Check(args) => check_cmd::run(&args),
-        Command::Fuzz(args) => fuzz::run(&args),
-        Command::Metrics(args) => metrics_cmd::run(&args),
+        Command::Fuzz(args) => thdcheck::fuzz::run(&args),
+        Command::Metrics(args) => thdcheck::metrics_cmd::run(&args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -6,20 +6,20 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::checks::{check_pack, with_metadata};
+use crate::dialect::{ReadOptions, parse};
+use crate::loggers::Logger;
+use crate::pack::BatchData;
+use crate::shards::{GroupBatch, read_group};
+use crate::tensors::BatchFile;
 use anyhow::{Context, Result, bail};
 use properties::checks::{Factor, LoggedKind, Number, Tolerance, check_logged};
 use serde_json::{Map, Value, json};
 use thd::SeqLens;
 use thd::metrics::megatron::{SeqlenStats, num_floating_point_operations};
 use thd::metrics::{BatchWork, FlopsFormula, HardwareView, ModelDims, StepReport, StepTiming};
-use thdcheck::checks::{check_pack, with_metadata};
-use thdcheck::dialect::{ReadOptions, parse};
-use thdcheck::loggers::Logger;
-use thdcheck::pack::BatchData;
-use thdcheck::shards::{GroupBatch, read_group};
-use thdcheck::tensors::BatchFile;
 
-use crate::cli::MetricsArgs;
+use crate::args::MetricsArgs;
 
 /// Runs the command; returns the exit code.
 pub fn run(args: &MetricsArgs) -> Result<u8> {
@@ -145,7 +145,7 @@ fn load_micro_batches(paths: &[PathBuf], read: &ReadOptions) -> Result<Vec<Micro
             std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
         if meta.is_dir() {
             let (mut found, mut bad) = (Vec::new(), Vec::new());
-            thdcheck::files::walk(path, &mut found, &mut bad)?;
+            crate::files::walk(path, &mut found, &mut bad)?;
             if let Some((dir, e)) = bad.first() {
                 bail!("cannot read {}: {e}", dir.display());
             }
@@ -243,7 +243,7 @@ pub(crate) struct StepSpec {
     /// The batches are one of this many data-parallel ranks'.
     pub dp: u64,
     /// How the batch rules read the packs.
-    pub check: thdcheck::CheckOptions,
+    pub check: crate::CheckOptions,
 }
 
 impl StepSpec {

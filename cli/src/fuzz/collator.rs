@@ -2,17 +2,17 @@
 //! same read and check options), and it must hold exactly the examples it was given, up to the
 //! rewrites declared on the command line (`--mlm`, `--add-bos`, `--add-eos`).
 
+use crate::dialect::{ReadOptions, parse};
+use crate::pack::BatchData;
+use crate::protocol::{CollatorExample, CollatorMode, CollatorRequest, batch_to_safetensors};
+use crate::tensors::BatchFile;
+use crate::{CheckOptions, FileReport};
 use properties::checks::{Outcome, check_documents, check_static_shape};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use serde::Deserialize;
 use serde_json::Value;
-use thdcheck::dialect::{ReadOptions, parse};
-use thdcheck::pack::BatchData;
-use thdcheck::protocol::{CollatorExample, CollatorMode, CollatorRequest, batch_to_safetensors};
-use thdcheck::tensors::BatchFile;
-use thdcheck::{CheckOptions, FileReport};
 
 use super::{Failure, Target, response};
 
@@ -205,7 +205,7 @@ fn check(
     opts: &CheckOptions,
     rewrites: Rewrites,
 ) -> Result<(), Failure> {
-    let unreadable = |e: thdcheck::Error| Failure {
+    let unreadable = |e: crate::Error| Failure {
         kind: "violation",
         checks: vec!["batch-readable".into()],
         detail: format!("`thdcheck check` cannot read the batch: {e}"),

@@ -6,13 +6,13 @@
 //! and a refusal by [`check_split_accepted`] (only a slot that is not a multiple of `2·cp` may
 //! be refused).
 
+use crate::protocol::{CP_SPLIT_TAG_BASE, CpSplitRequest, CpSplitResponse};
 use properties::checks::{ShardView, check_cp_shard, check_split_accepted};
 use properties::strategies::arb_cp;
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use serde_json::Value;
 use thd::IGNORE_INDEX;
-use thdcheck::protocol::{CP_SPLIT_TAG_BASE, CpSplitRequest, CpSplitResponse};
 
 use super::cp_batch::{CpBatch, arb_cp_batch};
 use super::{Failure, Target, response};

@@ -9,6 +9,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::dialect::{ReadOptions, parse};
+use crate::protocol::batch_to_safetensors;
+use crate::tensors::BatchFile;
 use properties::checks::{Number, Tolerance, check_logged};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -16,9 +19,6 @@ use proptest::strategy::BoxedStrategy;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use thd::metrics::{CausalConvention, FlopsFormula, HardwareView, ModelDims, StepTiming};
-use thdcheck::dialect::{ReadOptions, parse};
-use thdcheck::protocol::batch_to_safetensors;
-use thdcheck::tensors::BatchFile;
 
 use super::{Failure, Target, response};
 use crate::metrics_cmd::{MicroBatch, StepSpec, flatten_record, kind_of, step_metrics};
@@ -283,7 +283,7 @@ impl LoggerCase {
                 peak_flops_per_gpu: peak_tflops * 1e12,
             },
             dp: self.dp,
-            check: thdcheck::CheckOptions::default(),
+            check: crate::CheckOptions::default(),
         }
     }
 }

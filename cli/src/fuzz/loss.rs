@@ -8,6 +8,7 @@
 //! tokens, labels shifted within it); the shards are cut with `properties`' own
 //! [`zigzag_positions`] and [`roll_labels`], never with `thd`'s CP code.
 
+use crate::protocol::{LossRequest, LossResponse, LossShard, quote_non_finite};
 use candle_core::{Device, Tensor};
 use properties::checks::{
     LossRecord, PartLoss, Split, TokenCounts, TokenRecord, check_cp_loss, check_reported_loss,
@@ -19,7 +20,6 @@ use proptest::strategy::{BoxedStrategy, NewTree, ValueTree};
 use proptest::test_runner::TestRunner;
 use serde_json::Value;
 use thd::IGNORE_INDEX;
-use thdcheck::protocol::{LossRequest, LossResponse, LossShard, quote_non_finite};
 
 use super::cp_batch::{CpBatch, arb_cp_batch};
 use super::{Failure, Target, response};

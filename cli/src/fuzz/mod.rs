@@ -18,14 +18,14 @@ use std::fmt::Debug;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use crate::protocol::{BadResponse, envelope};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use proptest::strategy::BoxedStrategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use serde_json::{Value, json};
-use thdcheck::protocol::{BadResponse, envelope};
 
-use crate::cli::{FuzzArgs, FuzzTarget};
+use crate::args::{FuzzArgs, FuzzTarget};
 use adapter::{Adapter, Reply};
 
 /// Why a case failed.
@@ -129,10 +129,83 @@ pub trait Target {
     fn invariants(&self) -> &'static str;
 }
 
-/// Runs the fuzzer; returns the exit code.
+/// Where the requests go: the adapter subprocess (`thdcheck fuzz -- CMD`), or a function in this
+/// process (the Python package's `fuzz_collator(fn)`), which answers each request line with a
+/// response line, exactly as an adapter would.
+pub enum Transport<'a> {
+    /// The user's adapter, a subprocess in a process group of its own.
+    Process(Adapter),
+    /// A function answering each JSON request line with a JSON response line.
+    InProcess(&'a mut dyn FnMut(&str) -> String),
+}
+
+impl Transport<'_> {
+    fn request(&mut self, line: &str) -> std::io::Result<Reply> {
+        match self {
+            Transport::Process(a) => a.request(line),
+            Transport::InProcess(answer) => Ok(Reply::Line(answer(line))),
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Transport::Process(a) = self {
+            a.stop();
+        }
+    }
+
+    fn history(&self) -> Vec<String> {
+        match self {
+            Transport::Process(a) => a.history.clone(),
+            Transport::InProcess(_) => Vec::new(),
+        }
+    }
+
+    fn starts(&self) -> usize {
+        match self {
+            Transport::Process(a) => a.starts,
+            Transport::InProcess(_) => 1,
+        }
+    }
+}
+
+/// Runs the fuzzer against the adapter subprocess `args.command`, printing the report on
+/// stdout; returns the exit code.
+///
+/// # Errors
+/// The adapter cannot be started, or the report cannot be written.
 pub fn run(args: &FuzzArgs) -> Result<u8> {
+    adapter::install_signal_cleanup();
+    let mut adapter = Adapter::new(
+        args.command.clone(),
+        Duration::from_millis(args.timeout_ms),
+        Duration::from_millis(args.startup_timeout_ms),
+        usize::try_from(args.max_line_bytes).unwrap_or(usize::MAX),
+    );
+    adapter
+        .ensure_started()
+        .with_context(|| format!("cannot start the adapter `{}`", args.command.join(" ")))?;
+    run_with(args, Transport::Process(adapter), &mut std::io::stdout().lock())
+}
+
+/// Runs the fuzzer with requests answered by `answer` in this process (no subprocess, no
+/// timeout: the function is called directly), writing the report (`args.json`: the JSON
+/// document) to `out`; returns the exit code. The cases, rules and shrinking are `run`'s.
+///
+/// # Errors
+/// The report cannot be written.
+pub fn run_in_process(
+    args: &FuzzArgs,
+    answer: &mut dyn FnMut(&str) -> String,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    run_with(args, Transport::InProcess(answer), out)
+}
+
+fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> Result<u8> {
     match args.target {
-        FuzzTarget::Packer => drive(&packer::PackerTarget { first_fit: args.first_fit }, args),
+        FuzzTarget::Packer => {
+            drive(&packer::PackerTarget { first_fit: args.first_fit }, args, transport, out)
+        }
         FuzzTarget::Logger => drive(
             &logger::LoggerTarget {
                 tol: properties::checks::Tolerance {
@@ -151,6 +224,8 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
                 },
             },
             args,
+            transport,
+            out,
         ),
         FuzzTarget::Collator => drive(
             &collator::CollatorTarget {
@@ -166,26 +241,26 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
                 over_budget: args.over_budget,
             },
             args,
+            transport,
+            out,
         ),
-        FuzzTarget::Loss => {
-            drive(&loss::LossTarget { rtol: args.rtol.unwrap_or(DEFAULT_LOSS_RTOL) }, args)
-        }
-        FuzzTarget::CpSplit => drive(&cp_split::CpSplitTarget, args),
+        FuzzTarget::Loss => drive(
+            &loss::LossTarget { rtol: args.rtol.unwrap_or(DEFAULT_LOSS_RTOL) },
+            args,
+            transport,
+            out,
+        ),
+        FuzzTarget::CpSplit => drive(&cp_split::CpSplitTarget, args, transport, out),
     }
 }
 
-fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
-    adapter::install_signal_cleanup();
-    let mut adapter = Adapter::new(
-        args.command.clone(),
-        Duration::from_millis(args.timeout_ms),
-        Duration::from_millis(args.startup_timeout_ms),
-        usize::try_from(args.max_line_bytes).unwrap_or(usize::MAX),
-    );
-    adapter
-        .ensure_started()
-        .with_context(|| format!("cannot start the adapter `{}`", args.command.join(" ")))?;
-    let adapter = RefCell::new(adapter);
+fn drive<T: Target>(
+    target: &T,
+    args: &FuzzArgs,
+    transport: Transport<'_>,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let adapter = RefCell::new(transport);
     let next_id = Cell::new(0u64);
     let executed = Cell::new(0u64);
     let mut seed_bytes = [0u8; 32];
@@ -277,7 +352,7 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
                     Err(Failure { kind, checks: vec![], detail, response: None })
                 }
                 Reply::Crash { status, stderr } => {
-                    *crash_history.borrow_mut() = adapter.borrow().history.clone();
+                    *crash_history.borrow_mut() = adapter.borrow().history();
                     Err(Failure {
                         kind: "crash",
                         checks: vec![],
@@ -357,14 +432,13 @@ fn drive<T: Target>(target: &T, args: &FuzzArgs) -> Result<u8> {
     bar.finish_and_clear();
     let rate = passed.get() as f64 / elapsed.as_secs_f64().max(1e-9);
     let command = args.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
-    let mut out = std::io::stdout().lock();
     match result {
         Ok(()) => {
             if args.json {
                 let doc = json!({
                     "version": 1, "target": target.kind(), "command": args.command, "result": "pass",
                     "cases": passed.get(), "seed": args.seed, "elapsed_s": elapsed.as_secs_f64(),
-                    "cases_per_s": rate, "adapter_starts": adapter.borrow().starts,
+                    "cases_per_s": rate, "adapter_starts": adapter.borrow().starts(),
                 });
                 writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
             } else {
@@ -632,7 +706,7 @@ pub fn response<R: for<'de> serde::Deserialize<'de>>(
     let raw = send()?;
     let (id, line) = raw.split_once('\n').unwrap_or(("0", raw.as_str()));
     let id: u64 = id.parse().unwrap_or(0);
-    match thdcheck::protocol::parse_response::<R>(line, id) {
+    match crate::protocol::parse_response::<R>(line, id) {
         Ok(r) => Ok((r, line.to_owned())),
         Err(bad) => {
             let (kind, detail) = match bad {

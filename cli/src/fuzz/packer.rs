@@ -2,6 +2,7 @@
 //! determinism, and optionally the first-fit property — the PACKER rules of
 //! `properties::checks`.
 
+use crate::protocol::{PackerExample, PackerRequest, PackerResponse};
 use properties::checks::{
     EmittedPack, PackerRun, check_conservation, check_deterministic, check_pairwise_full,
 };
@@ -10,7 +11,6 @@ use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use serde_json::Value;
 use thd::pack::{DropReason, Dropped, Example, Pack};
-use thdcheck::protocol::{PackerExample, PackerRequest, PackerResponse};
 
 use super::{Failure, Target, response};
 
