@@ -21,8 +21,42 @@ use thd::metrics::{BatchWork, FlopsFormula, HardwareView, ModelDims, StepReport,
 
 use crate::args::MetricsArgs;
 
+/// What `metrics` computes before printing: the recipe's record, the batch record beside it,
+/// and the comparison with the logged values.
+struct Computed {
+    record: golden::MetricRecord,
+    doc: Value,
+    step: Option<Step>,
+    comparison: Option<Vec<Compared>>,
+    mismatches: usize,
+}
+
 /// Runs the command; returns the exit code.
+///
+/// # Errors
+/// A recipe, batch or logged file that cannot be read, or options that contradict each other.
 pub fn run(args: &MetricsArgs) -> Result<u8> {
+    let c = compute(args, Vec::new())?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&json_doc(args, &c))?)?;
+    } else {
+        print_text(&mut out, args, &c)?;
+    }
+    Ok(if c.mismatches > 0 { 1 } else { 0 })
+}
+
+/// The JSON document `thdcheck metrics --json` prints, for `args` and micro-batches held in
+/// memory (the Python package's `thdcheck.metrics`), each `(label, batch)` one micro-batch
+/// after the files of `args.batches`.
+///
+/// # Errors
+/// Those of [`run`]; a batch that is one CP rank's shard (give the global batch).
+pub fn record_json(args: &MetricsArgs, in_memory: Vec<(String, BatchFile)>) -> Result<Value> {
+    Ok(json_doc(args, &compute(args, in_memory)?))
+}
+
+fn compute(args: &MetricsArgs, in_memory: Vec<(String, BatchFile)>) -> Result<Computed> {
     let mut recipe = golden::Recipe::load(&args.recipe)?;
     if let Some(t) = args.step_time {
         if !(t.is_finite() && t > 0.0) {
@@ -35,13 +69,27 @@ pub fn run(args: &MetricsArgs) -> Result<u8> {
     }
     let record = golden::metrics(&recipe)?;
     let mut doc = serde_json::from_str::<Value>(&serde_json::to_string(&record)?)?;
-    let step = if args.batches.is_empty() {
+    let step = if args.batches.is_empty() && in_memory.is_empty() {
         if args.grad_acc.is_some() || args.dp_size > 1 {
             bail!("--grad-acc and --dp-size describe the batches of --batch: give them");
         }
         None
     } else {
-        let mbs = load_micro_batches(&args.batches, &args.read.read_options())?;
+        let read = args.read.read_options();
+        let mut mbs = load_micro_batches(&args.batches, &read)?;
+        for (label, file) in in_memory {
+            let metadata = file.metadata().clone();
+            let parsed = parse(file, &read).with_context(|| label.clone())?;
+            if parsed.cp_shard.is_some() {
+                bail!("{label}: one CP rank's shard; metrics counts the global batch");
+            }
+            let packs = parsed
+                .packs
+                .into_iter()
+                .filter(|p| p.part.as_deref() != Some("concatenated"))
+                .collect();
+            mbs.push(MicroBatch { label, packs, metadata, cp: 1 });
+        }
         if let Some(k) = args.grad_acc
             && k != mbs.len() as u64
         {
@@ -69,21 +117,27 @@ pub fn run(args: &MetricsArgs) -> Result<u8> {
     };
     let mismatches =
         comparison.as_ref().map_or(0, |c| c.iter().filter(|r| r.is_mismatch()).count());
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        let mut full = json!({ "version": 1, "record": doc });
-        if let Some(c) = &comparison {
-            full["comparison"] = json!({
-                "rtol": args.rtol, "atol": args.atol, "mismatches": mismatches,
-                "logger": args.logger.map(|l| format!("{l:?}")),
-                "values": c.iter().map(Compared::to_json).collect::<Vec<_>>(),
-            });
-        }
-        if let Some(s) = &step {
-            full["warnings"] = json!(s.warnings);
-        }
-        writeln!(out, "{}", serde_json::to_string_pretty(&full)?)?;
-    } else {
+    Ok(Computed { record, doc, step, comparison, mismatches })
+}
+
+fn json_doc(args: &MetricsArgs, c: &Computed) -> Value {
+    let mut full = json!({ "version": 1, "record": c.doc });
+    if let Some(cmp) = &c.comparison {
+        full["comparison"] = json!({
+            "rtol": args.rtol, "atol": args.atol, "mismatches": c.mismatches,
+            "logger": args.logger.map(|l| format!("{l:?}")),
+            "values": cmp.iter().map(Compared::to_json).collect::<Vec<_>>(),
+        });
+    }
+    if let Some(s) = &c.step {
+        full["warnings"] = json!(s.warnings);
+    }
+    full
+}
+
+fn print_text(out: &mut impl Write, args: &MetricsArgs, c: &Computed) -> Result<()> {
+    let (record, step, comparison, mismatches) = (&c.record, &c.step, &c.comparison, c.mismatches);
+    {
         writeln!(out, "{}", record.to_table())?;
         if let Some(s) = &step {
             writeln!(out, "\nbatch: {}", s.summary)?;
@@ -120,7 +174,7 @@ pub fn run(args: &MetricsArgs) -> Result<u8> {
             }
         }
     }
-    Ok(if mismatches > 0 { 1 } else { 0 })
+    Ok(())
 }
 
 /// One micro-batch: a file, or the global batch a CP group's rank files hold together.

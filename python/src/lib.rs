@@ -72,6 +72,27 @@ fn dtype(name: &str, code: &str) -> PyResult<Dtype> {
     })
 }
 
+/// The tensors the Python side prepared, as [`BatchFile::from_buffers`] takes them: `bytes`
+/// (copied) or `(owner, data_ptr, nbytes)` (read in place, the owner kept alive).
+fn shared_tensors(tensors: Vec<PyTensor<'_>>) -> PyResult<Vec<SharedTensor>> {
+    let mut shared: Vec<SharedTensor> = Vec::with_capacity(tensors.len());
+    for (key, code, shape, data) in tensors {
+        let dt = dtype(&key, &code)?;
+        let bytes: Box<dyn thdcheck::tensors::SharedBytes> =
+            if let Ok(b) = data.extract::<Vec<u8>>() {
+                Box::new(b)
+            } else {
+                let (owner, ptr, len): (Py<PyAny>, usize, usize) = data.extract()?;
+                Box::new(Held { _owner: owner, ptr, len })
+            };
+        shared.push((key, dt, shape, bytes));
+    }
+    Ok(shared)
+}
+
+/// One tensor from the Python side: name, dtype code, shape, data.
+type PyTensor<'py> = (String, String, Vec<usize>, Bound<'py, PyAny>);
+
 fn choice<T: ValueEnum>(what: &str, v: Option<&str>) -> PyResult<Option<T>> {
     v.map(|s| {
         T::from_str(s, true).map_err(|_| {
@@ -96,7 +117,7 @@ fn choice<T: ValueEnum>(what: &str, v: Option<&str>) -> PyResult<Option<T>> {
 ))]
 #[allow(clippy::too_many_arguments)]
 fn check(
-    tensors: Vec<(String, String, Vec<usize>, Bound<'_, PyAny>)>,
+    tensors: Vec<PyTensor<'_>>,
     name: &str,
     metadata: BTreeMap<String, String>,
     dialect: Option<&str>,
@@ -113,18 +134,7 @@ fn check(
     causal: bool,
     mlm: bool,
 ) -> PyResult<(String, String, Vec<String>)> {
-    let mut shared: Vec<SharedTensor> = Vec::with_capacity(tensors.len());
-    for (key, code, shape, data) in tensors {
-        let dt = dtype(&key, &code)?;
-        let bytes: Box<dyn thdcheck::tensors::SharedBytes> =
-            if let Ok(b) = data.extract::<Vec<u8>>() {
-                Box::new(b)
-            } else {
-                let (owner, ptr, len): (Py<PyAny>, usize, usize) = data.extract()?;
-                Box::new(Held { _owner: owner, ptr, len })
-            };
-        shared.push((key, dt, shape, bytes));
-    }
+    let shared = shared_tensors(tensors)?;
     for (what, v) in [("cp_size", cp_size), ("pad_to_multiple_of", pad_to_multiple_of)] {
         if v.is_some_and(|n| n == 0 || n > 1 << 16) {
             return Err(PyValueError::new_err(format!("{what}={v:?}: expected 1..=65536")));
@@ -160,10 +170,78 @@ fn check(
     Ok((report.text(name, causal), json, violated))
 }
 
+/// Runs `thdcheck fuzz` in this process: `argv` are the command's arguments after `fuzz`
+/// (the target first, `--json` added here), and `answer(request_line) -> response_line` stands
+/// for the adapter. The cases, the rules and the shrinking are the command's. Returns the JSON
+/// report.
+#[pyfunction]
+fn fuzz(argv: Vec<String>, answer: Bound<'_, PyAny>) -> PyResult<String> {
+    use clap::{Args, FromArgMatches};
+    let full: Vec<String> = ["fuzz".to_owned()]
+        .into_iter()
+        .chain(argv)
+        .chain(["--json".to_owned(), "--".to_owned(), "<python function>".to_owned()])
+        .collect();
+    let cmd = thdcheck::args::FuzzArgs::augment_args(clap::Command::new("fuzz"));
+    let matches = cmd.try_get_matches_from(&full).map_err(|e| {
+        PyValueError::new_err(e.render().to_string().trim_start_matches("error: ").to_owned())
+    })?;
+    let args = thdcheck::args::FuzzArgs::from_arg_matches(&matches)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    // A Python exception the wrapper did not turn into an error answer is answered as one, so
+    // the engine reports it as an adapter error and shrinks it.
+    let mut call = |line: &str| -> String {
+        match answer.call1((line,)).and_then(|r| r.extract::<String>()) {
+            Ok(reply) => reply,
+            Err(e) => {
+                let id = serde_json::from_str::<serde_json::Value>(line)
+                    .ok()
+                    .and_then(|r| r.get("id").cloned())
+                    .unwrap_or_default();
+                serde_json::json!({"thdcheck": 1, "id": id, "error": e.to_string()}).to_string()
+            }
+        }
+    };
+    let mut out = Vec::new();
+    thdcheck::fuzz::run_in_process(&args, &mut call, &mut out)
+        .map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+    String::from_utf8(out).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Runs `thdcheck metrics --json` with `argv` (the arguments after `metrics`: `--recipe`, ...)
+/// on micro-batches held in memory: `(label, tensors, metadata)` each. Returns the JSON
+/// document the command prints.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn metrics(
+    argv: Vec<String>,
+    batches: Vec<(String, Vec<PyTensor<'_>>, BTreeMap<String, String>)>,
+) -> PyResult<String> {
+    use clap::{Args, FromArgMatches};
+    let full: Vec<String> = ["metrics".to_owned()].into_iter().chain(argv).collect();
+    let cmd = thdcheck::args::MetricsArgs::augment_args(clap::Command::new("metrics"));
+    let matches = cmd.try_get_matches_from(&full).map_err(|e| {
+        PyValueError::new_err(e.render().to_string().trim_start_matches("error: ").to_owned())
+    })?;
+    let args = thdcheck::args::MetricsArgs::from_arg_matches(&matches)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let mut files = Vec::with_capacity(batches.len());
+    for (label, tensors, metadata) in batches {
+        let file = BatchFile::from_buffers(shared_tensors(tensors)?, metadata)
+            .map_err(|e| BatchError::new_err(format!("{label}: {e}")))?;
+        files.push((label, file));
+    }
+    let doc = thdcheck::metrics_cmd::record_json(&args, files)
+        .map_err(|e| BatchError::new_err(format!("{e:#}")))?;
+    Ok(doc.to_string())
+}
+
 /// The extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(fuzz, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics, m)?)?;
     m.add("BatchError", m.py().get_type::<BatchError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

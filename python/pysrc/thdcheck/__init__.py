@@ -15,12 +15,24 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Iterable, Mapping
+import traceback
+from typing import Any, Callable, Iterable, Mapping
 
 from thdcheck import _native
 from thdcheck._native import BatchError
 
-__all__ = ["BatchError", "Outcome", "Report", "assert_batch_ok", "check"]
+__all__ = [
+    "BatchError",
+    "FuzzFailure",
+    "FuzzResult",
+    "Outcome",
+    "Report",
+    "assert_batch_ok",
+    "check",
+    "fuzz_collator",
+    "fuzz_packer",
+    "metrics",
+]
 __version__ = _native.__version__
 
 _TORCH_DTYPES = {
@@ -169,6 +181,21 @@ def _flatten(value: Iterable):
     return level, shape
 
 
+def _tensors(batch: Mapping[str, Any], name: str) -> list:
+    if not isinstance(batch, Mapping):
+        raise BatchError(f"{name}: expected a dict of tensors, got {type(batch).__name__}")
+    tensors = []
+    for key, value in batch.items():
+        t = _tensor(str(key), value)
+        if t is not None:
+            tensors.append(t)
+    return tensors
+
+
+def _metadata(metadata: Mapping[str, Any] | None) -> dict:
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (metadata or {}).items()}
+
+
 def check(
     batch: Mapping[str, Any],
     *,
@@ -195,17 +222,11 @@ def check(
     "cp_size": 2}`). Raises `BatchError` (a `ValueError`) naming the key, index and value when
     the batch cannot be read, as the command exits 2.
     """
-    if not isinstance(batch, Mapping):
-        raise BatchError(f"{name}: expected a dict of tensors, got {type(batch).__name__}")
-    tensors = []
-    for key, value in batch.items():
-        t = _tensor(str(key), value)
-        if t is not None:
-            tensors.append(t)
+    tensors = _tensors(batch, name)
     text, json_text, violated = _native.check(
         tensors,
         name=name,
-        metadata={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (metadata or {}).items()},
+        metadata=_metadata(metadata),
         dialect=dialect,
         map=list((map or {}).items()),
         labels=labels,
@@ -230,3 +251,165 @@ def assert_batch_ok(batch: Mapping[str, Any], **options: Any) -> Report:
     if not report.ok:
         raise AssertionError(f"thdcheck: {', '.join(report.violated)} violated\n{report}")
     return report
+
+
+class FuzzFailure(AssertionError):
+    """A fuzzed function broke an invariant. `str()` is the shrunk case, ready to replay;
+    `report` is the command's JSON report (`failure.kind`, `checks`, `detail`, `request`, ...)."""
+
+    def __init__(self, message: str, report: dict) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class FuzzResult:
+    """A fuzz run that passed: `cases` run, `cases_per_s`, and the JSON `report`."""
+
+    def __init__(self, report: dict) -> None:
+        self.report = report
+        self.cases: int = report["cases"]
+        self.cases_per_s: float = report["cases_per_s"]
+
+    def __repr__(self) -> str:
+        return f"<thdcheck.FuzzResult {self.report['target']}: {self.cases} cases passed>"
+
+
+def _plain(value: Any) -> Any:
+    """Tensors, arrays and tuples as plain JSON values (what an adapter answers)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _flags(options: Mapping[str, Any]) -> list:
+    """Keyword arguments as the command's flags: `pad_token_id=0` -> `--pad-token-id 0`."""
+    argv = []
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                argv += [flag, str(v)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def _fuzz(target: str, handle: Callable[[dict], dict], call: str, options: Mapping[str, Any]):
+    def answer(line: str) -> str:
+        request = json.loads(line)
+        reply = {"thdcheck": 1, "id": request.get("id")}
+        try:
+            reply.update(_plain(handle(request)))
+        except Exception:  # reported as an adapter error, and shrunk
+            reply["error"] = traceback.format_exc()
+        return json.dumps(reply)
+
+    report = json.loads(_native.fuzz([target, *_flags(options)], answer))
+    if report["result"] == "pass":
+        return FuzzResult(report)
+    f = report["failure"]
+    requests = f.get("requests") or [f["request"]]
+    lines = [
+        f"thdcheck fuzz {target}: {f['kind']} after {report['cases']} passing cases "
+        f"(seed {report['seed']}), shrunk in {report['runs']} runs",
+        f"  {f['detail']}",
+    ]
+    for r in requests:
+        lines.append(f"  request   {json.dumps(r)}")
+        lines.append(f"  replay    {call.format(**{k: repr(v) for k, v in r.items()})}")
+    if f.get("response"):
+        lines.append(f"  response  {f['response']}")
+    for a in report.get("also_failing", []):
+        lines.append(f"  also failing: `{a['class']}` in {a['cases']} more cases")
+    raise FuzzFailure("\n".join(lines), report)
+
+
+def fuzz_collator(
+    collate: Callable[[list, Any], Mapping[str, Any]],
+    *,
+    cases: int = 256,
+    seed: int = 0,
+    **options: Any,
+) -> FuzzResult:
+    """Fuzz `collate(examples, max_seq_length) -> batch` in this process, as `thdcheck fuzz
+    collator` fuzzes an adapter: the same generated examples, the same rules on every batch,
+    the same shrinking. Raises `FuzzFailure` with the shrunk case; returns a `FuzzResult`.
+
+    `examples` are `{"input_ids": [...]}` (DPO, `mode="dpo"`: `chosen_input_ids`,
+    `rejected_input_ids`, `index`); the batch holds the keys a dumped file would (lists,
+    numpy arrays or torch tensors). The keyword options are the command's: `mode`,
+    `static_length`, `profile`, `pad_token_id`, `objective`, `add_bos`, `mlm`, ...
+    """
+    return _fuzz(
+        "collator",
+        lambda r: {"batch": collate(r["examples"], r.get("max_seq_length"))},
+        "collate({examples}, {max_seq_length})",
+        dict(options, cases=cases, seed=seed),
+    )
+
+
+def fuzz_packer(
+    pack: Callable[[list, int, int], tuple],
+    *,
+    cases: int = 256,
+    seed: int = 0,
+    **options: Any,
+) -> FuzzResult:
+    """Fuzz `pack(lengths, capacity, seed) -> (packs, dropped)` in this process, as `thdcheck
+    fuzz packer` fuzzes an adapter: packs are lists of indices into `lengths`, `dropped` the
+    indices dropped on purpose. Options: `first_fit`, ... Raises `FuzzFailure` with the shrunk
+    case; returns a `FuzzResult`."""
+
+    def handle(r: dict) -> dict:
+        lengths = [e["len"] for e in r["examples"]]
+        ids = [e["id"] for e in r["examples"]]
+        packs, dropped = pack(lengths, r["capacity"], r["seed"])
+        return {"packs": [[ids[i] for i in p] for p in packs], "dropped": [ids[i] for i in dropped]}
+
+    return _fuzz("packer", handle, "pack(lengths of {examples}, {capacity}, {seed})", dict(options, cases=cases, seed=seed))
+
+
+def metrics(
+    recipe: str,
+    batches: Iterable[Mapping[str, Any]] = (),
+    *,
+    expect: Mapping[str, Any] | str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> dict:
+    """What `thdcheck metrics --json --recipe RECIPE` prints, for micro-batches held in memory
+    (each dict one micro-batch of the step, checked and counted as `--batch` files are): the
+    recipe's record, the batch record (tokens, Σs², FLOPs, MFU, rates) under `record.batch`,
+    and with `expect` (a logger's values, as a dict or a JSON file) the comparison, whose
+    `comparison.mismatches` is 0 when every logged value agrees. Options are the command's:
+    `dp_size`, `grad_acc`, `step_time`, `logger`, `rtol`, `profile`, `pad_token_id`, ...
+    """
+    import os
+    import tempfile
+
+    argv = ["--recipe", str(recipe), *_flags(options)]
+    tmp = None
+    if expect is not None and not isinstance(expect, (str, os.PathLike)):
+        tmp = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        json.dump(_plain(expect), tmp)
+        tmp.close()
+        expect = tmp.name
+    if expect is not None:
+        argv += ["--expect", str(expect)]
+    try:
+        mbs = [
+            (f"batch {i}", _tensors(b, f"batch {i}"), _metadata(metadata))
+            for i, b in enumerate(batches)
+        ]
+        return json.loads(_native.metrics(argv, mbs))
+    finally:
+        if tmp is not None:
+            os.unlink(tmp.name)

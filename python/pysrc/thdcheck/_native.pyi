@@ -1,6 +1,6 @@
 """Type stubs of the PyO3 extension under `thdcheck` (use the `thdcheck` functions instead)."""
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 __version__: str
 
@@ -26,3 +26,9 @@ def check(
     causal: bool = ...,
     mlm: bool = ...,
 ) -> tuple[str, str, list[str]]: ...
+
+def fuzz(argv: Sequence[str], answer: Callable[[str], str]) -> str: ...
+def metrics(
+    argv: Sequence[str],
+    batches: Sequence[tuple[str, Sequence[tuple[str, str, Sequence[int], Any]], Mapping[str, str]]],
+) -> str: ...

@@ -1,0 +1,105 @@
+"""In-process fuzzing: the example adapters' functions, called directly (no subprocess), get
+the verdicts `thdcheck fuzz` gives the adapters: the correct ones pass, the buggy ones fail
+with the rule that names their bug, shrunk."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+
+import pytest
+
+import thdcheck
+from _batches import REPO
+
+EXAMPLES = REPO / "adapters/python/examples"
+
+
+def example(name: str):
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # the adapters serve only under __main__
+    return module
+
+
+def test_correct_collators_pass():
+    flatten = example("flatten_collator")
+    r = thdcheck.fuzz_collator(flatten.collate, cases=64)
+    assert r.cases == 64 and r.report["result"] == "pass"
+    assert thdcheck.fuzz_collator(flatten.collate, cases=48, mode="dpo").cases == 48
+
+
+def test_a_mask_built_from_token_ids_is_caught_and_shrunk():
+    bad = example("mask_from_ids_collator")
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_collator(bad.collate, cases=64)
+    f = e.value.report["failure"]
+    assert (f["kind"], f["checks"][0]) == ("violation", "mask"), f
+    # Shrunk: one example is enough, and it holds the token 0 the mask mistakes for padding.
+    examples = f["request"]["examples"]
+    assert len(examples) <= 2 and any(0 in x["input_ids"] for x in examples), f
+    msg = str(e.value)
+    assert "mask" in msg and "replay    collate(" in msg, msg
+
+
+def test_the_dpo_offset_bug_is_caught():
+    bad = example("dpo_offset_bug_collator")
+    collate = functools.partial(bad.collate, offset=bad.real_chosen_length, padding_segment=False)
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_collator(collate, cases=64, mode="dpo")
+    assert e.value.report["failure"]["checks"][0] == "dpo-offsets"
+
+
+def test_packers_pass_and_the_dropping_one_is_caught():
+    assert thdcheck.fuzz_packer(example("greedy_packer").pack, cases=128).cases == 128
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(example("greedy_packer_drops_overflow").pack, cases=128)
+    f = e.value.report["failure"]
+    assert f["checks"][0] == "packer-conservation", f
+    assert len(f["request"]["examples"]) <= 3, f
+
+
+def test_an_exception_is_an_adapter_error_with_its_traceback():
+    def collate(examples, max_seq_length):
+        raise KeyError("boom")
+
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_collator(collate, cases=8)
+    f = e.value.report["failure"]
+    assert f["kind"] == "adapter-error" and "KeyError" in f["detail"], f
+
+
+def test_options_are_the_commands_and_bad_ones_are_value_errors():
+    # OLMo-core's format: pretraining labels pass under its profile, fail stated as SFT.
+    fmt = example("sample_numbers_collator")
+    fmt.FORMAT = "olmo_core"
+    assert thdcheck.fuzz_collator(fmt.collate, cases=32, pad_token_id=0).cases == 32
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_collator(fmt.collate, cases=32, objective="sft")
+    assert e.value.report["failure"]["checks"][0] == "cross-doc-label"
+    with pytest.raises(ValueError, match="cases"):
+        thdcheck.fuzz_collator(fmt.collate, cases=0)
+    with pytest.raises(ValueError, match="profile"):
+        thdcheck.fuzz_collator(fmt.collate, profile="nope")
+
+
+def test_metrics_counts_a_batch_in_memory_and_compares_a_logger():
+    recipe = REPO / "golden/tests/recipes/qwen3_8b_sft_seq4096.toml"
+    batch = {
+        "input_ids": [[5, 6, 7, 8, 9, 10]],
+        "labels": [[-100, 6, 7, -100, 9, 10]],
+        "position_ids": [[0, 1, 2, 0, 1, 2]],
+        "cu_seq_lens_q": [0, 3, 6],
+    }
+    doc = thdcheck.metrics(recipe, [batch, batch], grad_acc=2)
+    b = doc["record"]["batch"]
+    assert b["tokens"]["real"] == 12, b
+    # A logger that reports one micro-batch's tokens as the step's: off by the micro-batch count.
+    doc = thdcheck.metrics(recipe, [batch, batch], expect={"batch.tokens.real": 6})
+    assert doc["comparison"]["mismatches"] == 1, doc["comparison"]
+    assert "micro-batch" in json.dumps(doc["comparison"]["values"]), doc["comparison"]
+    ok = thdcheck.metrics(recipe, [batch, batch], expect={"batch.tokens.real": 12})
+    assert ok["comparison"]["mismatches"] == 0
+    with pytest.raises(ValueError, match="grad-acc"):
+        thdcheck.metrics(recipe, [batch], grad_acc=3)
