@@ -103,3 +103,19 @@ def test_metrics_counts_a_batch_in_memory_and_compares_a_logger():
     assert ok["comparison"]["mismatches"] == 0
     with pytest.raises(ValueError, match="grad-acc"):
         thdcheck.metrics(recipe, [batch], grad_acc=3)
+
+
+def test_loggers_cp_losses_and_cp_splits_in_process():
+    log = example("logger")
+    assert thdcheck.fuzz_logger(log.log, cases=32).cases == 32
+    log.BUG = "rank_local_counts"  # one CP rank's counts logged as the step's
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_logger(log.log, cases=64, layout="cp-pad")
+    assert e.value.report["failure"]["checks"][0] == "logged-tokens", e.value.report["failure"]
+    assert thdcheck.fuzz_loss(example("cp_loss").loss, cases=16).cases == 16
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_loss(example("cp_loss_mean_of_rank_means").loss, cases=64)
+    assert e.value.report["failure"]["checks"][0] == "cp-loss", e.value.report["failure"]
+    assert thdcheck.fuzz_cp_split(example("cp_split").split, cases=32).cases == 32
+    with pytest.raises(thdcheck.FuzzFailure):
+        thdcheck.fuzz_cp_split(example("cp_split_roll_after_split").split, cases=64)

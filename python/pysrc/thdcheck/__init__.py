@@ -3,6 +3,7 @@
     import thdcheck
     batch = collator(examples)
     thdcheck.assert_batch_ok(batch, profile="transformers")
+    thdcheck.fuzz_collator(collator_fn, cases=500)        # in-process `thdcheck fuzz collator`
 
 `check(batch)` reads the dict a collator returns (torch tensors, numpy arrays, Python ints and
 lists; int32 or int64; `[T]` or `[B, S]`) and runs every rule of `thdcheck check` on it, the
@@ -30,6 +31,9 @@ __all__ = [
     "assert_batch_ok",
     "check",
     "fuzz_collator",
+    "fuzz_cp_split",
+    "fuzz_logger",
+    "fuzz_loss",
     "fuzz_packer",
     "metrics",
 ]
@@ -375,6 +379,69 @@ def fuzz_packer(
         return {"packs": [[ids[i] for i in p] for p in packs], "dropped": [ids[i] for i in dropped]}
 
     return _fuzz("packer", handle, "pack(lengths of {examples}, {capacity}, {seed})", dict(options, cases=cases, seed=seed))
+
+
+def _float(value: Any) -> Any:
+    """A float for the protocol (NaN and the infinities as strings, as JSON has none)."""
+    if hasattr(value, "item"):
+        value = value.item()
+    value = float(value)
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def _count(value: Any) -> Any:
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def fuzz_logger(log: Callable[[dict], Mapping[str, Any]], *, cases: int = 256, seed: int = 0, **options: Any) -> FuzzResult:
+    """Fuzz `log(request) -> logged values` in this process, as `thdcheck fuzz logger` fuzzes an
+    adapter (docs/protocol.md: the request holds `micro_batches`, `model`, `formula`, `cp_size`,
+    `dp_size`, `num_gpus`, `step_time_s`, `peak_tflops_per_gpu`; return the values under the
+    record names of `thdcheck metrics --json`). Options: `formula`, `layout`, `max_cp`, `rtol`, ..."""
+    return _fuzz("logger", lambda r: {"logged": log(r)}, "log({micro_batches}, ...)", dict(options, cases=cases, seed=seed))
+
+
+def fuzz_loss(loss: Callable[[list, int], Any], *, cases: int = 256, seed: int = 0, **options: Any) -> FuzzResult:
+    """Fuzz `loss(ranks, cp_size) -> loss | {"loss", "parts", "n_valid_tokens"}` in this process,
+    as `thdcheck fuzz loss` fuzzes an adapter: the reported loss is judged against the oracle's
+    global loss for cp 1, 2, 4 and 8."""
+
+    def handle(r: dict) -> dict:
+        out = loss(r["ranks"], r["cp_size"])
+        if not isinstance(out, dict):
+            out = {"loss": out}
+        reply = {"loss": _float(out["loss"])}
+        if out.get("parts") is not None:
+            reply["parts"] = [{"nll": _float(n), "count": _count(c)} for n, c in out["parts"]]
+        if out.get("n_valid_tokens") is not None:
+            reply["n_valid_tokens"] = _count(out["n_valid_tokens"])
+        return reply
+
+    return _fuzz("loss", handle, "loss({ranks}, {cp_size})", dict(options, cases=cases, seed=seed))
+
+
+def fuzz_cp_split(split: Callable[[dict, int], list], *, cases: int = 256, seed: int = 0, **options: Any) -> FuzzResult:
+    """Fuzz `split(batch, cp_size) -> [rank dict, ...]` in this process, as `thdcheck fuzz
+    cp-split` fuzzes an adapter; raising refuses the layout (allowed only when a slot is not a
+    multiple of 2·cp_size)."""
+
+    def handle(r: dict) -> dict:
+        keys = ("input_ids", "labels", "position_ids", "cu_seqlens", "cu_seqlens_padded")
+        try:
+            ranks = split({k: r[k] for k in keys}, r["cp_size"])
+        except Exception as e:  # a refusal: thdcheck judges whether the layout allowed it
+            return {"rejected": "".join(traceback.format_exception_only(type(e), e)).strip()}
+        return {"ranks": [_plain(x) for x in ranks]}
+
+    return _fuzz("cp-split", handle, "split({input_ids}, {cp_size})", dict(options, cases=cases, seed=seed))
 
 
 def metrics(
