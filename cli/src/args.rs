@@ -197,9 +197,9 @@ fail), 2 some file could not be read or understood.\nDump a batch: see docs/batc
 /// Label conventions, for `--labels`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Labels {
-    /// labels[t] is token t; logits[t] predicts labels[t+1] (Hugging Face, bionemo).
+    /// `labels[t]` is token t; `logits[t]` predicts `labels[t+1]` (Hugging Face, bionemo).
     Unshifted,
-    /// labels already rolled; logits[t] predicts labels[t] (Megatron, TE, AReaL).
+    /// Labels already rolled; `logits[t]` predicts `labels[t]` (Megatron, TE, AReaL).
     Shifted,
 }
 

@@ -68,13 +68,13 @@ impl Formula {
 /// The layouts `--layout` can ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LayoutKind {
-    /// [`Layout::Flat`].
+    /// One row, the documents back to back.
     Flat,
-    /// [`Layout::MockPad`] with m ∈ {8, 16}.
+    /// A mock pad segment fills the pack to a multiple of m ∈ {8, 16} (bionemo).
     MockPad,
-    /// [`Layout::CpPad`].
+    /// Every document's slot padded to a multiple of 2·cp (context parallelism).
     CpPad,
-    /// [`Layout::Bshd`].
+    /// One document per right-padded row of [B, S], no offsets.
     Bshd,
 }
 
