@@ -170,24 +170,29 @@ fn check(
     Ok((report.text(name, causal), json, violated))
 }
 
+/// The subcommand `name`'s arguments parsed from `argv` by the command's own definitions, so
+/// the keyword options of the Python functions are exactly the command's flags; a bad one is a
+/// `ValueError` with clap's message.
+fn parse_args<T: clap::Args + clap::FromArgMatches>(
+    name: &'static str,
+    argv: impl IntoIterator<Item = String>,
+) -> PyResult<T> {
+    let full: Vec<String> = std::iter::once(name.to_owned()).chain(argv).collect();
+    let matches =
+        T::augment_args(clap::Command::new(name)).try_get_matches_from(&full).map_err(|e| {
+            PyValueError::new_err(e.render().to_string().trim_start_matches("error: ").to_owned())
+        })?;
+    T::from_arg_matches(&matches).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// Runs `thdcheck fuzz` in this process: `argv` are the command's arguments after `fuzz`
 /// (the target first, `--json` added here), and `answer(request_line) -> response_line` stands
 /// for the adapter. The cases, the rules and the shrinking are the command's. Returns the JSON
 /// report.
 #[pyfunction]
 fn fuzz(argv: Vec<String>, answer: Bound<'_, PyAny>) -> PyResult<String> {
-    use clap::{Args, FromArgMatches};
-    let full: Vec<String> = ["fuzz".to_owned()]
-        .into_iter()
-        .chain(argv)
-        .chain(["--json".to_owned(), "--".to_owned(), "<python function>".to_owned()])
-        .collect();
-    let cmd = thdcheck::args::FuzzArgs::augment_args(clap::Command::new("fuzz"));
-    let matches = cmd.try_get_matches_from(&full).map_err(|e| {
-        PyValueError::new_err(e.render().to_string().trim_start_matches("error: ").to_owned())
-    })?;
-    let args = thdcheck::args::FuzzArgs::from_arg_matches(&matches)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let tail = ["--json", "--", "<python function>"].map(str::to_owned);
+    let args: thdcheck::args::FuzzArgs = parse_args("fuzz", argv.into_iter().chain(tail))?;
     // A Python exception the wrapper did not turn into an error answer is answered as one, so
     // the engine reports it as an adapter error and shrinks it.
     let mut call = |line: &str| -> String {
@@ -217,14 +222,7 @@ fn metrics(
     argv: Vec<String>,
     batches: Vec<(String, Vec<PyTensor<'_>>, BTreeMap<String, String>)>,
 ) -> PyResult<String> {
-    use clap::{Args, FromArgMatches};
-    let full: Vec<String> = ["metrics".to_owned()].into_iter().chain(argv).collect();
-    let cmd = thdcheck::args::MetricsArgs::augment_args(clap::Command::new("metrics"));
-    let matches = cmd.try_get_matches_from(&full).map_err(|e| {
-        PyValueError::new_err(e.render().to_string().trim_start_matches("error: ").to_owned())
-    })?;
-    let args = thdcheck::args::MetricsArgs::from_arg_matches(&matches)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let args: thdcheck::args::MetricsArgs = parse_args("metrics", argv)?;
     let mut files = Vec::with_capacity(batches.len());
     for (label, tensors, metadata) in batches {
         let file = BatchFile::from_buffers(shared_tensors(tensors)?, metadata)

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import json
 import struct
-import traceback
 from typing import Any, Callable, Iterable, Mapping
 
-from thdcheck import _native
+from thdcheck import _native, adapter
 from thdcheck._native import BatchError
 
 __all__ = [
@@ -278,17 +277,6 @@ class FuzzResult:
         return f"<thdcheck.FuzzResult {self.report['target']}: {self.cases} cases passed>"
 
 
-def _plain(value: Any) -> Any:
-    """Tensors, arrays and tuples as plain JSON values (what an adapter answers)."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
 def _flags(options: Mapping[str, Any]) -> list:
     """Keyword arguments as the command's flags: `pad_token_id=0` -> `--pad-token-id 0`."""
     argv = []
@@ -306,15 +294,11 @@ def _flags(options: Mapping[str, Any]) -> list:
     return argv
 
 
-def _fuzz(target: str, handle: Callable[[dict], dict], call: str, options: Mapping[str, Any]):
+def _fuzz(target: str, handler: Callable[[dict], dict], call: str, options: Mapping[str, Any]):
+    # The requests are answered as an adapter answers them (thdcheck.adapter, the same file as
+    # adapters/python/thdcheck_adapter.py), only without the subprocess.
     def answer(line: str) -> str:
-        request = json.loads(line)
-        reply = {"thdcheck": 1, "id": request.get("id")}
-        try:
-            reply.update(_plain(handle(request)))
-        except Exception:  # reported as an adapter error, and shrunk
-            reply["error"] = traceback.format_exc()
-        return json.dumps(reply)
+        return adapter.answer(handler, line)
 
     report = json.loads(_native.fuzz([target, *_flags(options)], answer))
     if report["result"] == "pass":
@@ -354,7 +338,7 @@ def fuzz_collator(
     """
     return _fuzz(
         "collator",
-        lambda r: {"batch": collate(r["examples"], r.get("max_seq_length"))},
+        adapter.collator_handler(collate),
         "collate({examples}, {max_seq_length})",
         dict(options, cases=cases, seed=seed),
     )
@@ -372,33 +356,7 @@ def fuzz_packer(
     indices dropped on purpose. Options: `first_fit`, ... Raises `FuzzFailure` with the shrunk
     case; returns a `FuzzResult`."""
 
-    def handle(r: dict) -> dict:
-        lengths = [e["len"] for e in r["examples"]]
-        ids = [e["id"] for e in r["examples"]]
-        packs, dropped = pack(lengths, r["capacity"], r["seed"])
-        return {"packs": [[ids[i] for i in p] for p in packs], "dropped": [ids[i] for i in dropped]}
-
-    return _fuzz("packer", handle, "pack(lengths of {examples}, {capacity}, {seed})", dict(options, cases=cases, seed=seed))
-
-
-def _float(value: Any) -> Any:
-    """A float for the protocol (NaN and the infinities as strings, as JSON has none)."""
-    if hasattr(value, "item"):
-        value = value.item()
-    value = float(value)
-    if value != value:
-        return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "Infinity" if value > 0 else "-Infinity"
-    return value
-
-
-def _count(value: Any) -> Any:
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
+    return _fuzz("packer", adapter.packer_handler(pack), "pack(lengths of {examples}, {capacity}, {seed})", dict(options, cases=cases, seed=seed))
 
 
 def fuzz_logger(log: Callable[[dict], Mapping[str, Any]], *, cases: int = 256, seed: int = 0, **options: Any) -> FuzzResult:
@@ -406,7 +364,7 @@ def fuzz_logger(log: Callable[[dict], Mapping[str, Any]], *, cases: int = 256, s
     adapter (docs/protocol.md: the request holds `micro_batches`, `model`, `formula`, `cp_size`,
     `dp_size`, `num_gpus`, `step_time_s`, `peak_tflops_per_gpu`; return the values under the
     record names of `thdcheck metrics --json`). Options: `formula`, `layout`, `max_cp`, `rtol`, ..."""
-    return _fuzz("logger", lambda r: {"logged": log(r)}, "log({micro_batches}, ...)", dict(options, cases=cases, seed=seed))
+    return _fuzz("logger", adapter.logger_handler(log), "log({micro_batches}, ...)", dict(options, cases=cases, seed=seed))
 
 
 def fuzz_loss(loss: Callable[[list, int], Any], *, cases: int = 256, seed: int = 0, **options: Any) -> FuzzResult:
@@ -414,18 +372,7 @@ def fuzz_loss(loss: Callable[[list, int], Any], *, cases: int = 256, seed: int =
     as `thdcheck fuzz loss` fuzzes an adapter: the reported loss is judged against the oracle's
     global loss for cp 1, 2, 4 and 8."""
 
-    def handle(r: dict) -> dict:
-        out = loss(r["ranks"], r["cp_size"])
-        if not isinstance(out, dict):
-            out = {"loss": out}
-        reply = {"loss": _float(out["loss"])}
-        if out.get("parts") is not None:
-            reply["parts"] = [{"nll": _float(n), "count": _count(c)} for n, c in out["parts"]]
-        if out.get("n_valid_tokens") is not None:
-            reply["n_valid_tokens"] = _count(out["n_valid_tokens"])
-        return reply
-
-    return _fuzz("loss", handle, "loss({ranks}, {cp_size})", dict(options, cases=cases, seed=seed))
+    return _fuzz("loss", adapter.loss_handler(loss), "loss({ranks}, {cp_size})", dict(options, cases=cases, seed=seed))
 
 
 def fuzz_cp_split(split: Callable[[dict, int], list], *, cases: int = 256, seed: int = 0, **options: Any) -> FuzzResult:
@@ -433,15 +380,7 @@ def fuzz_cp_split(split: Callable[[dict, int], list], *, cases: int = 256, seed:
     cp-split` fuzzes an adapter; raising refuses the layout (allowed only when a slot is not a
     multiple of 2·cp_size)."""
 
-    def handle(r: dict) -> dict:
-        keys = ("input_ids", "labels", "position_ids", "cu_seqlens", "cu_seqlens_padded")
-        try:
-            ranks = split({k: r[k] for k in keys}, r["cp_size"])
-        except Exception as e:  # a refusal: thdcheck judges whether the layout allowed it
-            return {"rejected": "".join(traceback.format_exception_only(type(e), e)).strip()}
-        return {"ranks": [_plain(x) for x in ranks]}
-
-    return _fuzz("cp-split", handle, "split({input_ids}, {cp_size})", dict(options, cases=cases, seed=seed))
+    return _fuzz("cp-split", adapter.cp_split_handler(split), "split({input_ids}, {cp_size})", dict(options, cases=cases, seed=seed))
 
 
 def metrics(
@@ -466,7 +405,7 @@ def metrics(
     tmp = None
     if expect is not None and not isinstance(expect, (str, os.PathLike)):
         tmp = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-        json.dump(_plain(expect), tmp)
+        json.dump(adapter._plain(expect), tmp)
         tmp.close()
         expect = tmp.name
     if expect is not None:
