@@ -286,6 +286,11 @@ fn fuzz_packer_passes_the_greedy_packer_and_shrinks_the_one_that_drops_the_overf
     let v = fuzz_json(&["packer", "--json", "--cases", "64", "--", "python3", &good], 0);
     assert_eq!(v["result"], "pass");
     assert_eq!(v["cases"], 64);
+    // The efficiency of the passing answers: never below the lower bound or the optimum.
+    let e = &v["summary"];
+    let n = |k: &str| e[k].as_u64().unwrap_or_else(|| panic!("{k}: {e}"));
+    assert!(n("packs") >= n("lower_bound") && n("lower_bound") > 0, "{e}");
+    assert!(n("small_packs") >= n("small_optimum") && n("small_cases") > 0, "{e}");
 
     let bad = example_adapter("greedy_packer_drops_overflow");
     let v = fuzz_json(&["packer", "--json", "--cases", "64", "--", "python3", &bad], 1);
@@ -296,8 +301,10 @@ fn fuzz_packer_passes_the_greedy_packer_and_shrinks_the_one_that_drops_the_overf
         f["detail"].as_str().unwrap().contains("lost (neither emitted nor reported dropped)"),
         "{f}"
     );
-    // Shrunk: two examples that do not fit together, the second one lost.
+    // Shrunk: two examples that do not fit together, the second one lost; the capacity and
+    // the lengths shrink together, down to 1 (independent lengths left the capacity at 20).
     assert_eq!(f["request"]["examples"].as_array().unwrap().len(), 2, "{f}");
+    assert_eq!(f["request"]["capacity"], 1, "{f}");
     assert!(f["replay"].as_str().unwrap().starts_with("echo '{"), "{f}");
 
     let o = run_expect(&["fuzz", "packer", "--cases", "64", "--", "python3", &bad], 1);

@@ -127,6 +127,11 @@ pub trait Target {
     ) -> Result<(), Failure>;
     /// The invariants checked, for the report.
     fn invariants(&self) -> &'static str;
+    /// What the passing cases measured, beyond the rules (a packer's efficiency): one line for
+    /// the text report and a JSON value, or `None`.
+    fn summary(&self) -> Option<(String, Value)> {
+        None
+    }
 }
 
 /// Where the requests go: the adapter subprocess (`thdcheck fuzz -- CMD`), or a function in this
@@ -204,7 +209,7 @@ pub fn run_in_process(
 fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> Result<u8> {
     match args.target {
         FuzzTarget::Packer => {
-            drive(&packer::PackerTarget { first_fit: args.first_fit }, args, transport, out)
+            drive(&packer::PackerTarget::new(args.first_fit), args, transport, out)
         }
         FuzzTarget::Logger => drive(
             &logger::LoggerTarget {
@@ -435,11 +440,14 @@ fn drive<T: Target>(
     match result {
         Ok(()) => {
             if args.json {
-                let doc = json!({
+                let mut doc = json!({
                     "version": 1, "target": target.kind(), "command": args.command, "result": "pass",
                     "cases": passed.get(), "seed": args.seed, "elapsed_s": elapsed.as_secs_f64(),
                     "cases_per_s": rate, "adapter_starts": adapter.borrow().starts(),
                 });
+                if let Some((_, v)) = target.summary() {
+                    doc["summary"] = v;
+                }
                 writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
             } else {
                 writeln!(
@@ -452,6 +460,9 @@ fn drive<T: Target>(
                     rate,
                     target.invariants()
                 )?;
+                if let Some((line, _)) = target.summary() {
+                    writeln!(out, "  {line}")?;
+                }
             }
             Ok(0)
         }

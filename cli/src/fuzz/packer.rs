@@ -10,6 +10,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use serde_json::Value;
+use std::cell::RefCell;
 use thd::pack::{DropReason, Dropped, Example, Pack};
 
 use super::{Failure, Target, response};
@@ -18,6 +19,26 @@ use super::{Failure, Target, response};
 pub struct PackerTarget {
     /// Also check that any two packs together exceed the capacity.
     pub first_fit: bool,
+    /// What the judged answers cost in packs (the run's efficiency, in the summary).
+    efficiency: RefCell<Efficiency>,
+}
+
+impl PackerTarget {
+    /// A packer target; `first_fit`: also check that any two packs together exceed the capacity.
+    pub fn new(first_fit: bool) -> Self {
+        Self { first_fit, efficiency: RefCell::default() }
+    }
+}
+
+/// Packs emitted against the lower bound `⌈Σ s / C⌉` of each answer, and on answers of at most
+/// 12 packed examples against the exact optimum.
+#[derive(Debug, Default)]
+struct Efficiency {
+    packs: u64,
+    lower_bound: u64,
+    small_packs: u64,
+    small_optimum: u64,
+    small_cases: u64,
 }
 
 impl Target for PackerTarget {
@@ -35,26 +56,66 @@ impl Target for PackerTarget {
         }
     }
 
-    /// Capacities in 1..=64; up to 24 examples of 1..=96 tokens (so some exceed the
-    /// capacity), in the shapes of the properties crate's `arb_seq_lens`: arbitrary, tiny, all
-    /// equal.
+    /// Capacities in 1..=64; up to 24 examples. Most lengths are fractions of the capacity
+    /// (`⌈C·r/32⌉`, r in 1..=48, so up to 1.5·C and some over it): shrinking the capacity then
+    /// shrinks every length with it, and a failure shrinks to the smallest capacity that shows
+    /// it (independent lengths left it at 12 or 21). The rest are the shapes of the properties
+    /// crate's `arb_seq_lens`: arbitrary lengths of 1..=96, tiny ones, all equal.
     fn strategy(&self) -> BoxedStrategy<PackerRequest> {
-        let lens = prop_oneof![
-            4 => vec(1u64..=96, 0..=24),
+        let request = |capacity: u64, lens: Vec<u64>, seed: u64| PackerRequest {
+            capacity,
+            seed,
+            examples: lens
+                .into_iter()
+                .enumerate()
+                .map(|(i, len)| PackerExample { id: i as u64, len })
+                .collect(),
+        };
+        let relative = (1u64..=64, vec(1u64..=48, 0..=24), 0u64..=3).prop_map(
+            move |(capacity, ratios, seed)| {
+                let lens = ratios.into_iter().map(|r| (capacity * r).div_ceil(32)).collect();
+                request(capacity, lens, seed)
+            },
+        );
+        let absolute = prop_oneof![
+            2 => vec(1u64..=96, 0..=24),
             1 => vec(1u64..=2, 0..=24),
             1 => (1u64..=96, 0usize..=24).prop_map(|(l, n)| vec![l; n]),
         ];
-        (1u64..=64, lens, 0u64..=3)
-            .prop_map(|(capacity, lens, seed)| PackerRequest {
-                capacity,
-                seed,
-                examples: lens
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, len)| PackerExample { id: i as u64, len })
-                    .collect(),
-            })
-            .boxed()
+        // The relative shape first: a union shrinks towards its earlier alternatives.
+        prop_oneof![
+            3 => relative,
+            1 => (1u64..=64, absolute, 0u64..=3)
+                .prop_map(move |(capacity, lens, seed)| request(capacity, lens, seed)),
+        ]
+        .boxed()
+    }
+
+    fn summary(&self) -> Option<(String, Value)> {
+        let e = self.efficiency.borrow();
+        if e.packs == 0 {
+            return None;
+        }
+        let ratio = |a: u64, b: u64| if b == 0 { 1.0 } else { a as f64 / b as f64 };
+        let line = format!(
+            "efficiency: {} packs for a lower bound of {} (Σ⌈Σs/C⌉, ×{:.3}); on the {} answers of \
+             at most 12 packed examples, {} packs for an optimum of {} (×{:.3})",
+            e.packs,
+            e.lower_bound,
+            ratio(e.packs, e.lower_bound),
+            e.small_cases,
+            e.small_packs,
+            e.small_optimum,
+            ratio(e.small_packs, e.small_optimum)
+        );
+        let v = serde_json::json!({
+            "packs": e.packs, "lower_bound": e.lower_bound,
+            "packs_per_lower_bound": ratio(e.packs, e.lower_bound),
+            "small_cases": e.small_cases, "small_packs": e.small_packs,
+            "small_optimum": e.small_optimum,
+            "packs_per_optimum": ratio(e.small_packs, e.small_optimum),
+        });
+        Some((line, v))
     }
 
     fn payload(&self, case: &PackerRequest) -> Value {
@@ -72,6 +133,7 @@ impl Target for PackerTarget {
             f
         };
         check(case, &first, self.first_fit).map_err(with)?;
+        self.measure(case, &first);
         let (second, line2) = response::<PackerResponse>(send)?;
         let emitted = |r: &PackerResponse| -> Vec<EmittedPack> {
             // The dropped list is the packer's answer too: compared as a last pseudo-pack.
@@ -92,6 +154,34 @@ impl Target for PackerTarget {
             f
         })?;
         Ok(())
+    }
+}
+
+impl PackerTarget {
+    /// Adds an answer that held every rule to the efficiency: its non-empty packs against
+    /// `⌈Σ s / C⌉` of what it packed, and against the exact optimum when that is small.
+    fn measure(&self, req: &PackerRequest, resp: &PackerResponse) {
+        let len = |id: u64| req.examples.iter().find(|e| e.id == id).map_or(0, |e| e.len);
+        let packed: Vec<u64> = resp.packs.iter().flatten().map(|&id| len(id)).collect();
+        let packs = resp.packs.iter().filter(|p| !p.is_empty()).count() as u64;
+        let cap = req.capacity.max(1);
+        let mut e = self.efficiency.borrow_mut();
+        e.packs += packs;
+        e.lower_bound += packed.iter().sum::<u64>().div_ceil(cap);
+        // The optimum is over the packed examples that fit (an over-long one alone in its own
+        // pack, where a packer allows it, is a pack in both counts).
+        let fits: Vec<u32> = packed
+            .iter()
+            .filter(|&&l| l <= cap)
+            .map(|&l| u32::try_from(l).unwrap_or(u32::MAX))
+            .collect();
+        if packed.len() <= 12 && u32::try_from(cap).is_ok() {
+            let over = (packed.len() - fits.len()) as u64;
+            let cap32 = u32::try_from(cap).unwrap_or(u32::MAX);
+            e.small_cases += 1;
+            e.small_packs += packs;
+            e.small_optimum += properties::harness::optimal_bins(&fits, cap32) as u64 + over;
+        }
     }
 }
 
