@@ -56,6 +56,11 @@ pub struct PackerResponse {
     /// a lost example.
     #[serde(default)]
     pub dropped: Vec<u64>,
+    /// Examples longer than the capacity that the packer placed alone in a pack of their own,
+    /// on purpose (open-instruct GRPO `pack_sequences`); checked: each is longer than the
+    /// capacity. Additive to protocol version 1: absent means none.
+    #[serde(default)]
+    pub oversize: Vec<u64>,
 }
 
 /// One example offered to a collator.

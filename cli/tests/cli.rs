@@ -315,6 +315,22 @@ fn fuzz_packer_passes_the_greedy_packer_and_shrinks_the_one_that_drops_the_overf
 }
 
 #[test]
+fn fuzz_packer_allows_a_declared_oversize_example_alone_and_flags_it_undeclared() {
+    // open-instruct's GRPO pack_sequences keeps an over-long example alone in its own pack: with
+    // the protocol's `oversize` that is legitimate; without it, a capacity violation.
+    let packer = example_adapter("oversize_packer");
+    let v = fuzz_json(&["packer", "--json", "--cases", "256", "--", "python3", &packer], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let v = fuzz_json(
+        &["packer", "--json", "--cases", "256", "--", "python3", &packer, "undeclared"],
+        1,
+    );
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["packer-capacity"]), "{f}");
+    assert_eq!(f["request"]["capacity"], 1, "{f}");
+}
+
+#[test]
 fn fuzz_loss_accepts_a_loud_refusal_of_a_batch_with_nothing_to_learn_only() {
     // AReaL asserts that the global loss weight is positive: an error on a batch without a
     // valid label is a refusal, not a wrong number; an error on any other batch still fails.

@@ -60,6 +60,15 @@ def test_packers_pass_and_the_dropping_one_is_caught():
     assert len(f["request"]["examples"]) <= 3, f
 
 
+def test_a_declared_oversize_example_alone_is_allowed():
+    over = example("oversize_packer")
+    assert thdcheck.fuzz_packer(over.pack, cases=128).cases == 128
+    over.DECLARE = False
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(over.pack, cases=128)
+    assert e.value.report["failure"]["checks"][0] == "packer-capacity"
+
+
 def test_an_exception_is_an_adapter_error_with_its_traceback():
     def collate(examples, max_seq_length):
         raise KeyError("boom")

@@ -159,24 +159,25 @@ impl Target for PackerTarget {
 
 impl PackerTarget {
     /// Adds an answer that held every rule to the efficiency: its non-empty packs against
-    /// `⌈Σ s / C⌉` of what it packed, and against the exact optimum when that is small.
+    /// `⌈Σ s / C⌉` of what it packed (plus one per over-long example), and against the exact
+    /// optimum when that is small.
     fn measure(&self, req: &PackerRequest, resp: &PackerResponse) {
         let len = |id: u64| req.examples.iter().find(|e| e.id == id).map_or(0, |e| e.len);
         let packed: Vec<u64> = resp.packs.iter().flatten().map(|&id| len(id)).collect();
         let packs = resp.packs.iter().filter(|p| !p.is_empty()).count() as u64;
         let cap = req.capacity.max(1);
-        let mut e = self.efficiency.borrow_mut();
-        e.packs += packs;
-        e.lower_bound += packed.iter().sum::<u64>().div_ceil(cap);
-        // The optimum is over the packed examples that fit (an over-long one alone in its own
-        // pack, where a packer allows it, is a pack in both counts).
+        // The bounds are over the packed examples that fit; an over-long one alone in its own
+        // pack (declared `oversize`) is one pack in every count.
         let fits: Vec<u32> = packed
             .iter()
             .filter(|&&l| l <= cap)
             .map(|&l| u32::try_from(l).unwrap_or(u32::MAX))
             .collect();
+        let over = (packed.len() - fits.len()) as u64;
+        let mut e = self.efficiency.borrow_mut();
+        e.packs += packs;
+        e.lower_bound += fits.iter().map(|&l| u64::from(l)).sum::<u64>().div_ceil(cap) + over;
         if packed.len() <= 12 && u32::try_from(cap).is_ok() {
-            let over = (packed.len() - fits.len()) as u64;
             let cap32 = u32::try_from(cap).unwrap_or(u32::MAX);
             e.small_cases += 1;
             e.small_packs += packs;
@@ -206,6 +207,7 @@ fn check(req: &PackerRequest, resp: &PackerResponse, first_fit: bool) -> Result<
             .map(|&id| Dropped { item: item(id), reason: DropReason::OverLength })
             .collect(),
         pending_after_finish: 0,
+        oversize: resp.oversize.clone(),
     };
     check_conservation(&run, cap).map_err(Failure::from_violation)?;
     if first_fit {

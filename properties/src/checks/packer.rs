@@ -20,6 +20,11 @@ pub struct PackerRun {
     pub dropped: Vec<Dropped>,
     /// `pending()` after `finish`.
     pub pending_after_finish: usize,
+    /// Examples the packer declares it placed alone in a pack beyond the capacity, on purpose
+    /// (open-instruct's GRPO `pack_sequences`, Megatron-Bridge's first fit without the upstream
+    /// filter; the packer protocol's `oversize`). Allowed only for an example longer than the
+    /// capacity, alone in its pack.
+    pub oversize: Vec<u64>,
 }
 
 /// A pack and when it was emitted.
@@ -114,7 +119,14 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
             }
         }
         let load = e.pack.load();
-        if let Some(b) = (0..2).find(|&b| load[b] > cap) {
+        // A declared over-long example alone in its pack is over the capacity on purpose.
+        let alone_oversize = match e.pack.items.as_slice() {
+            [item] => {
+                run.oversize.contains(&item.id) && item.lens.branches().iter().any(|&l| l > cap)
+            }
+            _ => false,
+        };
+        if let Some(b) = (0..2).find(|&b| load[b] > cap).filter(|_| !alone_oversize) {
             return Err(v("every pack respects the capacity")
                 .id(PACKER_CAPACITY.id)
                 .at(at)
@@ -124,6 +136,23 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
                     load[b],
                     e.pack.items.iter().map(|i| (i.id, i.padded.branches()[b])).collect::<Vec<_>>()
                 )));
+        }
+    }
+    // A declaration of `oversize` is itself checked: the example is longer than the capacity
+    // (one that shares its pack already breaks the capacity above).
+    for &id in &run.oversize {
+        let longest = run
+            .pushed
+            .iter()
+            .filter(|e| e.id == id)
+            .map(|e| e.lens.branches().into_iter().max().unwrap_or(0))
+            .max();
+        if longest.is_some_and(|l| l <= cap) {
+            return Err(v("only an example longer than the capacity is oversize")
+                .id(PACKER_CAPACITY.id)
+                .at(Location::default().example(id))
+                .expected(format!("a length > {capacity} for an example declared oversize"))
+                .got(format!("{} tokens", longest.unwrap_or(0))));
         }
     }
     // Per id: (times pushed, tokens per branch) in, (heads, tokens per branch) out.
@@ -286,4 +315,49 @@ pub fn check_deterministic(a: &[EmittedPack], b: &[EmittedPack]) -> Checked {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(packs: Vec<Vec<(u64, u32)>>, pushed: &[(u64, u32)], oversize: &[u64]) -> PackerRun {
+        PackerRun {
+            pushed: pushed.iter().map(|&(id, l)| Example::single(id, l)).collect(),
+            packs: packs
+                .into_iter()
+                .map(|p| EmittedPack {
+                    epoch: 0,
+                    call: 0,
+                    pack: Pack::new(
+                        p.into_iter().map(|(id, l)| Example::single(id, l).item()).collect(),
+                    ),
+                })
+                .collect(),
+            oversize: oversize.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_declared_over_long_example_alone_in_its_pack_is_allowed_and_nothing_else() {
+        let pushed = [(0, 4), (1, 15)];
+        // Example 1 (15 tokens) alone beyond a capacity of 10, declared: allowed.
+        let ok = run(vec![vec![(0, 4)], vec![(1, 15)]], &pushed, &[1]);
+        assert_eq!(check_conservation(&ok, 10), Ok(()));
+        // Undeclared: the capacity rule, as before.
+        let undeclared = run(vec![vec![(0, 4)], vec![(1, 15)]], &pushed, &[]);
+        assert_eq!(check_conservation(&undeclared, 10).unwrap_err().id, "packer-capacity");
+        // Declared, but sharing its pack.
+        let shared = run(vec![vec![(0, 4), (1, 15)]], &pushed, &[1]);
+        let e = check_conservation(&shared, 10).unwrap_err();
+        assert_eq!(
+            (e.id, e.rule.as_str()),
+            ("packer-capacity", "every pack respects the capacity")
+        );
+        // Declared, but it fits: a declaration that hides nothing is still wrong.
+        let fits = run(vec![vec![(0, 4)], vec![(1, 15)]], &pushed, &[0, 1]);
+        let e = check_conservation(&fits, 10).unwrap_err();
+        assert_eq!(e.rule, "only an example longer than the capacity is oversize", "{e}");
+    }
 }

@@ -16,7 +16,8 @@ plumbing; you write the function::
     serve_packer(pack)
 
 Packer functions get ``lengths`` (example ``i`` has ``lengths[i]`` tokens), ``capacity`` and
-``seed``, and return packs of example indices plus the indices they dropped on purpose.
+``seed``, and return packs of example indices plus the indices they dropped on purpose (and,
+optionally, third, the over-long ones they placed alone in a pack of their own on purpose).
 
 Collator functions get the list of examples (``{"input_ids": [...]}``, or for DPO
 ``{"chosen_input_ids": [...], "rejected_input_ids": [...], "index": i}``) and
@@ -82,17 +83,23 @@ def serve(handler, stdin=None, stdout=None):
 
 
 def packer_handler(pack):
-    """The handler of ``pack(lengths, capacity, seed) -> (packs, dropped)``."""
+    """The handler of ``pack(lengths, capacity, seed) -> (packs, dropped)`` or ``(packs,
+    dropped, oversize)``: ``oversize`` lists the examples longer than the capacity that the
+    packer placed alone in a pack of their own on purpose."""
 
     def handler(request):
         examples = request["examples"]
         lengths = [e["len"] for e in examples]
-        packs, dropped = pack(lengths, request["capacity"], request["seed"])
+        out = pack(lengths, request["capacity"], request["seed"])
+        packs, dropped = out[0], out[1]
         ids = [e["id"] for e in examples]
-        return {
+        reply = {
             "packs": [[ids[i] for i in p] for p in packs],
             "dropped": [ids[i] for i in dropped],
         }
+        if len(out) > 2:
+            reply["oversize"] = [ids[i] for i in out[2]]
+        return reply
 
     return handler
 
