@@ -50,8 +50,8 @@ pub struct PackerRequest {
 /// A packer response: packs of example ids, and the ids it deliberately dropped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PackerResponse {
-    /// Packs, each a list of example ids.
-    pub packs: Vec<Vec<u64>>,
+    /// Packs, each a list of example ids or pieces of examples.
+    pub packs: Vec<Vec<PackEntry>>,
     /// Examples dropped on purpose (e.g. longer than the capacity); anything else missing is
     /// a lost example.
     #[serde(default)]
@@ -61,6 +61,26 @@ pub struct PackerResponse {
     /// capacity. Additive to protocol version 1: absent means none.
     #[serde(default)]
     pub oversize: Vec<u64>,
+}
+
+/// One entry of a pack: a whole example (its id), or a piece of one split across packs,
+/// `[id, start, end]` (tokens `start..end` of the example; bionemo's `split_samples`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PackEntry {
+    /// The whole example.
+    Whole(u64),
+    /// Tokens `start..end` of the example.
+    Piece(u64, u64, u64),
+}
+
+impl PackEntry {
+    /// The example's id.
+    pub fn id(self) -> u64 {
+        match self {
+            PackEntry::Whole(id) | PackEntry::Piece(id, ..) => id,
+        }
+    }
 }
 
 /// One example offered to a collator.

@@ -331,6 +331,25 @@ fn fuzz_packer_allows_a_declared_oversize_example_alone_and_flags_it_undeclared(
 }
 
 #[test]
+fn fuzz_packer_reads_pieces_of_split_examples_and_catches_pieces_that_do_not_tile() {
+    // bionemo's split_samples: an example crossing a pack boundary is split, `[id, start, end]`.
+    let packer = example_adapter("split_packer");
+    let v = fuzz_json(&["packer", "--json", "--cases", "256", "--", "python3", &packer], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    assert_eq!(v["summary"]["packs"], v["summary"]["lower_bound"], "every pack full: {v}");
+    let v =
+        fuzz_json(&["packer", "--json", "--cases", "256", "--", "python3", &packer, "overlap"], 1);
+    assert_eq!(v["failure"]["checks"], serde_json::json!(["packer-conservation"]), "{v}");
+    // A piece outside its example is a malformed answer.
+    let bad = "import sys, json\nfor l in sys.stdin:\n    r = json.loads(l)\n    \
+               ps = [[[e['id'], 0, e['len'] + 1]] for e in r['examples']]\n    \
+               print(json.dumps({'thdcheck': 1, 'id': r['id'], 'packs': ps}), flush=True)";
+    let v = fuzz_json(&["packer", "--json", "--cases", "8", "--", "python3", "-c", bad], 1);
+    assert_eq!(v["failure"]["kind"], "schema", "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("is not a range"), "{v}");
+}
+
+#[test]
 fn fuzz_loss_accepts_a_loud_refusal_of_a_batch_with_nothing_to_learn_only() {
     // AReaL asserts that the global loss weight is positive: an error on a batch without a
     // valid label is a refusal, not a wrong number; an error on any other batch still fails.

@@ -69,6 +69,15 @@ def test_a_declared_oversize_example_alone_is_allowed():
     assert e.value.report["failure"]["checks"][0] == "packer-capacity"
 
 
+def test_pieces_of_split_examples():
+    split = example("split_packer")
+    assert thdcheck.fuzz_packer(split.pack, cases=128).cases == 128
+    split.OVERLAP = True
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(split.pack, cases=128)
+    assert e.value.report["failure"]["checks"][0] == "packer-conservation"
+
+
 def test_an_exception_is_an_adapter_error_with_its_traceback():
     def collate(examples, max_seq_length):
         raise KeyError("boom")

@@ -2,7 +2,7 @@
 //! determinism, and optionally the first-fit property — the PACKER rules of
 //! `properties::checks`.
 
-use crate::protocol::{PackerExample, PackerRequest, PackerResponse};
+use crate::protocol::{PackEntry, PackerExample, PackerRequest, PackerResponse};
 use properties::checks::{
     EmittedPack, PackerRun, check_conservation, check_deterministic, check_pairwise_full,
 };
@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use serde_json::Value;
 use std::cell::RefCell;
-use thd::pack::{DropReason, Dropped, Example, Pack};
+use thd::pack::{DropReason, Dropped, Example, Pack, PackItem};
 
 use super::{Failure, Target, response};
 
@@ -132,18 +132,21 @@ impl Target for PackerTarget {
             f.response = Some(line.clone());
             f
         };
+        pieces_in_bounds(case, &first).map_err(with)?;
         check(case, &first, self.first_fit).map_err(with)?;
         self.measure(case, &first);
         let (second, line2) = response::<PackerResponse>(send)?;
         let emitted = |r: &PackerResponse| -> Vec<EmittedPack> {
             // The dropped list is the packer's answer too: compared as a last pseudo-pack.
+            let dropped: Vec<PackEntry> =
+                r.dropped.iter().map(|&id| PackEntry::Whole(id)).collect();
             r.packs
                 .iter()
-                .chain(std::iter::once(&r.dropped))
+                .chain(std::iter::once(&dropped))
                 .map(|p| EmittedPack {
                     epoch: 0,
                     call: 0,
-                    pack: Pack::new(p.iter().map(|&id| Example::single(id, 0).item()).collect()),
+                    pack: Pack::new(p.iter().map(|&e| item(e, |_| 0)).collect()),
                 })
                 .collect()
         };
@@ -163,7 +166,15 @@ impl PackerTarget {
     /// optimum when that is small.
     fn measure(&self, req: &PackerRequest, resp: &PackerResponse) {
         let len = |id: u64| req.examples.iter().find(|e| e.id == id).map_or(0, |e| e.len);
-        let packed: Vec<u64> = resp.packs.iter().flatten().map(|&id| len(id)).collect();
+        let packed: Vec<u64> = resp
+            .packs
+            .iter()
+            .flatten()
+            .map(|&e| match e {
+                PackEntry::Whole(id) => len(id),
+                PackEntry::Piece(_, start, end) => end - start,
+            })
+            .collect();
         let packs = resp.packs.iter().filter(|p| !p.is_empty()).count() as u64;
         let cap = req.capacity.max(1);
         // The bounds are over the packed examples that fit; an over-long one alone in its own
@@ -186,15 +197,49 @@ impl PackerTarget {
     }
 }
 
+/// A pack entry as the PACKER rules read it: a whole example of `len(id)` tokens, or a piece at
+/// its offset (checked to lie within the example by [`pieces_in_bounds`]).
+fn item(e: PackEntry, len: impl Fn(u64) -> u32) -> PackItem {
+    let as_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    match e {
+        PackEntry::Whole(id) => Example::single(id, len(id)).item(),
+        PackEntry::Piece(id, start, end) => {
+            let mut i = Example::single(id, as_u32(end.saturating_sub(start))).item();
+            i.offset = as_u32(start);
+            i
+        }
+    }
+}
+
+/// Every piece `[id, start, end]` names tokens of its example: `start < end <= len` (the
+/// protocol's shape; whether the pieces tile the example is the PACKER rule's).
+fn pieces_in_bounds(req: &PackerRequest, resp: &PackerResponse) -> Result<(), Failure> {
+    for &e in resp.packs.iter().flatten() {
+        if let PackEntry::Piece(id, start, end) = e {
+            let len = req.examples.iter().find(|x| x.id == id).map_or(0, |x| x.len);
+            if !(start < end && end <= len) {
+                return Err(Failure::schema(
+                    format!(
+                        "piece [{id}, {start}, {end}] is not a range of example {id}'s {len} \
+                         tokens (start < end <= len)"
+                    ),
+                    "",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Judges one answer with the PACKER rules of `properties::checks`: conservation and capacity
 /// over the request's own ids (any ids, repeated ones too), and first fit when asked.
 fn check(req: &PackerRequest, resp: &PackerResponse, first_fit: bool) -> Result<(), Failure> {
     let cap = u32::try_from(req.capacity).unwrap_or(u32::MAX);
     let as_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     let len = |id: u64| req.examples.iter().find(|e| e.id == id).map_or(0, |e| as_u32(e.len));
-    let item = |id: u64| Example::single(id, len(id)).item();
     let packs: Vec<Pack> =
-        resp.packs.iter().map(|p| Pack::new(p.iter().map(|&id| item(id)).collect())).collect();
+        resp.packs.iter().map(|p| Pack::new(p.iter().map(|&e| item(e, len)).collect())).collect();
+    let item = |id: u64| Example::single(id, len(id)).item();
     let run = PackerRun {
         pushed: req.examples.iter().map(|e| Example::single(e.id, as_u32(e.len))).collect(),
         packs: packs

@@ -205,6 +205,41 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
             .expected("no such id")
             .got("emitted"));
     }
+    if complete {
+        check_pieces_tile(run, &ins)?;
+    }
+    Ok(())
+}
+
+/// The pieces of an example split across packs (bionemo's `split_samples`) tile it: sorted by
+/// offset they start at 0 and each starts where the one before ends, so the right token count
+/// cannot hide a gap and an overlap. Examples pushed more than once are left to the counts.
+fn check_pieces_tile(run: &PackerRun, ins: &BTreeMap<u64, (u64, [u64; 2])>) -> Checked {
+    let mut pieces: BTreeMap<u64, Vec<(u32, u64)>> = BTreeMap::new();
+    let all =
+        run.packs.iter().flat_map(|e| &e.pack.items).chain(run.dropped.iter().map(|d| &d.item));
+    for item in all {
+        pieces.entry(item.id).or_default().push((item.offset, item.lens.branches()[0]));
+    }
+    for (id, mut ps) in pieces {
+        if ps.len() < 2 || ins.get(&id).is_none_or(|&(n, _)| n != 1) {
+            continue;
+        }
+        ps.sort_unstable();
+        let mut next = 0u64;
+        for &(offset, len) in &ps {
+            if u64::from(offset) != next {
+                return Err(v("the pieces of a split example tile it")
+                    .at(Location::default().example(id))
+                    .expected(format!("a piece starting at token {next}"))
+                    .got(format!(
+                        "pieces (offset, tokens) {ps:?}: {}",
+                        if u64::from(offset) > next { "a gap" } else { "an overlap" }
+                    )));
+            }
+            next += len;
+        }
+    }
     Ok(())
 }
 
@@ -355,6 +390,29 @@ mod tests {
             (e.id, e.rule.as_str()),
             ("packer-capacity", "every pack respects the capacity")
         );
+        // Pieces (bionemo split_samples): two halves tile the example; an overlap of the
+        // same total does not.
+        let piece = |id: u64, offset: u32, len: u32| {
+            let mut i = Example::single(id, len).item();
+            i.offset = offset;
+            i
+        };
+        let split = |a: (u32, u32), b: (u32, u32)| PackerRun {
+            pushed: vec![Example::single(7, 8)],
+            packs: [a, b]
+                .into_iter()
+                .map(|(o, l)| EmittedPack {
+                    epoch: 0,
+                    call: 0,
+                    pack: Pack::new(vec![piece(7, o, l)]),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        assert_eq!(check_conservation(&split((0, 4), (4, 4)), 4), Ok(()));
+        let e = check_conservation(&split((0, 4), (2, 4)), 4).unwrap_err();
+        assert_eq!(e.rule, "the pieces of a split example tile it", "{e}");
+        assert!(e.got.contains("an overlap"), "{e}");
         // Declared, but it fits: a declaration that hides nothing is still wrong.
         let fits = run(vec![vec![(0, 4)], vec![(1, 15)]], &pushed, &[0, 1]);
         let e = check_conservation(&fits, 10).unwrap_err();

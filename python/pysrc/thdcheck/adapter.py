@@ -17,7 +17,8 @@ plumbing; you write the function::
 
 Packer functions get ``lengths`` (example ``i`` has ``lengths[i]`` tokens), ``capacity`` and
 ``seed``, and return packs of example indices plus the indices they dropped on purpose (and,
-optionally, third, the over-long ones they placed alone in a pack of their own on purpose).
+optionally, third, the over-long ones they placed alone in a pack of their own on purpose). A
+pack entry may be a piece ``(index, start, end)`` of an example split across packs.
 
 Collator functions get the list of examples (``{"input_ids": [...]}``, or for DPO
 ``{"chosen_input_ids": [...], "rejected_input_ids": [...], "index": i}``) and
@@ -93,8 +94,11 @@ def packer_handler(pack):
         out = pack(lengths, request["capacity"], request["seed"])
         packs, dropped = out[0], out[1]
         ids = [e["id"] for e in examples]
+        def entry(x):  # an index, or a piece (index, start, end) of an example split across packs
+            return ids[x] if isinstance(x, int) else [ids[x[0]], x[1], x[2]]
+
         reply = {
-            "packs": [[ids[i] for i in p] for p in packs],
+            "packs": [[entry(x) for x in p] for p in packs],
             "dropped": [ids[i] for i in dropped],
         }
         if len(out) > 2:
