@@ -61,6 +61,11 @@ pub struct PackerResponse {
     /// capacity. Additive to protocol version 1: absent means none.
     #[serde(default)]
     pub oversize: Vec<u64>,
+    /// Indices into `packs` of the packs that repeat earlier examples on purpose (a padding
+    /// batch, so every rank gets the same number of batches: open-instruct's loader with
+    /// `drop_last=False`); checked for capacity, excluded from conservation.
+    #[serde(default)]
+    pub padding: Vec<usize>,
 }
 
 /// One entry of a pack: a whole example (its id), or a piece of one split across packs,

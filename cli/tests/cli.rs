@@ -350,6 +350,20 @@ fn fuzz_packer_reads_pieces_of_split_examples_and_catches_pieces_that_do_not_til
 }
 
 #[test]
+fn fuzz_packer_excludes_marked_padding_packs_from_conservation() {
+    // open-instruct's loader with drop_last=False repeats a batch so every rank gets as many:
+    // marked `padding`, the repeats are legitimate; unmarked, they are duplicates.
+    let packer = example_adapter("padding_batch_packer");
+    let v = fuzz_json(&["packer", "--json", "--cases", "256", "--", "python3", &packer], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let v =
+        fuzz_json(&["packer", "--json", "--cases", "256", "--", "python3", &packer, "unmarked"], 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]), "{f}");
+    assert!(f["detail"].as_str().unwrap().contains("duplicated"), "{f}");
+}
+
+#[test]
 fn fuzz_loss_accepts_a_loud_refusal_of_a_batch_with_nothing_to_learn_only() {
     // AReaL asserts that the global loss weight is positive: an error on a batch without a
     // valid label is a refusal, not a wrong number; an error on any other batch still fails.

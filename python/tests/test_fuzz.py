@@ -78,6 +78,15 @@ def test_pieces_of_split_examples():
     assert e.value.report["failure"]["checks"][0] == "packer-conservation"
 
 
+def test_marked_padding_packs():
+    loader = example("padding_batch_packer")
+    assert thdcheck.fuzz_packer(loader.pack, cases=128).cases == 128
+    loader.MARKED = False
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(loader.pack, cases=128)
+    assert e.value.report["failure"]["checks"][0] == "packer-conservation"
+
+
 def test_an_exception_is_an_adapter_error_with_its_traceback():
     def collate(examples, max_seq_length):
         raise KeyError("boom")

@@ -166,16 +166,21 @@ impl PackerTarget {
     /// optimum when that is small.
     fn measure(&self, req: &PackerRequest, resp: &PackerResponse) {
         let len = |id: u64| req.examples.iter().find(|e| e.id == id).map_or(0, |e| e.len);
+        let real = |(i, _): &(usize, &Vec<PackEntry>)| !resp.padding.contains(i);
         let packed: Vec<u64> = resp
             .packs
             .iter()
-            .flatten()
+            .enumerate()
+            .filter(real)
+            .flat_map(|(_, p)| p)
             .map(|&e| match e {
                 PackEntry::Whole(id) => len(id),
                 PackEntry::Piece(_, start, end) => end - start,
             })
             .collect();
-        let packs = resp.packs.iter().filter(|p| !p.is_empty()).count() as u64;
+        let packs =
+            resp.packs.iter().enumerate().filter(real).filter(|(_, p)| !p.is_empty()).count()
+                as u64;
         let cap = req.capacity.max(1);
         // The bounds are over the packed examples that fit; an over-long one alone in its own
         // pack (declared `oversize`) is one pack in every count.
@@ -240,12 +245,24 @@ fn check(req: &PackerRequest, resp: &PackerResponse, first_fit: bool) -> Result<
     let packs: Vec<Pack> =
         resp.packs.iter().map(|p| Pack::new(p.iter().map(|&e| item(e, len)).collect())).collect();
     let item = |id: u64| Example::single(id, len(id)).item();
+    if let Some(&i) = resp.padding.iter().find(|&&i| i >= packs.len()) {
+        return Err(Failure::schema(
+            format!("padding names pack {i}, but there are {} packs", packs.len()),
+            "",
+        ));
+    }
+    let emitted = |padding: bool| -> Vec<EmittedPack> {
+        packs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| resp.padding.contains(i) == padding)
+            .map(|(_, pack)| EmittedPack { epoch: 0, call: 0, pack: pack.clone() })
+            .collect()
+    };
     let run = PackerRun {
         pushed: req.examples.iter().map(|e| Example::single(e.id, as_u32(e.len))).collect(),
-        packs: packs
-            .iter()
-            .map(|pack| EmittedPack { epoch: 0, call: 0, pack: pack.clone() })
-            .collect(),
+        packs: emitted(false),
+        padding: emitted(true),
         dropped: resp
             .dropped
             .iter()
@@ -256,7 +273,8 @@ fn check(req: &PackerRequest, resp: &PackerResponse, first_fit: bool) -> Result<
     };
     check_conservation(&run, cap).map_err(Failure::from_violation)?;
     if first_fit {
-        check_pairwise_full(&packs, cap).map_err(Failure::from_violation)?;
+        let real: Vec<Pack> = run.packs.iter().map(|e| e.pack.clone()).collect();
+        check_pairwise_full(&real, cap).map_err(Failure::from_violation)?;
     }
     Ok(())
 }

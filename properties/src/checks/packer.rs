@@ -25,6 +25,11 @@ pub struct PackerRun {
     /// filter; the packer protocol's `oversize`). Allowed only for an example longer than the
     /// capacity, alone in its pack.
     pub oversize: Vec<u64>,
+    /// Packs that repeat earlier examples on purpose, marked as such by the packer (a padding
+    /// batch, so that every rank gets the same number of batches: open-instruct's loader with
+    /// `drop_last=False`): checked for capacity, excluded from conservation; they may only
+    /// hold examples that were pushed.
+    pub padding: Vec<EmittedPack>,
 }
 
 /// A pack and when it was emitted.
@@ -99,7 +104,8 @@ pub fn check_emitted_so_far(run: &PackerRun, capacity: u32) -> Checked {
 /// Pack rules, then per-id accounting: exact when `complete`, at most what was pushed otherwise.
 fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
     let cap = u64::from(capacity);
-    for (index, e) in run.packs.iter().enumerate() {
+    // Padding packs are indexed after the real ones, as the packer listed them.
+    for (index, e) in run.packs.iter().chain(&run.padding).enumerate() {
         let at = Location::default().epoch(e.epoch).pack(index);
         if e.pack.is_empty() {
             return Err(v("a pack is never empty")
@@ -204,6 +210,14 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
             .at(Location::default().example(id))
             .expected("no such id")
             .got("emitted"));
+    }
+    if let Some(item) =
+        run.padding.iter().flat_map(|e| &e.pack.items).find(|i| !ins.contains_key(&i.id))
+    {
+        return Err(v("a padding pack repeats examples it was given")
+            .at(Location::default().example(item.id))
+            .expected("an id that was pushed")
+            .got("a padding pack holds an id never pushed"));
     }
     if complete {
         check_pieces_tile(run, &ins)?;
@@ -413,6 +427,16 @@ mod tests {
         let e = check_conservation(&split((0, 4), (2, 4)), 4).unwrap_err();
         assert_eq!(e.rule, "the pieces of a split example tile it", "{e}");
         assert!(e.got.contains("an overlap"), "{e}");
+        // A padding pack repeating example 0 is excluded from conservation; unmarked, it is a
+        // duplicate; one holding an id never pushed is invented.
+        let mut padded = run(vec![vec![(0, 4)], vec![(1, 15)]], &pushed, &[1]);
+        padded.padding = run(vec![vec![(0, 4)]], &[], &[]).packs;
+        assert_eq!(check_conservation(&padded, 10), Ok(()));
+        let unmarked = run(vec![vec![(0, 4)], vec![(1, 15)], vec![(0, 4)]], &pushed, &[1]);
+        assert!(check_conservation(&unmarked, 10).unwrap_err().got.contains("duplicated"));
+        padded.padding = run(vec![vec![(9, 4)]], &[], &[]).packs;
+        let e = check_conservation(&padded, 10).unwrap_err();
+        assert_eq!(e.rule, "a padding pack repeats examples it was given", "{e}");
         // Declared, but it fits: a declaration that hides nothing is still wrong.
         let fits = run(vec![vec![(0, 4)], vec![(1, 15)]], &pushed, &[0, 1]);
         let e = check_conservation(&fits, 10).unwrap_err();

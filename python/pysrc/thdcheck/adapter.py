@@ -18,7 +18,9 @@ plumbing; you write the function::
 Packer functions get ``lengths`` (example ``i`` has ``lengths[i]`` tokens), ``capacity`` and
 ``seed``, and return packs of example indices plus the indices they dropped on purpose (and,
 optionally, third, the over-long ones they placed alone in a pack of their own on purpose). A
-pack entry may be a piece ``(index, start, end)`` of an example split across packs.
+pack entry may be a piece ``(index, start, end)`` of an example split across packs. A packer
+may instead return a dict ``{"packs", "dropped", "oversize", "padding"}``, ``padding`` listing
+the packs (by position) that repeat earlier examples on purpose.
 
 Collator functions get the list of examples (``{"input_ids": [...]}``, or for DPO
 ``{"chosen_input_ids": [...], "rejected_input_ids": [...], "index": i}``) and
@@ -92,6 +94,11 @@ def packer_handler(pack):
         examples = request["examples"]
         lengths = [e["len"] for e in examples]
         out = pack(lengths, request["capacity"], request["seed"])
+        if isinstance(out, dict):  # {"packs", "dropped", "oversize", "padding"}
+            extra = {"padding": list(out.get("padding", []))}
+            out = (out["packs"], out.get("dropped", []), out.get("oversize", []))
+        else:
+            extra = {}
         packs, dropped = out[0], out[1]
         ids = [e["id"] for e in examples]
         def entry(x):  # an index, or a piece (index, start, end) of an example split across packs
@@ -103,6 +110,7 @@ def packer_handler(pack):
         }
         if len(out) > 2:
             reply["oversize"] = [ids[i] for i in out[2]]
+        reply.update(extra)
         return reply
 
     return handler
