@@ -60,31 +60,24 @@ def test_packers_pass_and_the_dropping_one_is_caught():
     assert len(f["request"]["examples"]) <= 3, f
 
 
-def test_a_declared_oversize_example_alone_is_allowed():
-    over = example("oversize_packer")
-    assert thdcheck.fuzz_packer(over.pack, cases=128).cases == 128
-    over.DECLARE = False
+@pytest.mark.parametrize(
+    "name,flag,broken,check",
+    [
+        # over-long examples alone in their own pack, declared `oversize` / undeclared
+        ("oversize_packer", "DECLARE", False, "packer-capacity"),
+        # examples split across packs: pieces that tile them / overlap
+        ("split_packer", "OVERLAP", True, "packer-conservation"),
+        # a padding batch repeating packs: marked `padding` / unmarked
+        ("padding_batch_packer", "MARKED", False, "packer-conservation"),
+    ],
+)
+def test_declared_packer_behaviours_pass_and_their_broken_variants_fail(name, flag, broken, check):
+    packer = example(name)
+    assert thdcheck.fuzz_packer(packer.pack, cases=128).cases == 128
+    setattr(packer, flag, broken)
     with pytest.raises(thdcheck.FuzzFailure) as e:
-        thdcheck.fuzz_packer(over.pack, cases=128)
-    assert e.value.report["failure"]["checks"][0] == "packer-capacity"
-
-
-def test_pieces_of_split_examples():
-    split = example("split_packer")
-    assert thdcheck.fuzz_packer(split.pack, cases=128).cases == 128
-    split.OVERLAP = True
-    with pytest.raises(thdcheck.FuzzFailure) as e:
-        thdcheck.fuzz_packer(split.pack, cases=128)
-    assert e.value.report["failure"]["checks"][0] == "packer-conservation"
-
-
-def test_marked_padding_packs():
-    loader = example("padding_batch_packer")
-    assert thdcheck.fuzz_packer(loader.pack, cases=128).cases == 128
-    loader.MARKED = False
-    with pytest.raises(thdcheck.FuzzFailure) as e:
-        thdcheck.fuzz_packer(loader.pack, cases=128)
-    assert e.value.report["failure"]["checks"][0] == "packer-conservation"
+        thdcheck.fuzz_packer(packer.pack, cases=128)
+    assert e.value.report["failure"]["checks"][0] == check
 
 
 def test_an_exception_is_an_adapter_error_with_its_traceback():

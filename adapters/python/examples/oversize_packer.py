@@ -9,27 +9,19 @@ Without the declaration, an over-long pack is indistinguishable from a capacity 
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from greedy_packer import pack as greedy  # noqa: E402
 from thdcheck_adapter import serve_packer  # noqa: E402
 
 DECLARE = sys.argv[1:] != ["undeclared"]
 
 
 def pack(lengths, capacity, seed):
-    packs, oversize, current, load = [], [], [], 0
-    for i, n in enumerate(lengths):
-        if n > capacity:
-            packs.append([i])  # alone, on purpose
-            oversize.append(i)
-            continue
-        if load + n > capacity:
-            packs.append(current)
-            current, load = [], 0
-        current.append(i)
-        load += n
-    if current:
-        packs.append(current)
-    return (packs, [], oversize) if DECLARE else (packs, [])
+    # The greedy packer's packs; what it drops as over-long goes alone into a pack instead.
+    packs, over = greedy(lengths, capacity, seed)
+    packs += [[i] for i in over]
+    return (packs, [], over) if DECLARE else (packs, [])
 
 
 if __name__ == "__main__":
