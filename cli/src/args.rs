@@ -130,9 +130,35 @@ pub struct FuzzArgs {
     /// Collator contract: sft (flatten) or dpo (chosen/rejected/concatenated keys).
     #[arg(long, value_enum, default_value = "sft")]
     pub mode: crate::protocol::CollatorMode,
-    /// Packer: also require that no two packs fit together (first-fit-like strategies).
+    /// Packer: also require that no two packs fit together (first-fit-like strategies); in a
+    /// session, among the packs of each call.
     #[arg(long)]
     pub first_fit: bool,
+    /// Packer: drive a streaming packer through sessions (protocol version 2: `start`, pushes
+    /// over several epochs, `end_epoch`, `finish`), checking conservation over the whole
+    /// session.
+    #[arg(long)]
+    pub session: bool,
+    /// Packer: the capacity counts padded tokens: every sequence (and piece) takes `⌈len / M⌉·M`
+    /// (bionemo's `pad_sequences_to_be_divisible_by`); sent as `pad_to_multiple_of`.
+    #[arg(long, value_name = "M", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub pad_sequences_to_multiple_of: Option<u64>,
+    /// Packer: at most K examples per pack (open-instruct's loader: the per-rank batch size);
+    /// sent as `max_seqs_per_pack`.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub max_seqs_per_pack: Option<u64>,
+    /// Packer: packs are dealt to R data-parallel ranks, and the answer's `ranks` must give
+    /// every rank as many packs; sent as `dp_size`.
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub dp_size: Option<u64>,
+    /// Packer: examples are DPO pairs `{"id", "chosen", "rejected"}`; each branch goes to its
+    /// own row of the same capacity.
+    #[arg(long)]
+    pub pairs: bool,
+    /// Packer: generate only examples that fit the capacity (padded), for a packer that refuses
+    /// longer ones; without it, a refusal is accepted only for a request holding one.
+    #[arg(long)]
+    pub fitting_only: bool,
     /// Logger: the FLOPs formula the logger implements (the request says which; the model's
     /// causal convention follows it: Megatron halves, bionemo's perf_logger does not).
     #[arg(long, value_enum, default_value = "megatron-lm")]

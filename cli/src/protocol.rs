@@ -27,13 +27,30 @@ use crate::{Error, Result};
 /// The protocol version every request and response carries under the key `thdcheck`.
 pub const VERSION: u64 = 1;
 
-/// One example offered to a packer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PackerExample {
-    /// Example id (unique within a request).
-    pub id: u64,
-    /// Its length in tokens.
-    pub len: u64,
+/// The protocol version of a packer session's requests and answers (`fuzz packer --session`:
+/// `start`, `push`, `end_epoch`, `finish`); one-shot packer requests and every other kind are
+/// version [`VERSION`].
+pub const SESSION_VERSION: u64 = 2;
+
+/// One example offered to a packer: `{"id": 0, "len": 9}`, or for a DPO pair (`--pairs`)
+/// `{"id": 0, "chosen": 9, "rejected": 4}`.
+pub type PackerExample = thd::pack::Example;
+
+/// What configures a packer beyond its capacity; each key is sent only when set, so a packer
+/// that knows none of them sees the requests of protocol version 1 unchanged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackerOptions {
+    /// Every example (and piece) takes `⌈len / m⌉·m` tokens of the capacity (bionemo's
+    /// `pad_sequences_to_be_divisible_by`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pad_to_multiple_of: Option<u64>,
+    /// At most this many entries per pack (open-instruct's loader: the per-rank batch size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_seqs_per_pack: Option<u64>,
+    /// Packs are dealt to this many data-parallel ranks; the answer says which rank gets each
+    /// pack (`ranks`), and every rank gets as many packs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dp_size: Option<u64>,
 }
 
 /// A packer request: pack these examples into packs of at most `capacity` tokens.
@@ -45,13 +62,57 @@ pub struct PackerRequest {
     pub seed: u64,
     /// The examples, in dataset order.
     pub examples: Vec<PackerExample>,
+    /// Options beyond the capacity.
+    #[serde(flatten)]
+    pub options: PackerOptions,
 }
 
-/// A packer response: packs of example ids, and the ids it deliberately dropped.
+/// One request of a packer session (protocol version [`SESSION_VERSION`]): the packer keeps its
+/// state from `start` to `finish`, across calls and epochs.
+///
+/// ```text
+/// → {"thdcheck":2,"id":0,"kind":"packer","op":"start","capacity":20,"seed":0}
+/// → {"thdcheck":2,"id":1,"kind":"packer","op":"push","epoch":0,"examples":[{"id":0,"len":9}]}
+/// → {"thdcheck":2,"id":2,"kind":"packer","op":"end_epoch","epoch":0}
+/// → {"thdcheck":2,"id":3,"kind":"packer","op":"finish"}
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum PackerSessionRequest {
+    /// A new packer (any earlier one is gone).
+    Start {
+        /// Pack capacity in tokens.
+        capacity: u64,
+        /// Seed for any shuffling the packer does.
+        seed: u64,
+        /// Options beyond the capacity.
+        #[serde(flatten)]
+        options: PackerOptions,
+    },
+    /// More examples of the current epoch (ids unique over the session).
+    Push {
+        /// The epoch, from 0.
+        epoch: u64,
+        /// The examples, in stream order.
+        examples: Vec<PackerExample>,
+    },
+    /// The epoch's data is exhausted.
+    EndEpoch {
+        /// The epoch that ends.
+        epoch: u64,
+    },
+    /// No more data: emit everything still held.
+    Finish,
+}
+
+/// A packer's answer (to a one-shot request, or to one call of a session): packs of example
+/// ids, the ids it deliberately dropped, and what it declares of them; or a refusal.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PackerResponse {
-    /// Packs, each a list of example ids or pieces of examples.
-    pub packs: Vec<Vec<PackEntry>>,
+    /// Packs, each a list of example ids or pieces of examples (absent in a refusal, and
+    /// empty when a session call emits nothing).
+    #[serde(default)]
+    pub packs: Option<Vec<Vec<PackEntry>>>,
     /// Examples dropped on purpose (e.g. longer than the capacity); anything else missing is
     /// a lost example.
     #[serde(default)]
@@ -66,6 +127,23 @@ pub struct PackerResponse {
     /// `drop_last=False`); checked for capacity, excluded from conservation.
     #[serde(default)]
     pub padding: Vec<usize>,
+    /// With `dp_size`: the data-parallel rank of every pack, parallel to `packs`.
+    #[serde(default)]
+    pub ranks: Option<Vec<u64>>,
+    /// The packer refused the request (bionemo's `TokenPackingDataset` raises on an example
+    /// longer than the capacity); accepted only for a request it could not pack.
+    #[serde(default)]
+    pub rejected: Option<String>,
+    /// How many examples the packer still holds (a session's `finish`: must be 0).
+    #[serde(default)]
+    pub pending: Option<u64>,
+}
+
+impl PackerResponse {
+    /// The packs (none in a refusal).
+    pub fn packs(&self) -> &[Vec<PackEntry>] {
+        self.packs.as_deref().unwrap_or_default()
+    }
 }
 
 /// One entry of a pack: a whole example (its id), or a piece of one split across packs,
@@ -134,14 +212,17 @@ pub struct CollatorRequest {
 /// # Example
 /// ```
 /// use thdcheck::protocol::{PackerExample, PackerRequest, envelope};
-/// let req = PackerRequest { capacity: 8, seed: 0, examples: vec![PackerExample { id: 0, len: 3 }] };
+/// let req = PackerRequest {
+///     capacity: 8, seed: 0, examples: vec![PackerExample::single(0, 3)], options: Default::default(),
+/// };
 /// let line = envelope(4, "packer", &req).to_string();
 /// assert_eq!(line, r#"{"capacity":8,"examples":[{"id":0,"len":3}],"id":4,"kind":"packer","seed":0,"thdcheck":1}"#);
 /// ```
 pub fn envelope<T: Serialize>(id: u64, kind: &str, payload: &T) -> Value {
     let mut v = serde_json::to_value(payload).unwrap_or(Value::Null);
     if let Value::Object(m) = &mut v {
-        m.insert("thdcheck".into(), VERSION.into());
+        // A packer session's payload names its own version (2).
+        m.entry("thdcheck").or_insert(VERSION.into());
         m.insert("id".into(), id.into());
         m.insert("kind".into(), kind.into());
     }
@@ -175,10 +256,11 @@ pub fn parse_response<T: for<'de> Deserialize<'de>>(
         return Err(BadResponse::Schema("the response is not a JSON object".into()));
     };
     match obj.get("thdcheck").and_then(Value::as_u64) {
-        Some(VERSION) => {}
+        Some(VERSION | SESSION_VERSION) => {}
         Some(other) => {
             return Err(BadResponse::Schema(format!(
-                "protocol version {other}, expected {VERSION}"
+                "protocol version {other}, expected {VERSION} (or {SESSION_VERSION} in a packer \
+                 session)"
             )));
         }
         None => {

@@ -141,8 +141,7 @@ impl StateMachineTest for PackerMachine {
             packs: sut.run.packs.clone(),
             dropped: sut.packer.dropped().to_vec(),
             pending_after_finish: sut.packer.pending(),
-            oversize: Vec::new(),
-            padding: Vec::new(),
+            ..PackerRun::default()
         };
         if let Err(v) = check_emitted_so_far(&so_far, model.spec.capacity()) {
             panic!("{}: {v}", sut.packer.name());

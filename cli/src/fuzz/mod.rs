@@ -209,7 +209,18 @@ pub fn run_in_process(
 fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> Result<u8> {
     match args.target {
         FuzzTarget::Packer => {
-            drive(&packer::PackerTarget::new(args.first_fit), args, transport, out)
+            let cfg = packer::PackerConfig {
+                first_fit: args.first_fit,
+                session: args.session,
+                options: crate::protocol::PackerOptions {
+                    pad_to_multiple_of: args.pad_sequences_to_multiple_of,
+                    max_seqs_per_pack: args.max_seqs_per_pack,
+                    dp_size: args.dp_size,
+                },
+                pairs: args.pairs,
+                fitting_only: args.fitting_only,
+            };
+            drive(&packer::PackerTarget::new(cfg), args, transport, out)
         }
         FuzzTarget::Logger => drive(
             &logger::LoggerTarget {

@@ -1,37 +1,99 @@
 //! Packers: conservation (nothing lost or duplicated unless dropped explicitly), capacity,
-//! determinism, and optionally the first-fit property — the PACKER rules of
-//! `properties::checks`.
+//! dealing, determinism, and optionally the first-fit property — the PACKER rules of
+//! `properties::checks`. A packer is driven one request at a time (protocol version 1), or
+//! through sessions of pushes over several epochs (`--session`, protocol version 2), so that a
+//! streaming packer keeps its state and is judged on the whole session.
 
-use crate::protocol::{PackEntry, PackerExample, PackerRequest, PackerResponse};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use crate::protocol::{
+    PackEntry, PackerExample, PackerOptions, PackerRequest, PackerResponse, PackerSessionRequest,
+    SESSION_VERSION,
+};
 use properties::checks::{
-    EmittedPack, PackerRun, check_conservation, check_deterministic, check_pairwise_full,
+    EmittedPack, PackerRun, check_conservation, check_dealing, check_deterministic,
+    check_emitted_so_far, check_pairwise_full, check_refusal,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use serde_json::Value;
-use std::cell::RefCell;
-use thd::pack::{DropReason, Dropped, Example, Pack, PackItem};
+use thd::pack::{DropReason, Dropped, Example, Lens, Pack, PackItem};
 
 use super::{Failure, Target, response};
 
+/// How a packer is driven, and what it is configured to do (the command's flags).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PackerConfig {
+    /// Also check that any two packs (of one call, in a session) together exceed the capacity.
+    pub first_fit: bool,
+    /// Drive sessions (protocol version 2) instead of one-shot requests.
+    pub session: bool,
+    /// What the requests configure beyond the capacity.
+    pub options: PackerOptions,
+    /// Examples are DPO pairs.
+    pub pairs: bool,
+    /// Generate only examples that fit the capacity (padded).
+    pub fitting_only: bool,
+}
+
 /// The packer target.
 pub struct PackerTarget {
-    /// Also check that any two packs together exceed the capacity.
-    pub first_fit: bool,
+    cfg: PackerConfig,
     /// What the judged answers cost in packs (the run's efficiency, in the summary).
     efficiency: RefCell<Efficiency>,
 }
 
 impl PackerTarget {
-    /// A packer target; `first_fit`: also check that any two packs together exceed the capacity.
-    pub fn new(first_fit: bool) -> Self {
-        Self { first_fit, efficiency: RefCell::default() }
+    /// A packer target.
+    pub fn new(cfg: PackerConfig) -> Self {
+        Self { cfg, efficiency: RefCell::default() }
+    }
+
+    /// The multiple every length is padded to (1: none).
+    fn multiple(&self) -> u64 {
+        self.cfg.options.pad_to_multiple_of.unwrap_or(1).max(1)
+    }
+
+    /// An empty run with the configured limits, for the PACKER rules.
+    fn run(&self) -> PackerRun {
+        PackerRun {
+            max_items: self
+                .cfg
+                .options
+                .max_seqs_per_pack
+                .map(|k| usize::try_from(k).unwrap_or(usize::MAX)),
+            pad_to_multiple_of: self
+                .cfg
+                .options
+                .pad_to_multiple_of
+                .map(|m| u32::try_from(m).unwrap_or(u32::MAX)),
+            ..PackerRun::default()
+        }
     }
 }
 
-/// Packs emitted against the lower bound `⌈Σ s / C⌉` of each answer, and on answers of at most
-/// 12 packed examples against the exact optimum.
+/// A generated case: the capacity, the seed, and the examples as they arrive: epochs of pushes
+/// (a one-shot request is one epoch of one push). Ids run over the whole case.
+#[derive(Debug, Clone)]
+pub struct PackerCase {
+    /// Pack capacity in tokens.
+    pub capacity: u64,
+    /// The packer's seed.
+    pub seed: u64,
+    /// `epochs[e][k]`: the examples of the k-th push of epoch e.
+    pub epochs: Vec<Vec<Vec<PackerExample>>>,
+}
+
+impl PackerCase {
+    fn examples(&self) -> impl Iterator<Item = &PackerExample> {
+        self.epochs.iter().flatten().flatten()
+    }
+}
+
+/// Packs emitted against the lower bound `⌈Σ s / C⌉` of each answer (each session), and on
+/// answers of at most 12 packed single sequences against the exact optimum.
 #[derive(Debug, Default)]
 struct Efficiency {
     packs: u64,
@@ -41,52 +103,114 @@ struct Efficiency {
     small_cases: u64,
 }
 
+/// One answer as the PACKER rules read it.
+#[derive(Debug, Default)]
+struct Answer {
+    packs: Vec<Pack>,
+    padding: Vec<Pack>,
+    dropped: Vec<Dropped>,
+    oversize: Vec<u64>,
+    ranks: Vec<u64>,
+}
+
 impl Target for PackerTarget {
-    type Case = PackerRequest;
+    type Case = PackerCase;
 
     fn kind(&self) -> &'static str {
         "packer"
     }
 
     fn invariants(&self) -> &'static str {
-        if self.first_fit {
-            "packer-conservation, packer-capacity, packer-deterministic, packer-first-fit"
-        } else {
-            "packer-conservation, packer-capacity, packer-deterministic"
+        match (self.cfg.first_fit, self.cfg.options.dp_size.is_some()) {
+            (false, false) => "packer-conservation, packer-capacity, packer-deterministic",
+            (true, false) => {
+                "packer-conservation, packer-capacity, packer-deterministic, packer-first-fit"
+            }
+            (false, true) => {
+                "packer-conservation, packer-capacity, packer-dealing, packer-deterministic"
+            }
+            (true, true) => {
+                "packer-conservation, packer-capacity, packer-dealing, packer-deterministic, \
+                 packer-first-fit"
+            }
         }
     }
 
-    /// Capacities in 1..=64; up to 24 examples. Most lengths are fractions of the capacity
-    /// (`⌈C·r/32⌉`, r in 1..=48, so up to 1.5·C and some over it): shrinking the capacity then
-    /// shrinks every length with it, and a failure shrinks to the smallest capacity that shows
-    /// it (independent lengths left it at 12 or 21). The rest are the shapes of the properties
-    /// crate's `arb_seq_lens`: arbitrary lengths of 1..=96, tiny ones, all equal.
-    fn strategy(&self) -> BoxedStrategy<PackerRequest> {
-        let request = |capacity: u64, lens: Vec<u64>, seed: u64| PackerRequest {
-            capacity,
-            seed,
-            examples: lens
+    /// Capacities in 1..=64; up to 24 examples (a session: 1 to 3 epochs of up to 3 pushes of
+    /// up to 8). Most lengths are fractions of the capacity (`⌈C·r/32⌉`, r in 1..=48, so up to
+    /// 1.5·C and some over it): shrinking the capacity then shrinks every length with it, and
+    /// a failure shrinks to the smallest capacity that shows it (independent lengths left it at
+    /// 12 or 21). The rest of the one-shot cases are the shapes of the properties crate's
+    /// `arb_seq_lens`: arbitrary lengths of 1..=96, tiny ones, all equal. With
+    /// `--fitting-only` every (padded) length fits: `min(len, ⌊C/M⌋·M)`, capacity ≥ M.
+    fn strategy(&self) -> BoxedStrategy<PackerCase> {
+        let cfg = self.cfg;
+        let m = self.multiple();
+        let min_cap = if cfg.fitting_only { m } else { 1 };
+        let caps = min_cap..=64u64.max(2 * m);
+        // (first, second) raw lengths of one example; the second is the rejected branch.
+        let raw = |r: std::ops::RangeInclusive<u64>| (r.clone(), r);
+        let ratios = if cfg.fitting_only { 1u64..=32 } else { 1u64..=48 };
+        let shape = move |capacity: u64, epochs: Vec<Vec<Vec<(u64, u64)>>>, relative: bool| {
+            let fit = |len: u64| {
+                if cfg.fitting_only { len.min(capacity / m * m).max(1) } else { len }
+            };
+            let len = |r: u64| {
+                let l = if relative { (capacity * r).div_ceil(32) } else { r };
+                u32::try_from(fit(l)).unwrap_or(u32::MAX)
+            };
+            let mut id = 0u64;
+            epochs
                 .into_iter()
-                .enumerate()
-                .map(|(i, len)| PackerExample { id: i as u64, len })
-                .collect(),
+                .map(|pushes| {
+                    pushes
+                        .into_iter()
+                        .map(|lens| {
+                            lens.into_iter()
+                                .map(|(a, b)| {
+                                    id += 1;
+                                    if cfg.pairs {
+                                        Example::pair(id - 1, len(a), len(b))
+                                    } else {
+                                        Example::single(id - 1, len(a))
+                                    }
+                                })
+                                .collect()
+                        })
+                        .collect()
+                })
+                .collect()
         };
-        let relative = (1u64..=64, vec(1u64..=48, 0..=24), 0u64..=3).prop_map(
-            move |(capacity, ratios, seed)| {
-                let lens = ratios.into_iter().map(|r| (capacity * r).div_ceil(32)).collect();
-                request(capacity, lens, seed)
+        if cfg.session {
+            return (caps, vec(vec(vec(raw(ratios), 0..=8), 0..=3), 1..=3), 0u64..=3)
+                .prop_map(move |(capacity, epochs, seed)| PackerCase {
+                    capacity,
+                    seed,
+                    epochs: shape(capacity, epochs, true),
+                })
+                .boxed();
+        }
+        let one_shot = |lens: Vec<(u64, u64)>| vec![vec![lens]];
+        let relative = (caps.clone(), vec(raw(ratios), 0..=24), 0u64..=3).prop_map(
+            move |(capacity, lens, seed)| PackerCase {
+                capacity,
+                seed,
+                epochs: shape(capacity, one_shot(lens), true),
             },
         );
         let absolute = prop_oneof![
-            2 => vec(1u64..=96, 0..=24),
-            1 => vec(1u64..=2, 0..=24),
-            1 => (1u64..=96, 0usize..=24).prop_map(|(l, n)| vec![l; n]),
+            2 => vec(raw(1u64..=96), 0..=24),
+            1 => vec(raw(1u64..=2), 0..=24),
+            1 => (1u64..=96, 0usize..=24).prop_map(|(l, n)| vec![(l, l); n]),
         ];
         // The relative shape first: a union shrinks towards its earlier alternatives.
         prop_oneof![
             3 => relative,
-            1 => (1u64..=64, absolute, 0u64..=3)
-                .prop_map(move |(capacity, lens, seed)| request(capacity, lens, seed)),
+            1 => (caps, absolute, 0u64..=3).prop_map(move |(capacity, lens, seed)| PackerCase {
+                capacity,
+                seed,
+                epochs: shape(capacity, one_shot(lens), false),
+            }),
         ]
         .boxed()
     }
@@ -97,17 +221,23 @@ impl Target for PackerTarget {
             return None;
         }
         let ratio = |a: u64, b: u64| if b == 0 { 1.0 } else { a as f64 / b as f64 };
-        let line = format!(
-            "efficiency: {} packs for a lower bound of {} (Σ⌈Σs/C⌉, ×{:.3}); on the {} answers of \
-             at most 12 packed examples, {} packs for an optimum of {} (×{:.3})",
+        let per = if self.cfg.session { "session" } else { "answer" };
+        let mut line = format!(
+            "efficiency: {} packs for a lower bound of {} (Σ⌈Σs/C⌉ per {per}, ×{:.3})",
             e.packs,
             e.lower_bound,
             ratio(e.packs, e.lower_bound),
-            e.small_cases,
-            e.small_packs,
-            e.small_optimum,
-            ratio(e.small_packs, e.small_optimum)
         );
+        if e.small_cases > 0 {
+            line += &format!(
+                "; on the {} {per}s of 1 to 12 packed sequences, {} packs for an optimum of {} \
+                 (×{:.3})",
+                e.small_cases,
+                e.small_packs,
+                e.small_optimum,
+                ratio(e.small_packs, e.small_optimum)
+            );
+        }
         let v = serde_json::json!({
             "packs": e.packs, "lower_bound": e.lower_bound,
             "packs_per_lower_bound": ratio(e.packs, e.lower_bound),
@@ -118,163 +248,353 @@ impl Target for PackerTarget {
         Some((line, v))
     }
 
-    fn payload(&self, case: &PackerRequest) -> Value {
-        serde_json::to_value(case).unwrap_or(Value::Null)
+    fn payload(&self, case: &PackerCase) -> Value {
+        self.payloads(case).into_iter().next().unwrap_or(Value::Null)
+    }
+
+    /// One-shot: the request. A session: `start`, every push, `end_epoch` after each epoch,
+    /// `finish`, each carrying `"thdcheck": 2`.
+    fn payloads(&self, case: &PackerCase) -> Vec<Value> {
+        if !self.cfg.session {
+            let req = PackerRequest {
+                capacity: case.capacity,
+                seed: case.seed,
+                examples: case.examples().copied().collect(),
+                options: self.cfg.options,
+            };
+            return vec![serde_json::to_value(req).unwrap_or(Value::Null)];
+        }
+        session_requests(case, self.cfg.options)
+            .into_iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+                if let Value::Object(m) = &mut v {
+                    m.insert("thdcheck".into(), SESSION_VERSION.into());
+                }
+                v
+            })
+            .collect()
     }
 
     fn judge(
         &self,
-        case: &PackerRequest,
+        case: &PackerCase,
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
+        if self.cfg.session { self.judge_session(case, send) } else { self.judge_once(case, send) }
+    }
+}
+
+/// A session's requests: `start`, the pushes, `end_epoch` after each epoch, `finish`.
+fn session_requests(case: &PackerCase, options: PackerOptions) -> Vec<PackerSessionRequest> {
+    let mut out =
+        vec![PackerSessionRequest::Start { capacity: case.capacity, seed: case.seed, options }];
+    for (e, pushes) in case.epochs.iter().enumerate() {
+        let epoch = e as u64;
+        out.extend(
+            pushes
+                .iter()
+                .map(|examples| PackerSessionRequest::Push { epoch, examples: examples.clone() }),
+        );
+        out.push(PackerSessionRequest::EndEpoch { epoch });
+    }
+    out.push(PackerSessionRequest::Finish);
+    out
+}
+
+impl PackerTarget {
+    /// One request, answered twice: the PACKER rules on the first answer, determinism on both.
+    fn judge_once(
+        &self,
+        case: &PackerCase,
+        send: &mut dyn FnMut() -> Result<String, Failure>,
+    ) -> Result<(), Failure> {
+        let cap = u32::try_from(case.capacity).unwrap_or(u32::MAX);
+        let lens: HashMap<u64, Lens> = case.examples().map(|e| (e.id, e.lens)).collect();
+        let mut run = self.run();
+        run.pushed = case.examples().copied().collect();
         let (first, line) = response::<PackerResponse>(send)?;
         let with = |mut f: Failure| {
             f.response = Some(line.clone());
             f
         };
-        pieces_in_bounds(case, &first).map_err(with)?;
-        check(case, &first, self.first_fit).map_err(with)?;
-        self.measure(case, &first);
+        if first.rejected.is_some() {
+            return check_refusal(&run, cap).map_err(Failure::from_violation).map_err(with);
+        }
+        let answer = self.answer(&first, &lens).map_err(with)?;
+        if let Some(r) = self.cfg.options.dp_size {
+            check_dealing(&answer.ranks, r).map_err(Failure::from_violation).map_err(with)?;
+        }
+        let first_fit = answer.packs.clone();
+        absorb(&mut run, answer, 0, 0);
+        check_conservation(&run, cap).map_err(Failure::from_violation).map_err(with)?;
+        if self.cfg.first_fit {
+            check_pairwise_full(&first_fit, cap).map_err(Failure::from_violation).map_err(with)?;
+        }
+        self.measure(&run, case.capacity);
         let (second, line2) = response::<PackerResponse>(send)?;
-        let emitted = |r: &PackerResponse| -> Vec<EmittedPack> {
-            // The dropped list is the packer's answer too: compared as a last pseudo-pack.
-            let dropped: Vec<PackEntry> =
-                r.dropped.iter().map(|&id| PackEntry::Whole(id)).collect();
-            r.packs
-                .iter()
-                .chain(std::iter::once(&dropped))
-                .map(|p| EmittedPack {
-                    epoch: 0,
-                    call: 0,
-                    pack: Pack::new(p.iter().map(|&e| item(e, |_| 0)).collect()),
-                })
-                .collect()
+        deterministic(&[(first, line)], &[(second, line2)])
+    }
+
+    /// A session, run twice: after every call the packs so far fit and hold no example more
+    /// often than it was pushed (first fit among the call's packs, when asked); at the end of
+    /// every epoch the ranks are even; at `finish` the whole session conserves its examples;
+    /// the replay answers every call the same.
+    fn judge_session(
+        &self,
+        case: &PackerCase,
+        send: &mut dyn FnMut() -> Result<String, Failure>,
+    ) -> Result<(), Failure> {
+        let cap = u32::try_from(case.capacity).unwrap_or(u32::MAX);
+        let requests = session_requests(case, self.cfg.options);
+        let mut run = self.run();
+        let mut lens: HashMap<u64, Lens> = HashMap::new();
+        let mut ranks: Vec<u64> = Vec::new();
+        let mut answers = Vec::with_capacity(requests.len());
+        for (call, request) in requests.iter().enumerate() {
+            let (resp, line) = response::<PackerResponse>(send)?;
+            let with = |mut f: Failure| {
+                f.response = Some(line.clone());
+                f
+            };
+            let epoch = match request {
+                PackerSessionRequest::Start { .. } => {
+                    answers.push((resp, line));
+                    continue;
+                }
+                PackerSessionRequest::Push { epoch, examples } => {
+                    run.pushed.extend(examples);
+                    lens.extend(examples.iter().map(|e| (e.id, e.lens)));
+                    *epoch
+                }
+                PackerSessionRequest::EndEpoch { epoch } => *epoch,
+                PackerSessionRequest::Finish => case.epochs.len() as u64,
+            };
+            let epoch = usize::try_from(epoch).unwrap_or(usize::MAX);
+            if resp.rejected.is_some() {
+                // A refusal ends the session; it is judged on what this call pushed.
+                let mut this = self.run();
+                if let PackerSessionRequest::Push { examples, .. } = request {
+                    this.pushed.clone_from(examples);
+                }
+                return check_refusal(&this, cap).map_err(Failure::from_violation).map_err(with);
+            }
+            let answer = self.answer(&resp, &lens).map_err(with)?;
+            ranks.extend(&answer.ranks);
+            let call_packs = answer.packs.clone();
+            absorb(&mut run, answer, epoch, call);
+            check_emitted_so_far(&run, cap).map_err(Failure::from_violation).map_err(with)?;
+            if self.cfg.first_fit {
+                check_pairwise_full(&call_packs, cap)
+                    .map_err(|v| {
+                        let mut f = Failure::from_violation(v);
+                        f.detail += &format!(" (among the packs of call {call}, {request:?})");
+                        f
+                    })
+                    .map_err(with)?;
+            }
+            let closes_epoch = !matches!(request, PackerSessionRequest::Push { .. });
+            if let (Some(r), true) = (self.cfg.options.dp_size, closes_epoch) {
+                check_dealing(&ranks, r).map_err(Failure::from_violation).map_err(with)?;
+            }
+            if let PackerSessionRequest::Finish = request {
+                run.pending_after_finish =
+                    usize::try_from(resp.pending.unwrap_or(0)).unwrap_or(usize::MAX);
+                check_conservation(&run, cap).map_err(Failure::from_violation).map_err(with)?;
+            }
+            answers.push((resp, line));
+        }
+        self.measure(&run, case.capacity);
+        let mut replay = Vec::with_capacity(requests.len());
+        for _ in &requests {
+            replay.push(response::<PackerResponse>(send)?);
+        }
+        deterministic(&answers, &replay)
+    }
+
+    /// Reads an answer's packs as the PACKER rules do, checking its shape against the protocol:
+    /// pieces within their example, padding and ranks naming packs that exist.
+    fn answer(&self, resp: &PackerResponse, lens: &HashMap<u64, Lens>) -> Result<Answer, Failure> {
+        let Some(packs) = &resp.packs else {
+            return Err(Failure::schema("no `packs` (and no `rejected`)", ""));
         };
-        check_deterministic(&emitted(&first), &emitted(&second)).map_err(|v| {
-            let mut f = Failure::from_violation(v);
-            f.detail += &format!("\n(the last pack listed is the dropped list)\n{line}\n{line2}");
-            f.response = Some(line2.clone());
-            f
-        })?;
-        Ok(())
-    }
-}
-
-impl PackerTarget {
-    /// Adds an answer that held every rule to the efficiency: its non-empty packs against
-    /// `⌈Σ s / C⌉` of what it packed (plus one per over-long example), and against the exact
-    /// optimum when that is small.
-    fn measure(&self, req: &PackerRequest, resp: &PackerResponse) {
-        let len = |id: u64| req.examples.iter().find(|e| e.id == id).map_or(0, |e| e.len);
-        let real = |(i, _): &(usize, &Vec<PackEntry>)| !resp.padding.contains(i);
-        let packed: Vec<u64> = resp
-            .packs
-            .iter()
-            .enumerate()
-            .filter(real)
-            .flat_map(|(_, p)| p)
-            .map(|&e| match e {
-                PackEntry::Whole(id) => len(id),
-                PackEntry::Piece(_, start, end) => end - start,
-            })
-            .collect();
-        let packs =
-            resp.packs.iter().enumerate().filter(real).filter(|(_, p)| !p.is_empty()).count()
-                as u64;
-        let cap = req.capacity.max(1);
-        // The bounds are over the packed examples that fit; an over-long one alone in its own
-        // pack (declared `oversize`) is one pack in every count.
-        let fits: Vec<u32> = packed
-            .iter()
-            .filter(|&&l| l <= cap)
-            .map(|&l| u32::try_from(l).unwrap_or(u32::MAX))
-            .collect();
-        let over = (packed.len() - fits.len()) as u64;
-        let mut e = self.efficiency.borrow_mut();
-        e.packs += packs;
-        e.lower_bound += fits.iter().map(|&l| u64::from(l)).sum::<u64>().div_ceil(cap) + over;
-        if packed.len() <= 12 && u32::try_from(cap).is_ok() {
-            let cap32 = u32::try_from(cap).unwrap_or(u32::MAX);
-            e.small_cases += 1;
-            e.small_packs += packs;
-            e.small_optimum += properties::harness::optimal_bins(&fits, cap32) as u64 + over;
+        let m = self.multiple();
+        let pad = |n: u64| u32::try_from(n.div_ceil(m) * m).unwrap_or(u32::MAX);
+        let padded = |l: Lens| match l {
+            Lens::Single { len } => Lens::Single { len: pad(u64::from(len)) },
+            Lens::Pair { chosen, rejected } => {
+                Lens::Pair { chosen: pad(u64::from(chosen)), rejected: pad(u64::from(rejected)) }
+            }
+        };
+        let whole = |id: u64| {
+            let l = lens.get(&id).copied().unwrap_or(Lens::Single { len: 0 });
+            PackItem { id, offset: 0, lens: l, padded: padded(l) }
+        };
+        let mut items = Vec::with_capacity(packs.len());
+        for p in packs {
+            let mut pack = Vec::with_capacity(p.len());
+            for &e in p {
+                pack.push(match e {
+                    PackEntry::Whole(id) => whole(id),
+                    PackEntry::Piece(id, start, end) => {
+                        let len = match lens.get(&id) {
+                            Some(Lens::Single { len }) => u64::from(*len),
+                            Some(Lens::Pair { .. }) => {
+                                return Err(Failure::schema(
+                                    format!(
+                                        "piece [{id}, {start}, {end}] of a DPO pair: pieces \
+                                         are ranges of single sequences"
+                                    ),
+                                    "",
+                                ));
+                            }
+                            None => 0,
+                        };
+                        if !(start < end && end <= len) {
+                            return Err(Failure::schema(
+                                format!(
+                                    "piece [{id}, {start}, {end}] is not a range of example \
+                                     {id}'s {len} tokens (start < end <= len)"
+                                ),
+                                "",
+                            ));
+                        }
+                        let n = u32::try_from(end - start).unwrap_or(u32::MAX);
+                        PackItem {
+                            id,
+                            offset: u32::try_from(start).unwrap_or(u32::MAX),
+                            lens: Lens::Single { len: n },
+                            padded: Lens::Single { len: pad(u64::from(n)) },
+                        }
+                    }
+                });
+            }
+            items.push(Pack::new(pack));
         }
-    }
-}
-
-/// A pack entry as the PACKER rules read it: a whole example of `len(id)` tokens, or a piece at
-/// its offset (checked to lie within the example by [`pieces_in_bounds`]).
-fn item(e: PackEntry, len: impl Fn(u64) -> u32) -> PackItem {
-    let as_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-    match e {
-        PackEntry::Whole(id) => Example::single(id, len(id)).item(),
-        PackEntry::Piece(id, start, end) => {
-            let mut i = Example::single(id, as_u32(end.saturating_sub(start))).item();
-            i.offset = as_u32(start);
-            i
+        if let Some(&i) = resp.padding.iter().find(|&&i| i >= items.len()) {
+            return Err(Failure::schema(
+                format!("padding names pack {i}, but there are {} packs", items.len()),
+                "",
+            ));
         }
-    }
-}
-
-/// Every piece `[id, start, end]` names tokens of its example: `start < end <= len` (the
-/// protocol's shape; whether the pieces tile the example is the PACKER rule's).
-fn pieces_in_bounds(req: &PackerRequest, resp: &PackerResponse) -> Result<(), Failure> {
-    for &e in resp.packs.iter().flatten() {
-        if let PackEntry::Piece(id, start, end) = e {
-            let len = req.examples.iter().find(|x| x.id == id).map_or(0, |x| x.len);
-            if !(start < end && end <= len) {
+        let ranks = match (self.cfg.options.dp_size, &resp.ranks) {
+            (None, _) => Vec::new(),
+            (Some(_), Some(r)) if r.len() == items.len() => r.clone(),
+            (Some(r), got) => {
                 return Err(Failure::schema(
                     format!(
-                        "piece [{id}, {start}, {end}] is not a range of example {id}'s {len} \
-                         tokens (start < end <= len)"
+                        "with dp_size {r} the answer gives the rank of each of its {} packs \
+                         (`ranks`), got {}",
+                        items.len(),
+                        got.as_ref().map_or("none".to_owned(), |g| format!("{} ranks", g.len()))
                     ),
                     "",
                 ));
             }
+        };
+        let (mut real, mut padding) = (Vec::new(), Vec::new());
+        for (i, pack) in items.into_iter().enumerate() {
+            if resp.padding.contains(&i) { padding.push(pack) } else { real.push(pack) }
+        }
+        Ok(Answer {
+            packs: real,
+            padding,
+            dropped: resp
+                .dropped
+                .iter()
+                .map(|&id| Dropped { item: whole(id), reason: DropReason::OverLength })
+                .collect(),
+            oversize: resp.oversize.clone(),
+            ranks,
+        })
+    }
+
+    /// Adds a run that held every rule to the efficiency: its non-empty packs against
+    /// `⌈Σ s / C⌉` (per branch, of the padded lengths) of what it packed, plus one per
+    /// over-long example, and against the exact optimum when that is small.
+    fn measure(&self, run: &PackerRun, capacity: u64) {
+        let cap = capacity.max(1);
+        let items: Vec<[u64; 2]> =
+            run.packs.iter().flat_map(|e| &e.pack.items).map(|i| i.padded.branches()).collect();
+        let (fits, over): (Vec<[u64; 2]>, Vec<[u64; 2]>) =
+            items.iter().partition(|b| b[0] <= cap && b[1] <= cap);
+        let packs = run.packs.iter().filter(|e| !e.pack.is_empty()).count() as u64;
+        let over = over.len() as u64;
+        let mut e = self.efficiency.borrow_mut();
+        e.packs += packs;
+        e.lower_bound +=
+            (0..2).map(|b| fits.iter().map(|f| f[b]).sum::<u64>().div_ceil(cap)).max().unwrap_or(0)
+                + over;
+        let singles = items.iter().all(|b| b[1] == 0);
+        if let (true, Ok(cap32)) =
+            (!items.is_empty() && items.len() <= 12 && singles, u32::try_from(cap))
+        {
+            let lens: Vec<u32> =
+                fits.iter().map(|f| u32::try_from(f[0]).unwrap_or(u32::MAX)).collect();
+            e.small_cases += 1;
+            e.small_packs += packs;
+            e.small_optimum += properties::harness::optimal_bins(&lens, cap32) as u64 + over;
         }
     }
-    Ok(())
 }
 
-/// Judges one answer with the PACKER rules of `properties::checks`: conservation and capacity
-/// over the request's own ids (any ids, repeated ones too), and first fit when asked.
-fn check(req: &PackerRequest, resp: &PackerResponse, first_fit: bool) -> Result<(), Failure> {
-    let cap = u32::try_from(req.capacity).unwrap_or(u32::MAX);
-    let as_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-    let len = |id: u64| req.examples.iter().find(|e| e.id == id).map_or(0, |e| as_u32(e.len));
-    let packs: Vec<Pack> =
-        resp.packs.iter().map(|p| Pack::new(p.iter().map(|&e| item(e, len)).collect())).collect();
-    let item = |id: u64| Example::single(id, len(id)).item();
-    if let Some(&i) = resp.padding.iter().find(|&&i| i >= packs.len()) {
-        return Err(Failure::schema(
-            format!("padding names pack {i}, but there are {} packs", packs.len()),
-            "",
-        ));
-    }
-    let emitted = |padding: bool| -> Vec<EmittedPack> {
-        packs
+/// Adds an answer to the run, as emitted by `call` in `epoch`.
+fn absorb(run: &mut PackerRun, answer: Answer, epoch: usize, call: usize) {
+    let emitted = |pack| EmittedPack { epoch, call, pack };
+    run.packs.extend(answer.packs.into_iter().map(emitted));
+    run.padding.extend(answer.padding.into_iter().map(emitted));
+    run.dropped.extend(answer.dropped);
+    run.oversize.extend(answer.oversize);
+}
+
+/// PACKER determinism: the same requests get the same answers, call by call (each call's
+/// packs, then its dropped list as a last pseudo-pack).
+fn deterministic(
+    first: &[(PackerResponse, String)],
+    second: &[(PackerResponse, String)],
+) -> Result<(), Failure> {
+    let emitted = |answers: &[(PackerResponse, String)]| -> Vec<EmittedPack> {
+        let entry = |e: PackEntry| match e {
+            PackEntry::Whole(id) => Example::single(id, 0).item(),
+            PackEntry::Piece(id, start, end) => {
+                let mut i =
+                    Example::single(id, u32::try_from(end.saturating_sub(start)).unwrap_or(0))
+                        .item();
+                i.offset = u32::try_from(start).unwrap_or(u32::MAX);
+                i
+            }
+        };
+        answers
             .iter()
             .enumerate()
-            .filter(|(i, _)| resp.padding.contains(i) == padding)
-            .map(|(_, pack)| EmittedPack { epoch: 0, call: 0, pack: pack.clone() })
+            .flat_map(|(call, (r, _))| {
+                let dropped: Vec<PackEntry> =
+                    r.dropped.iter().map(|&id| PackEntry::Whole(id)).collect();
+                r.packs()
+                    .iter()
+                    .chain(std::iter::once(&dropped))
+                    .map(|p| EmittedPack {
+                        epoch: 0,
+                        call,
+                        pack: Pack::new(p.iter().map(|&e| entry(e)).collect()),
+                    })
+                    .collect::<Vec<_>>()
+            })
             .collect()
     };
-    let run = PackerRun {
-        pushed: req.examples.iter().map(|e| Example::single(e.id, as_u32(e.len))).collect(),
-        packs: emitted(false),
-        padding: emitted(true),
-        dropped: resp
-            .dropped
+    check_deterministic(&emitted(first), &emitted(second)).map_err(|v| {
+        let mut f = Failure::from_violation(v);
+        let differing = first
             .iter()
-            .map(|&id| Dropped { item: item(id), reason: DropReason::OverLength })
-            .collect(),
-        pending_after_finish: 0,
-        oversize: resp.oversize.clone(),
-    };
-    check_conservation(&run, cap).map_err(Failure::from_violation)?;
-    if first_fit {
-        let real: Vec<Pack> = run.packs.iter().map(|e| e.pack.clone()).collect();
-        check_pairwise_full(&real, cap).map_err(Failure::from_violation)?;
-    }
-    Ok(())
+            .zip(second)
+            .find(|((a, _), (b, _))| a != b)
+            .or_else(|| first.iter().zip(second).next());
+        if let Some(((_, l1), (_, l2))) = differing {
+            f.detail += &format!(
+                "\n(each call's last pack listed is its dropped list)\nfirst:  {l1}\nreplay: {l2}"
+            );
+            f.response = Some(l2.clone());
+        }
+        f
+    })
 }

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use thd::pack::{Dropped, Example, Pack};
 
-use crate::checks::{PACKER_CAPACITY, PACKER_CONSERVATION, PACKER_DETERMINISTIC, PACKER_FIRST_FIT};
+use crate::checks::{
+    PACKER_CAPACITY, PACKER_CONSERVATION, PACKER_DEALING, PACKER_DETERMINISTIC, PACKER_FIRST_FIT,
+};
 use crate::{Checked, Invariant, Location, Violation};
 
 /// One packer run as plain data: what went in, what came out, and when.
@@ -30,6 +32,35 @@ pub struct PackerRun {
     /// `drop_last=False`): checked for capacity, excluded from conservation; they may only
     /// hold examples that were pushed.
     pub padding: Vec<EmittedPack>,
+    /// At most this many items per pack, when the packer has such a limit (open-instruct's
+    /// loader: its per-rank batch size).
+    pub max_items: Option<usize>,
+    /// The packer counts every example at `⌈len / m⌉·m` tokens (bionemo's
+    /// `pad_sequences_to_be_divisible_by`): the items' `padded` say what they take, and an
+    /// example fits the capacity only if its padded length does.
+    pub pad_to_multiple_of: Option<u32>,
+}
+
+impl PackerRun {
+    /// The tokens `len` real tokens take in a pack: `⌈len / m⌉·m` with `pad_to_multiple_of`.
+    ///
+    /// # Example
+    /// ```
+    /// use properties::checks::PackerRun;
+    /// let run = PackerRun { pad_to_multiple_of: Some(4), ..Default::default() };
+    /// assert_eq!((run.padded(5), run.padded(8), PackerRun::default().padded(5)), (8, 8, 5));
+    /// ```
+    pub fn padded(&self, len: u64) -> u64 {
+        match self.pad_to_multiple_of {
+            Some(m) if m > 1 => len.div_ceil(u64::from(m)) * u64::from(m),
+            _ => len,
+        }
+    }
+
+    /// The longest branch of example `e`, padded: what must fit the capacity.
+    fn padded_longest(&self, e: &Example) -> u64 {
+        e.lens.branches().into_iter().map(|l| self.padded(l)).max().unwrap_or(0)
+    }
 }
 
 /// A pack and when it was emitted.
@@ -124,11 +155,23 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
                     .got(format!("{p:?}")));
             }
         }
+        if let Some(k) = run.max_items.filter(|&k| e.pack.len() > k) {
+            return Err(v("every pack holds at most the packer's maximum number of sequences")
+                .id(PACKER_CAPACITY.id)
+                .at(at)
+                .expected(format!("<= {k} items"))
+                .got(format!(
+                    "{} items: ids {:?}",
+                    e.pack.len(),
+                    e.pack.ids().collect::<Vec<_>>()
+                )));
+        }
         let load = e.pack.load();
         // A declared over-long example alone in its pack is over the capacity on purpose.
         let alone_oversize = match e.pack.items.as_slice() {
             [item] => {
-                run.oversize.contains(&item.id) && item.lens.branches().iter().any(|&l| l > cap)
+                run.oversize.contains(&item.id)
+                    && item.lens.branches().iter().any(|&l| run.padded(l) > cap)
             }
             _ => false,
         };
@@ -147,12 +190,7 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
     // A declaration of `oversize` is itself checked: the example is longer than the capacity
     // (one that shares its pack already breaks the capacity above).
     for &id in &run.oversize {
-        let longest = run
-            .pushed
-            .iter()
-            .filter(|e| e.id == id)
-            .map(|e| e.lens.branches().into_iter().max().unwrap_or(0))
-            .max();
+        let longest = run.pushed.iter().filter(|e| e.id == id).map(|e| run.padded_longest(e)).max();
         if longest.is_some_and(|l| l <= cap) {
             return Err(v("only an example longer than the capacity is oversize")
                 .id(PACKER_CAPACITY.id)
@@ -221,6 +259,74 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
     }
     if complete {
         check_pieces_tile(run, &ins)?;
+    }
+    Ok(())
+}
+
+/// PACKER, refusal: a packer may refuse a request (bionemo's `TokenPackingDataset` raises
+/// `ValueError` on an example longer than its budget) only when the request holds an example
+/// it cannot fit: a (padded) length over the capacity on some branch. Refusing a request it
+/// could pack loses every example in it.
+///
+/// # Errors
+/// The request could be packed.
+///
+/// # Example
+/// ```
+/// use properties::checks::{PackerRun, check_refusal};
+/// use thd::pack::Example;
+/// let run = PackerRun { pushed: vec![Example::single(0, 6), Example::single(1, 12)], ..Default::default() };
+/// assert!(check_refusal(&run, 10).is_ok()); // example 1 cannot fit
+/// assert!(check_refusal(&run, 12).is_err()); // both fit: nothing to refuse
+/// ```
+pub fn check_refusal(run: &PackerRun, capacity: u32) -> Checked {
+    let cap = u64::from(capacity);
+    if run.pushed.iter().any(|e| run.padded_longest(e) > cap) {
+        return Ok(());
+    }
+    let longest = run.pushed.iter().map(|e| run.padded_longest(e)).max().unwrap_or(0);
+    Err(v("a packer refuses only a request it cannot pack (an example longer than the capacity)")
+        .expected(format!(
+            "packs of the {} example(s), all of at most {capacity} tokens",
+            run.pushed.len()
+        ))
+        .got(format!("a refusal (the longest example takes {longest} tokens)")))
+}
+
+/// PACKER, dealing: packs dealt to `dp_size` data-parallel ranks give every rank the same
+/// number of packs (open-instruct's loader pads with repeated batches so that they do), and
+/// name only ranks that exist. `ranks[k]` is the rank of the k-th pack dealt so far; checked
+/// where the packer promises balance (the end of an answer, of an epoch).
+///
+/// # Errors
+/// A rank out of range, or the first rank with another count than rank 0's.
+///
+/// # Example
+/// ```
+/// use properties::checks::check_dealing;
+/// assert!(check_dealing(&[0, 1, 0, 1], 2).is_ok());
+/// let e = check_dealing(&[0, 1, 0], 2).unwrap_err();
+/// assert_eq!(e.id, "packer-dealing");
+/// ```
+pub fn check_dealing(ranks: &[u64], dp_size: u64) -> Checked {
+    if let Some((k, &r)) = ranks.iter().enumerate().find(|&(_, &r)| r >= dp_size) {
+        return Err(v("every pack goes to a data-parallel rank that exists")
+            .id(PACKER_DEALING.id)
+            .at(Location::default().pack(k))
+            .expected(format!("a rank in 0..{dp_size}"))
+            .got(format!("rank {r}")));
+    }
+    let mut counts = vec![0usize; usize::try_from(dp_size).unwrap_or(0)];
+    for &r in ranks {
+        if let Some(c) = usize::try_from(r).ok().and_then(|r| counts.get_mut(r)) {
+            *c += 1;
+        }
+    }
+    if let Some((r, &c)) = counts.iter().enumerate().find(|&(_, &c)| c != counts[0]) {
+        return Err(v("every data-parallel rank gets the same number of packs")
+            .id(PACKER_DEALING.id)
+            .expected(format!("{} pack(s) on each of the {dp_size} ranks, as on rank 0", counts[0]))
+            .got(format!("{c} on rank {r} (packs per rank: {counts:?})")));
     }
     Ok(())
 }

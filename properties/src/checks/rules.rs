@@ -188,7 +188,9 @@ rules! {
     /// Packers conserve their input. [`crate::checks::check_conservation`].
     PACKER_CONSERVATION = "packer-conservation", Packer, "every example is emitted or reported dropped, exactly once";
     /// Packs fit. [`crate::checks::check_conservation`].
-    PACKER_CAPACITY = "packer-capacity", Packer, "every pack is non-empty and respects the capacity";
+    PACKER_CAPACITY = "packer-capacity", Packer, "every pack is non-empty and respects the capacity (and the packer's maximum sequences per pack)";
+    /// Dealt packs balance over the data-parallel ranks. [`crate::checks::check_dealing`].
+    PACKER_DEALING = "packer-dealing", Packer, "every data-parallel rank gets the same number of packs";
     /// First-fit-like packers leave no two packs that fit together. [`crate::checks::check_pairwise_full`].
     PACKER_FIRST_FIT = "packer-first-fit", Packer, "any two packs together exceed the capacity";
     /// Same input, same packs. [`crate::checks::check_deterministic`].

@@ -44,6 +44,9 @@ import sys
 import traceback
 
 VERSION = 1
+VERSIONS = (1, 2)  # 2: a packer session (push / end_epoch / finish)
+# Request keys that configure a packer, passed to its function as keyword arguments when set.
+PACKER_OPTIONS = ("pad_to_multiple_of", "max_seqs_per_pack", "dp_size")
 
 
 def _plain(value):
@@ -60,17 +63,30 @@ def _plain(value):
 
 
 def answer(handler, line):
-    """The response line to one request line: ``handler(request) -> dict`` (the payload)."""
+    """The response line to one request line: ``handler(request) -> dict`` (the payload).
+
+    The answer carries the request's protocol version: 1, or 2 for a packer session."""
     request = json.loads(line)
-    reply = {"thdcheck": VERSION, "id": request.get("id")}
-    if request.get("thdcheck") != VERSION:
-        reply["error"] = "unsupported protocol version %r" % (request.get("thdcheck"),)
+    version = request.get("thdcheck")
+    reply = {"thdcheck": version if version in VERSIONS else VERSION, "id": request.get("id")}
+    if version not in VERSIONS:
+        reply["error"] = "unsupported protocol version %r" % (version,)
     else:
         try:
             reply.update(_plain(handler(request)))
+        except Rejected as e:  # a refusal the function declared (``rejects=``)
+            reply["rejected"] = "%s: %s" % (type(e.cause).__name__, e.cause)
         except Exception:  # reported to thdcheck, which shrinks the failing case
             reply["error"] = traceback.format_exc()
     return json.dumps(reply)
+
+
+class Rejected(Exception):
+    """A packer refused its input with an exception it declares (``rejects=``)."""
+
+    def __init__(self, cause):
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 def serve(handler, stdin=None, stdout=None):
@@ -85,40 +101,108 @@ def serve(handler, stdin=None, stdout=None):
         stdout.flush()
 
 
-def packer_handler(pack):
-    """The handler of ``pack(lengths, capacity, seed) -> (packs, dropped)`` or ``(packs,
-    dropped, oversize)``: ``oversize`` lists the examples longer than the capacity that the
-    packer placed alone in a pack of their own on purpose."""
+def _lengths(examples):
+    """Example lengths: an int, or ``(chosen, rejected)`` for a DPO pair (``--pairs``)."""
+    return [e["len"] if "len" in e else (e["chosen"], e["rejected"]) for e in examples]
+
+
+def _options(request):
+    """The packer options a request sets (``--pad-to-multiple-of``, ...), as keyword arguments."""
+    return {k: request[k] for k in PACKER_OPTIONS if request.get(k) is not None}
+
+
+def _reply(out, entry):
+    """A packer's answer as the protocol's reply; ``entry`` maps what the packer returned (an
+    index or an id) to an id. ``out`` is ``(packs, dropped[, oversize])`` or a dict with any of
+    ``packs``, ``dropped``, ``oversize``, ``padding``, ``ranks``, ``pending``."""
+    if not isinstance(out, dict):
+        out = {"packs": out[0], "dropped": out[1], **({"oversize": out[2]} if len(out) > 2 else {})}
+
+    def item(x):  # an example, or a piece (example, start, end) of one split across packs
+        return entry(x) if isinstance(x, int) else [entry(x[0]), x[1], x[2]]
+
+    reply = {"packs": [[item(x) for x in p] for p in out.get("packs", [])]}
+    for key in ("dropped", "oversize"):
+        if key in out:
+            reply[key] = [entry(i) for i in out[key]]
+    for key in ("padding", "ranks", "pending"):
+        if key in out:
+            reply[key] = out[key]
+    return reply
+
+
+def packer_handler(pack, rejects=()):
+    """The handler of ``pack(lengths, capacity, seed, **options) -> (packs, dropped)``.
+
+    ``lengths[i]`` is example ``i``'s length (``(chosen, rejected)`` for a pair); packs hold
+    indices, or pieces ``(index, start, end)``. The answer may be ``(packs, dropped,
+    oversize)`` or a dict (see ``_reply``). ``options`` are the packer options the request sets
+    (``pad_to_multiple_of``, ``max_seqs_per_pack``, ``dp_size``). An exception of a type in
+    ``rejects`` is answered as a refusal (``{"rejected": ...}``), which thdcheck accepts only
+    for a request with an example longer than the capacity."""
 
     def handler(request):
+        if "op" in request:
+            raise ValueError("a packer session request (%r) sent to a one-shot packer (serve_packer): "
+                             "serve it with serve_packer_session, or fuzz without --session" % request["op"])
         examples = request["examples"]
-        lengths = [e["len"] for e in examples]
-        out = pack(lengths, request["capacity"], request["seed"])
-        if isinstance(out, dict):  # {"packs", "dropped", "oversize", "padding"}
-            extra = {"padding": list(out.get("padding", []))}
-            out = (out["packs"], out.get("dropped", []), out.get("oversize", []))
-        else:
-            extra = {}
-        packs, dropped = out[0], out[1]
         ids = [e["id"] for e in examples]
-        def entry(x):  # an index, or a piece (index, start, end) of an example split across packs
-            return ids[x] if isinstance(x, int) else [ids[x[0]], x[1], x[2]]
-
-        reply = {
-            "packs": [[entry(x) for x in p] for p in packs],
-            "dropped": [ids[i] for i in dropped],
-        }
-        if len(out) > 2:
-            reply["oversize"] = [ids[i] for i in out[2]]
-        reply.update(extra)
-        return reply
+        try:
+            out = pack(_lengths(examples), request["capacity"], request["seed"], **_options(request))
+        except tuple(rejects) as e:
+            raise Rejected(e) from e
+        return _reply(out, lambda i: ids[i])
 
     return handler
 
 
-def serve_packer(pack):
-    """Serve ``pack(lengths, capacity, seed) -> (packs, dropped)``; ids are list indices."""
-    serve(packer_handler(pack))
+def serve_packer(pack, rejects=()):
+    """Serve ``pack(lengths, capacity, seed, **options) -> (packs, dropped)``; ids are list
+    indices."""
+    serve(packer_handler(pack, rejects))
+
+
+def packer_session_handler(start, rejects=()):
+    """The handler of a packer session (protocol version 2, ``thdcheck fuzz packer --session``).
+
+    ``start(capacity, seed, **options)`` returns the packer, an object with ``push(examples)``,
+    ``end_epoch()`` (optional) and ``finish()``. ``examples`` are dicts ``{"id", "len"}`` (or
+    ``{"id", "chosen", "rejected"}``); each method returns the packs it emits now, of example ids
+    (or pieces ``(id, start, end)``), as a list of packs or a dict as ``packer_handler``'s
+    (``pending``: how many examples it still holds, for ``finish``). An exception of a type in
+    ``rejects`` is a refusal."""
+    state = {}
+
+    def handler(request):
+        op = request.get("op")
+        try:
+            if op == "start":
+                state["packer"] = start(request["capacity"], request["seed"], **_options(request))
+                return {}
+            packer = state["packer"]
+            if op == "push":
+                out = packer.push(request["examples"])
+            elif op == "end_epoch":
+                out = packer.end_epoch() if hasattr(packer, "end_epoch") else []
+            elif op == "finish":
+                out = packer.finish()
+            else:
+                raise ValueError("unknown op %r: a one-shot packer request sent to a packer session "
+                                 "(serve_packer_session): fuzz with --session, or serve it with "
+                                 "serve_packer" % (op,))
+        except tuple(rejects) as e:
+            raise Rejected(e) from e
+        if isinstance(out, list):
+            out = {"packs": out}
+        return _reply(out, lambda i: i)
+
+    return handler
+
+
+def serve_packer_session(start, rejects=()):
+    """Serve a streaming packer: ``start(capacity, seed, **options)`` returns an object with
+    ``push(examples)``, ``end_epoch()`` and ``finish()`` (see ``packer_session_handler``)."""
+    serve(packer_session_handler(start, rejects))
 
 
 def collator_handler(collate):
