@@ -364,6 +364,164 @@ fn fuzz_packer_excludes_marked_padding_packs_from_conservation() {
 }
 
 #[test]
+fn fuzz_packer_deals_packs_evenly_over_the_ranks_with_dp_size() {
+    // With --dp-size the answer says which rank gets each pack; marked padding packs even the
+    // counts out (open-instruct's loader), and without them the ranks are uneven.
+    let packer = example_adapter("padding_batch_packer");
+    let run = |extra: &[&str], want| {
+        let mut a = vec!["packer", "--json", "--cases", "128", "--dp-size", "3", "--", "python3"];
+        a.push(&packer);
+        a.extend(extra);
+        fuzz_json(&a, want)
+    };
+    assert_eq!(run(&[], 0)["result"], "pass");
+    let v = run(&["uneven"], 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["packer-dealing"]), "{f}");
+    assert_eq!(f["request"]["dp_size"], 3, "{f}");
+    assert!(f["detail"].as_str().unwrap().contains("packs per rank"), "{f}");
+}
+
+#[test]
+fn fuzz_packer_holds_a_packer_to_each_budget_it_is_given() {
+    // One planted bug per budget in budget_packer.py; the correct packer passes each one.
+    let packer = example_adapter("budget_packer");
+    for (flags, bug, rule_text) in [
+        (&["--pad-sequences-to-multiple-of", "4"][..], "real-lengths", "tokens on branch 0"),
+        (&["--max-seqs-per-pack", "2"][..], "no-seq-limit", "items"),
+        (&["--pairs"][..], "chosen-only", "tokens on branch 1"),
+    ] {
+        let args = |extra: &[&'static str]| {
+            let mut a = vec!["packer", "--json", "--cases", "128"];
+            a.extend(flags);
+            a.extend(["--", "python3", packer.as_str()]);
+            a.extend(extra);
+            a
+        };
+        assert_eq!(fuzz_json(&args(&[]), 0)["result"], "pass", "{flags:?}");
+        let v = fuzz_json(&args(&[bug]), 1);
+        let f = &v["failure"];
+        assert_eq!(f["checks"], serde_json::json!(["packer-capacity"]), "{bug}: {f}");
+        assert!(f["detail"].as_str().unwrap().contains(rule_text), "{bug}: {f}");
+        // Shrunk to one pack's worth: one example, or the limit plus one.
+        assert!(f["request"]["examples"].as_array().unwrap().len() <= 3, "{bug}: {f}");
+    }
+}
+
+#[test]
+fn fuzz_packer_accepts_a_refusal_only_of_a_request_that_cannot_be_packed() {
+    // bionemo's TokenPackingDataset raises on an over-long example: a refusal, accepted for a
+    // request holding one; refusing a request that fits loses its examples.
+    let packer = example_adapter("budget_packer");
+    let v =
+        fuzz_json(&["packer", "--json", "--cases", "128", "--", "python3", &packer, "refuse"], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let v = fuzz_json(
+        &[
+            "packer",
+            "--json",
+            "--cases",
+            "128",
+            "--fitting-only",
+            "--pad-sequences-to-multiple-of",
+            "8",
+            "--",
+            "python3",
+            &packer,
+            "refuse",
+        ],
+        0,
+    );
+    assert_eq!(v["result"], "pass", "{v}");
+    assert!(v["summary"]["packs"].as_u64().unwrap() > 128, "fitting-only cases get packed: {v}");
+    let v = fuzz_json(
+        &["packer", "--json", "--cases", "128", "--", "python3", &packer, "refuse-all"],
+        1,
+    );
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]), "{f}");
+    assert_eq!(f["request"]["examples"], serde_json::json!([]), "{f}");
+    assert!(f["response"].as_str().unwrap().contains("rejected"), "{f}");
+}
+
+#[test]
+fn fuzz_packer_session_keeps_a_streaming_packer_s_state_and_catches_a_dropped_carry() {
+    let good = example_adapter("streaming_packer");
+    let v =
+        fuzz_json(&["packer", "--session", "--json", "--cases", "128", "--", "python3", &good], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    // open-instruct #1472 class: the carry is forgotten at the end of an epoch. Shrunk to one
+    // 1-token example in one epoch: start, push, end_epoch, finish.
+    let bad = example_adapter("streaming_packer_drops_carry");
+    let v =
+        fuzz_json(&["packer", "--session", "--json", "--cases", "128", "--", "python3", &bad], 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]), "{f}");
+    let ops: Vec<&str> =
+        f["requests"].as_array().unwrap().iter().map(|r| r["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["start", "push", "end_epoch", "finish"], "{f}");
+    assert_eq!(f["requests"][0]["capacity"], 1, "{f}");
+    assert_eq!(f["requests"][0]["thdcheck"], 2, "{f}");
+    assert_eq!(f["requests"][1]["examples"], serde_json::json!([{"id": 0, "len": 1}]), "{f}");
+    assert!(f["replay"].as_str().unwrap().starts_with("printf"), "{f}");
+    // A one-shot request sent to a session packer says so.
+    let v = fuzz_json(&["packer", "--json", "--cases", "4", "--", "python3", &good], 1);
+    assert_eq!(v["failure"]["kind"], "adapter-error", "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("--session"), "{v}");
+}
+
+#[test]
+fn fuzz_packer_session_checks_first_fit_per_call() {
+    // A session packer that packs each push first fit on its own: two packs of one call never
+    // fit together, but packs of different pushes may; per call, it is first fit.
+    let script = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                  from thdcheck_adapter import serve_packer_session\n\
+                  class P:\n    def __init__(self, capacity, seed): self.c = capacity\n    \
+                  def push(self, ex):\n        packs, loads, dropped = [], [], []\n        \
+                  for e in ex:\n            if e['len'] > self.c: dropped.append(e['id']); continue\n            \
+                  k = next((k for k, l in enumerate(loads) if l + e['len'] <= self.c), None)\n            \
+                  if k is None: packs.append([]); loads.append(0); k = len(packs) - 1\n            \
+                  packs[k].append(e['id']); loads[k] += e['len']\n        \
+                  return {'packs': packs, 'dropped': dropped}\n    \
+                  def finish(self): return []\n\
+                  serve_packer_session(P)\n";
+    let v = fuzz_json(
+        &[
+            "packer",
+            "--session",
+            "--first-fit",
+            "--json",
+            "--cases",
+            "256",
+            "--",
+            "python3",
+            "-c",
+            script,
+        ],
+        0,
+    );
+    assert_eq!(v["result"], "pass", "{v}");
+    // The streaming next-fit packer is not first fit: caught within one call.
+    let next_fit = example_adapter("streaming_packer");
+    let v = fuzz_json(
+        &[
+            "packer",
+            "--session",
+            "--first-fit",
+            "--json",
+            "--cases",
+            "256",
+            "--",
+            "python3",
+            &next_fit,
+        ],
+        1,
+    );
+    assert_eq!(v["failure"]["checks"], serde_json::json!(["packer-first-fit"]), "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("among the packs of call"), "{v}");
+}
+
+#[test]
 fn fuzz_loss_accepts_a_loud_refusal_of_a_batch_with_nothing_to_learn_only() {
     // AReaL asserts that the global loss weight is positive: an error on a batch without a
     // valid label is a refusal, not a wrong number; an error on any other batch still fails.

@@ -556,6 +556,13 @@ mod zoo_drivers {
                 );
                 run_cases(runner(), arb_packer_stream(true, false), run)
             }
+            "DropsCarryAtEpochEnd" => {
+                let run = packer_stream(
+                    |c| Box::new(zoo::DropsCarryAtEpochEnd::new(c)),
+                    PackerClaims::default(),
+                );
+                run_cases(runner(), arb_packer_stream(true, false), run)
+            }
             "KeepsOverLongExample" => {
                 let run = packer_stream(
                     |c| Box::new(zoo::KeepsOverLongExample::new(c)),

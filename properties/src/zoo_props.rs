@@ -135,6 +135,7 @@ zoo_tests! {
     dpo_catches_plain_open_instruct_offsets => "PlainOpenInstructOffsets",
     dpo_catches_seq_idx_from_last_token => "SeqIdxFromLastToken",
     packer_catches_drops_overflow => "DropsOverflow",
+    packer_catches_drops_carry_at_epoch_end => "DropsCarryAtEpochEnd",
     packer_catches_keeps_over_long_example => "KeepsOverLongExample",
     packer_catches_starved_best_fit => "StarvedBestFit",
     packer_catches_unseeded_shuffle => "UnseededShuffle",

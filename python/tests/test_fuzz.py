@@ -68,7 +68,7 @@ def test_packers_pass_and_the_dropping_one_is_caught():
         # examples split across packs: pieces that tile them / overlap
         ("split_packer", "OVERLAP", True, "packer-conservation"),
         # a padding batch repeating packs: marked `padding` / unmarked
-        ("padding_batch_packer", "MARKED", False, "packer-conservation"),
+        ("padding_batch_packer", "MODE", "unmarked", "packer-conservation"),
     ],
 )
 def test_declared_packer_behaviours_pass_and_their_broken_variants_fail(name, flag, broken, check):
@@ -78,6 +78,39 @@ def test_declared_packer_behaviours_pass_and_their_broken_variants_fail(name, fl
     with pytest.raises(thdcheck.FuzzFailure) as e:
         thdcheck.fuzz_packer(packer.pack, cases=128)
     assert e.value.report["failure"]["checks"][0] == check
+
+
+def test_a_streaming_packer_session_passes_and_the_dropped_carry_is_caught():
+    assert thdcheck.fuzz_packer_session(example("streaming_packer").StreamingPacker, cases=128).cases == 128
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer_session(example("streaming_packer_drops_carry").DropsCarry, cases=128)
+    f = e.value.report["failure"]
+    assert f["checks"][0] == "packer-conservation", f
+    assert [r["op"] for r in f["requests"]] == ["start", "push", "end_epoch", "finish"], f
+    msg = str(e.value)
+    assert "replay    packer.push([{'id': 0, 'len': 1}])" in msg and "packer.end_epoch()" in msg, msg
+
+
+def test_packer_options_reach_the_function_and_refusals_are_judged():
+    budget = example("budget_packer")
+    # max_seqs_per_pack is passed to pack() as a keyword argument, and held to.
+    assert thdcheck.fuzz_packer(budget.pack, cases=64, max_seqs_per_pack=2).cases == 64
+    budget.ARGS = {"no-seq-limit"}
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(budget.pack, cases=64, max_seqs_per_pack=2)
+    assert e.value.report["failure"]["checks"][0] == "packer-capacity"
+    # A ValueError declared as a refusal: accepted for an over-long example only.
+    budget.ARGS = {"refuse"}
+    assert thdcheck.fuzz_packer(budget.pack, cases=64, rejects=(ValueError,)).cases == 64
+    budget.ARGS = {"refuse-all"}
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(budget.pack, cases=64, rejects=(ValueError,))
+    assert e.value.report["failure"]["checks"][0] == "packer-conservation"
+    # Undeclared, the same exception is an adapter error.
+    budget.ARGS = {"refuse"}
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(budget.pack, cases=64)
+    assert e.value.report["failure"]["kind"] == "adapter-error"
 
 
 def test_an_exception_is_an_adapter_error_with_its_traceback():

@@ -7,6 +7,7 @@ epoch."""
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from streaming_packer import StreamingPacker  # noqa: E402
 from thdcheck_adapter import serve_packer_session  # noqa: E402

@@ -543,6 +543,21 @@ mod tests {
         padded.padding = run(vec![vec![(9, 4)]], &[], &[]).packs;
         let e = check_conservation(&padded, 10).unwrap_err();
         assert_eq!(e.rule, "a padding pack repeats examples it was given", "{e}");
+        // A limit on sequences per pack is a capacity too.
+        let mut three = run(vec![vec![(0, 1), (1, 1), (2, 1)]], &[(0, 1), (1, 1), (2, 1)], &[]);
+        assert_eq!(check_conservation(&three, 10), Ok(()));
+        three.max_items = Some(2);
+        let e = check_conservation(&three, 10).unwrap_err();
+        assert_eq!((e.id, e.expected.as_str()), ("packer-capacity", "<= 2 items"), "{e}");
+        // Padded to a multiple of 4, a 5-token example takes 8: over a capacity of 6 it cannot
+        // fit, so it may be declared oversize, and a refusal of it is accepted.
+        let mut padded5 = run(vec![vec![(1, 5)]], &[(1, 5)], &[1]);
+        assert!(check_conservation(&padded5, 6).is_err(), "unpadded, 5 tokens fit 6");
+        padded5.pad_to_multiple_of = Some(4);
+        assert_eq!(check_conservation(&padded5, 6), Ok(()));
+        assert_eq!(check_refusal(&padded5, 6), Ok(()));
+        padded5.pad_to_multiple_of = None;
+        assert!(check_refusal(&padded5, 6).is_err());
         // Declared, but it fits: a declaration that hides nothing is still wrong.
         let fits = run(vec![vec![(0, 4)], vec![(1, 15)]], &pushed, &[0, 1]);
         let e = check_conservation(&fits, 10).unwrap_err();

@@ -42,7 +42,8 @@ pub use metrics::{
     MockCountedAsUseful, PackLengthSquared, PaddedLengthsAsReal,
 };
 pub use packer::{
-    DropsOverflow, KeepsOverLongExample, StarvedBestFit, UnseededShuffle, reset_unseeded_runs,
+    DropsCarryAtEpochEnd, DropsOverflow, KeepsOverLongExample, StarvedBestFit, UnseededShuffle,
+    reset_unseeded_runs,
 };
 
 use crate::Invariant;
@@ -147,6 +148,12 @@ pub const CATALOGUE: &[ZooEntry] = &[
     // Caught by the shared LAYOUT `seq-idx` rule, which check_dpo applies to the concatenation.
     entry!("SeqIdxFromLastToken", Layout, [], "open-instruct OI-B2 (fixed in 005366f75)"),
     entry!("DropsOverflow", Packer, [21], "trl #482, unsloth #524; open-instruct OI-B7"),
+    entry!(
+        "DropsCarryAtEpochEnd",
+        Packer,
+        [21],
+        "open-instruct #1472 class: the overflow carry reset with the epoch's state"
+    ),
     entry!(
         "KeepsOverLongExample",
         Packer,

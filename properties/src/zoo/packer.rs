@@ -142,6 +142,65 @@ impl Packer for StarvedBestFit {
     }
 }
 
+/// A streaming next-fit packer that carries its open pack across pushes, as open-instruct's
+/// loader does since #1472, but resets its state at the end of an epoch and forgets the carry:
+/// the examples that were waiting for the next push are neither emitted nor reported dropped.
+/// Only a session that ends an epoch with a carry sees it.
+#[derive(Debug, Clone, Default)]
+pub struct DropsCarryAtEpochEnd {
+    /// Tokens per pack.
+    pub capacity: u32,
+    carry: Vec<Example>,
+    load: [u64; 2],
+}
+
+impl DropsCarryAtEpochEnd {
+    /// A packer with capacity `capacity`.
+    pub fn new(capacity: u32) -> Self {
+        Self { capacity, ..Self::default() }
+    }
+}
+
+impl Packer for DropsCarryAtEpochEnd {
+    fn name(&self) -> &str {
+        "zoo::DropsCarryAtEpochEnd"
+    }
+
+    fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    fn push(&mut self, batch: &[Example]) -> thd::Result<Vec<Pack>> {
+        let cap = u64::from(self.capacity);
+        let mut out = Vec::new();
+        for e in batch {
+            let b = e.lens.branches();
+            if (0..2).any(|k| self.load[k] + b[k] > cap) && !self.carry.is_empty() {
+                out.push(Pack::new(self.carry.drain(..).map(Example::item).collect()));
+                self.load = [0, 0];
+            }
+            self.carry.push(*e);
+            self.load = [self.load[0] + b[0], self.load[1] + b[1]];
+        }
+        Ok(out)
+    }
+
+    fn end_epoch(&mut self) -> thd::Result<Vec<Pack>> {
+        // BUG: the state is reset for the next epoch, and the carry with it.
+        self.carry.clear();
+        self.load = [0, 0];
+        Ok(Vec::new())
+    }
+
+    fn pending(&self) -> usize {
+        self.carry.len()
+    }
+
+    fn dropped(&self) -> &[Dropped] {
+        &[]
+    }
+}
+
 static RUNS: AtomicU64 = AtomicU64::new(0);
 
 /// First fit over a buffer rotated by a process-wide counter instead of a seed: the packs

@@ -34,6 +34,7 @@ __all__ = [
     "fuzz_logger",
     "fuzz_loss",
     "fuzz_packer",
+    "fuzz_packer_session",
     "metrics",
 ]
 __version__ = _native.__version__
@@ -312,7 +313,8 @@ def _fuzz(target: str, handler: Callable[[dict], dict], call: str, options: Mapp
     ]
     for r in requests:
         lines.append(f"  request   {json.dumps(r)}")
-        lines.append(f"  replay    {call.format(**{k: repr(v) for k, v in r.items()})}")
+        shown = call(r) if callable(call) else call.format(**{k: repr(v) for k, v in r.items()})
+        lines.append(f"  replay    {shown}")
     if f.get("response"):
         lines.append(f"  response  {f['response']}")
     for a in report.get("also_failing", []):
@@ -345,18 +347,48 @@ def fuzz_collator(
 
 
 def fuzz_packer(
-    pack: Callable[[list, int, int], tuple],
+    pack: Callable[..., Any],
     *,
     cases: int = 256,
     seed: int = 0,
+    rejects: tuple = (),
     **options: Any,
 ) -> FuzzResult:
-    """Fuzz `pack(lengths, capacity, seed) -> (packs, dropped)` in this process, as `thdcheck
-    fuzz packer` fuzzes an adapter: packs are lists of indices into `lengths`, `dropped` the
-    indices dropped on purpose. Options: `first_fit`, ... Raises `FuzzFailure` with the shrunk
-    case; returns a `FuzzResult`."""
+    """Fuzz `pack(lengths, capacity, seed, **packer_options) -> (packs, dropped)` in this process,
+    as `thdcheck fuzz packer` fuzzes an adapter: packs are lists of indices into `lengths` (or
+    pieces `(index, start, end)`), `dropped` the indices dropped on purpose; the answer may be a
+    dict with `packs`, `dropped`, `oversize`, `padding`, `ranks`. An exception of a type in
+    `rejects` is a refusal (accepted only for a request that cannot be packed). Options are the
+    command's: `first_fit`, `pad_sequences_to_multiple_of`, `max_seqs_per_pack`, `dp_size`,
+    `pairs`, `fitting_only`, ... (the packer options the request sets are passed to `pack` as
+    keyword arguments). Raises `FuzzFailure` with the shrunk case; returns a `FuzzResult`."""
 
-    return _fuzz("packer", adapter.packer_handler(pack), "pack(lengths of {examples}, {capacity}, {seed})", dict(options, cases=cases, seed=seed))
+    return _fuzz("packer", adapter.packer_handler(pack, rejects), "pack(lengths of {examples}, {capacity}, {seed})", dict(options, cases=cases, seed=seed))
+
+
+def fuzz_packer_session(
+    start: Callable[..., Any],
+    *,
+    cases: int = 256,
+    seed: int = 0,
+    rejects: tuple = (),
+    **options: Any,
+) -> FuzzResult:
+    """Fuzz a streaming packer through sessions (`thdcheck fuzz packer --session`) in this
+    process: `start(capacity, seed, **packer_options)` returns an object with `push(examples)`,
+    `end_epoch()` (optional) and `finish()`, each returning the packs it emits now (lists of
+    example ids) or a dict as `fuzz_packer`'s answers (plus `pending`). Every session pushes a
+    few batches over 1 to 3 epochs; conservation is checked over the whole session. Options
+    as `fuzz_packer`'s."""
+
+    def call(r: dict) -> str:
+        return {
+            "start": f"packer = start({r.get('capacity')!r}, {r.get('seed')!r})",
+            "push": f"packer.push({r.get('examples')!r})",
+            "end_epoch": "packer.end_epoch()",
+        }.get(r.get("op"), "packer.finish()")
+
+    return _fuzz("packer", adapter.packer_session_handler(start, rejects), call, dict(options, cases=cases, seed=seed, session=True))
 
 
 def fuzz_logger(log: Callable[[dict], Mapping[str, Any]], *, cases: int = 256, seed: int = 0, **options: Any) -> FuzzResult:

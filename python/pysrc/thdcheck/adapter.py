@@ -175,6 +175,12 @@ def packer_session_handler(start, rejects=()):
 
     def handler(request):
         op = request.get("op")
+        if op not in ("start", "push", "end_epoch", "finish"):
+            raise ValueError("a one-shot packer request (op %r) sent to a packer session "
+                             "(serve_packer_session): fuzz with --session, or serve it with "
+                             "serve_packer" % (op,))
+        if op != "start" and "packer" not in state:
+            raise ValueError("op %r before the session's start" % (op,))
         try:
             if op == "start":
                 state["packer"] = start(request["capacity"], request["seed"], **_options(request))
@@ -184,12 +190,8 @@ def packer_session_handler(start, rejects=()):
                 out = packer.push(request["examples"])
             elif op == "end_epoch":
                 out = packer.end_epoch() if hasattr(packer, "end_epoch") else []
-            elif op == "finish":
-                out = packer.finish()
             else:
-                raise ValueError("unknown op %r: a one-shot packer request sent to a packer session "
-                                 "(serve_packer_session): fuzz with --session, or serve it with "
-                                 "serve_packer" % (op,))
+                out = packer.finish()
         except tuple(rejects) as e:
             raise Rejected(e) from e
         if isinstance(out, list):
