@@ -388,6 +388,12 @@ def adapters_group(tmp: Path) -> str:
         ("not-json", "import sys\nsys.stdin.readline()\nsys.stdout.write('y' * 20_000_000 + '\\n'); sys.stdout.flush()\nsys.stdin.readline()", []),
         ("schema", "import sys, json\nfor l in sys.stdin: print(json.dumps({'thdcheck': 1, 'id': json.loads(l)['id'], 'packs': 'nope'}), flush=True)", []),
         ("hang", spawn, ["--timeout-ms", "300", "--startup-timeout-ms", "300"]),
+        # Packer sessions (protocol 2): a crash at `finish`, a push answered with no packs
+        # list, an answer of an unknown version.
+        ("crash", "import sys, json\nfor l in sys.stdin:\n    r = json.loads(l)\n    if r.get('op') == 'finish': sys.exit(5)\n"
+                  "    print(json.dumps({'thdcheck': 2, 'id': r['id'], 'packs': [[e['id']] for e in r.get('examples', [])]}), flush=True)", ["--session", "--fitting-only"]),
+        ("schema", "import sys, json\nfor l in sys.stdin: print(json.dumps({'thdcheck': 2, 'id': json.loads(l)['id'], 'packs': {'a': 1}}), flush=True)", ["--session"]),
+        ("schema", "import sys, json\nfor l in sys.stdin: print(json.dumps({'thdcheck': 3, 'id': json.loads(l)['id'], 'packs': []}), flush=True)", ["--session"]),
     ]
     for kind, script, extra in faults:
         args = ["fuzz", "packer", "--json", "--cases", "8", "--max-shrink-runs", "4", *extra, "--", "python3", "-c", script]

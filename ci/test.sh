@@ -23,6 +23,7 @@ cargo run -p thdcheck -- check examples/batches/good/te_thd_cp2.safetensors --cp
 cargo run -q -p thdcheck -- check --quiet corpus/real/batches   # what the real upstream code returns
 cargo run -p thdcheck -- metrics --recipe golden/tests/recipes/qwen3_8b_sft_seq4096.toml
 cargo run -p thdcheck -- fuzz packer --cases 64 -- python3 adapters/python/examples/greedy_packer.py
+cargo run -p thdcheck -- fuzz packer --session -- python3 adapters/python/examples/streaming_packer.py
 cargo run -p thdcheck -- fuzz logger --cases 64 -- python3 adapters/python/examples/logger.py
 cargo run -p thdcheck -- fuzz loss --cases 64 -- python3 adapters/python/examples/cp_loss.py
 cargo run -p thdcheck -- fuzz cp-split --cases 64 -- python3 adapters/python/examples/cp_split.py

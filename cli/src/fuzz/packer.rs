@@ -353,7 +353,15 @@ impl PackerTarget {
         let mut answers = Vec::with_capacity(requests.len());
         for (call, request) in requests.iter().enumerate() {
             let (resp, line) = response::<PackerResponse>(send)?;
+            // The report lists every request of the session: say which answer broke the rule.
             let with = |mut f: Failure| {
+                let op = match request {
+                    PackerSessionRequest::Start { .. } => "start",
+                    PackerSessionRequest::Push { .. } => "push",
+                    PackerSessionRequest::EndEpoch { .. } => "end_epoch",
+                    PackerSessionRequest::Finish => "finish",
+                };
+                f.detail += &format!(" (in the answer to request {call}, `{op}`)");
                 f.response = Some(line.clone());
                 f
             };
