@@ -4,14 +4,14 @@ write for its own packer, the baseline `bench/packer_session.py` times `thdcheck
 `StreamingPacker` (correct: the open pack is carried across calls and epochs) and `DropsCarry`
 (forgets the open pack at `end_epoch`, the open-instruct #1472 bug class).
 
-Rules: `start` a session (an `initialize` rule) (capacity 1..=64, seed 0..=3), `push` up to 8 examples, `end_epoch`,
-`finish`. Most lengths are fractions of the capacity as in `thdcheck fuzz packer` (`⌈C·r/32⌉`,
+Rules: `start` a session (an `initialize` rule: capacity 1..=64, seed 0..=3), `push` up to 8
+examples, `end_epoch`, `finish`. Most lengths are fractions of the capacity as in `thdcheck fuzz packer` (`⌈C·r/32⌉`,
 r in 1..=48, so up to 1.5·C, some over it), so a failure shrinks with capacity and lengths
 together. Invariants after every call: no pack over the capacity (nor empty), nothing emitted
 twice, nothing emitted that was not pushed. At `finish` (and at teardown for a session left
 open): every pushed example emitted exactly once or reported dropped, nothing pending.
 
-    pip install hypothesis         # e.g. python3 -m venv /tmp/hypenv && /tmp/hypenv/bin/pip install hypothesis
+    python3 -m venv /tmp/hypenv && /tmp/hypenv/bin/pip install hypothesis   # (pytest for the last line)
     python bench/hypothesis_streaming_packer.py [correct|drops-carry] [MAX_EXAMPLES] [SEED]
     pytest bench/hypothesis_streaming_packer.py     # the correct packer, as a team's own test
 
@@ -87,20 +87,18 @@ class PackerSession(RuleBasedStateMachine):
         self.emitted = []  # every id emitted so far, in order
         self.dropped = []  # every id reported dropped
         stats["sessions"] += 1
+        stats["calls"] += 1
 
     def _record(self, call, result):
+        stats["calls"] += 1
         packs, dropped, pending = answer(result)
         note(f"  {call} -> packs {packs}, dropped {dropped}" + (f", pending {pending}" if pending else ""))
         self.emitted += [i for pack in packs for i in pack]
         self.dropped += dropped
-        try:
-            for pack in packs:
-                assert pack, f"{call} emitted an empty pack"
-                size = sum(self.lengths.get(i, 0) for i in pack)
-                assert size <= self.capacity, f"{call} emitted pack {pack} of {size} tokens > capacity {self.capacity}"
-        except AssertionError:
-            self.packer = None  # failed: teardown must not report the same session again
-            raise
+        for pack in packs:
+            assert pack, f"{call} emitted an empty pack"
+            size = sum(self.lengths.get(i, 0) for i in pack)
+            assert size <= self.capacity, f"{call} emitted pack {pack} of {size} tokens > capacity {self.capacity}"
         return pending
 
     def _close(self, call):
@@ -124,7 +122,6 @@ class PackerSession(RuleBasedStateMachine):
     @initialize(capacity=st.integers(1, 64), seed=st.integers(0, 3))
     def start(self, capacity, seed):
         self._open(capacity, seed)
-        note(f"start(capacity={capacity}, seed={seed})")
 
     @rule(ratios=st.lists(st.integers(1, 48), max_size=8))
     def push(self, ratios):
@@ -152,20 +149,17 @@ class PackerSession(RuleBasedStateMachine):
         self._open(self.capacity, self.seed)
 
     def teardown(self):
-        if self.packer is not None:  # a session left open is finished and checked too
+        # A session left open is finished and checked too, unless a step already failed
+        # (teardown runs as that failure propagates: the same session is not reported twice).
+        if self.packer is not None and sys.exc_info()[1] is None:
             self._close("finish() at teardown")
 
     # -- invariants after every call ---------------------------------------------------------
 
     @invariant()
     def nothing_duplicated_or_invented(self):
-        if self.packer is None:
-            return
-        try:
+        if self.packer is not None:
             self._check_emitted()
-        except AssertionError:
-            self.packer = None  # failed: teardown must not report the same session again
-            raise
 
     def _check_emitted(self):
         assert len(self.emitted) == len(set(self.emitted)), f"an example was emitted twice: {self.emitted}"
@@ -173,7 +167,7 @@ class PackerSession(RuleBasedStateMachine):
         assert not invented, f"emitted ids {invented} were never pushed"
 
 
-stats = {"sessions": 0}
+stats = {"sessions": 0, "calls": 0}
 
 
 def machine_for(packer_class):
@@ -200,10 +194,10 @@ def describe(e: BaseException) -> str:
 
 def run(which: str, max_examples: int, seed: int = 0) -> dict:
     """Run the test once. Returns seconds (wall time, with the shrinking and the explain phase
-    of a failure), cases (valid test cases Hypothesis generated, the failing one included: max_examples
-    for a pass),
-    test_cases (every test case it ran, invalid, overrun and shrinking ones included),
-    sessions (packer sessions started) and failure (the shrunk counterexample, or None)."""
+    of a failure), cases (valid test cases Hypothesis generated, failing ones included:
+    max_examples for a pass), passing (the valid ones that passed), test_cases (every test case
+    it ran, invalid, overrun and shrinking ones included), sessions (packer sessions started), calls (packer calls: start, push, end_epoch, finish)
+    and failure (the shrunk counterexample, or None)."""
     machine = machine_for(PACKERS[which]())
 
     @hypothesis.seed(seed)
@@ -211,7 +205,7 @@ def run(which: str, max_examples: int, seed: int = 0) -> dict:
         return machine()
 
     statistics = []
-    stats.update(sessions=0)
+    stats.update(sessions=0, calls=0)
     failure = None
     t0 = time.perf_counter()
     with collector.with_value(statistics.append):
@@ -225,8 +219,10 @@ def run(which: str, max_examples: int, seed: int = 0) -> dict:
     return {
         "seconds": seconds,
         "cases": generated.count("valid") + generated.count("interesting"),
+        "passing": generated.count("valid"),
         "test_cases": sum(len(p.get("test-cases", [])) for p in phases),
         "sessions": stats["sessions"],
+        "calls": stats["calls"],
         "failure": failure,
     }
 
@@ -246,10 +242,10 @@ def main() -> None:
     print(f"hypothesis {hypothesis.__version__}, {which}, max_examples={max_examples}, seed={seed}, "
           f"stateful_step_count={STEPS}")
     print(f"{r['cases']} valid test cases generated ({r['test_cases']} run in all, {r['sessions']} "
-          f"packer sessions), {r['seconds']:.2f} s, {r['cases'] / r['seconds']:.0f} cases/s")
+          f"packer sessions, {r['calls']} packer calls), {r['seconds']:.2f} s")
     failure = r["failure"]
     if failure is None:
-        print("passed")
+        print(f"passed: {r['cases'] / r['seconds']:.0f} cases/s, {r['calls'] / r['seconds']:.0f} packer calls/s")
     else:
         print(f"counterexample found and shrunk in {r['seconds']:.2f} s:")
         print(failure)

@@ -11,8 +11,10 @@ with a release build and a Python that has Hypothesis:
     /tmp/hypenv/bin/python bench/packer_session.py [CASES] [SEEDS]   # default 3000 5; THDCHECK=path/to/thdcheck
 
 The adapters run under the same interpreter as this script. Wall times include start-up (the
-adapter process for thdcheck) and, for a failure, the shrinking; a Hypothesis test case is one
-run of up to 20 calls of the state machine, each `finish` starting a new session.
+adapter process for thdcheck) and, for a failure, the shrinking. A thdcheck case is one session
+(1 to 3 epochs of up to 3 pushes), sent twice (the replay checks determinism); a Hypothesis
+test case is 20 steps of the state machine, each `finish` starting a new session; so the table
+also counts packer calls (thdcheck's in a second, untimed run of the same cases).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,21 +62,46 @@ def thdcheck(*args: str, adapter: str) -> tuple[float, int, dict]:
     return seconds, p.returncode, report
 
 
+# Runs an adapter counting the requests it reads: each process keeps its count in a file of
+# its own under the folder argv[2], rewritten after every request (thdcheck ends an adapter
+# with SIGKILL, so nothing runs at exit). The packer calls of a thdcheck run are counted in a
+# second, untimed run of the same cases (same seed).
+COUNTING = """
+import os, runpy, sys
+adapter, folder = sys.argv[1], sys.argv[2]
+count = open(os.path.join(folder, str(os.getpid())), "w")
+def counted(lines):
+    calls = 0
+    for line in lines:
+        if line.strip():
+            calls += 1
+            count.seek(0)
+            count.write(str(calls))
+            count.flush()
+        yield line
+sys.stdin = counted(sys.stdin)
+sys.argv = [adapter]
+runpy.run_path(adapter, run_name="__main__")
+"""
+
+
+def thdcheck_calls(*args: str, adapter: str) -> int:
+    """The packer calls (requests read, over every adapter start) of a thdcheck run."""
+    with tempfile.TemporaryDirectory() as folder:
+        cmd = [BIN, "fuzz", "packer", *args, "--json", "--", sys.executable, "-c", COUNTING,
+               str(EXAMPLES / adapter), folder]
+        subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False)
+        return sum(int(f.read_text() or 0) for f in Path(folder).iterdir())
+
+
 def session_case(failure: dict) -> str:
-    """The failing case of a thdcheck report, one line per call of a session."""
-    lines = []
-    for key in ("detail", "checks"):
-        if key in failure:
-            lines.append(f"{key}: {failure[key]}")
-    case = next((failure[k] for k in ("session", "calls", "requests", "request") if k in failure), None)
-    if isinstance(case, dict) and isinstance(case.get("calls"), list):
-        case = case["calls"]
-    if isinstance(case, list):
-        lines += [json.dumps(c, separators=(",", ":")) for c in case]
-    elif case is not None:
-        lines.append(json.dumps(case, separators=(",", ":")))
-    if "replay" in failure:
-        lines.append(f"replay: {failure['replay']}")
+    """The shrunk case of a failing thdcheck report: the violation, then a session's requests
+    (`requests`; a one-shot failure has only `request`) and the last answer."""
+    requests = failure.get("requests") or [failure.get("request")]
+    lines = [failure.get("detail", failure.get("kind", ""))]
+    lines += ["-> " + json.dumps(q, separators=(",", ":")) for q in requests if q is not None]
+    if "response" in failure:
+        lines.append(f"<- {failure['response']} (last answer)")
     return "\n".join(lines)
 
 
@@ -84,19 +112,24 @@ def main() -> None:
 
     # Throughput on correct packers: (a) session, (b) Hypothesis, (d) one-shot for reference.
     rows = []
-    s, rc, r = thdcheck("--session", "--cases", str(CASES), adapter="streaming_packer.py")
-    assert rc == 0 and r["result"] == "pass", r
-    rows.append(("thdcheck `fuzz packer --session`", "streaming_packer.py", r["cases"], s))
-    h = hyp.run("correct", CASES, 0)
-    assert h["failure"] is None, h["failure"]
-    rows.append((f"Hypothesis stateful ({h['sessions']} sessions)", "StreamingPacker", h["cases"], h["seconds"]))
-    s, rc, r = thdcheck("--cases", str(CASES), adapter="greedy_packer.py")
-    assert rc == 0 and r["result"] == "pass", r
-    rows.append(("thdcheck `fuzz packer` (one-shot)", "greedy_packer.py", r["cases"], s))
-    print("| tool | packer | cases | wall s | cases/s |")
-    print("|---|---|---:|---:|---:|")
-    for tool, packer, cases, seconds in rows:
-        print(f"| {tool} | {packer} | {cases} | {seconds:.2f} | {cases / seconds:.0f} |")
+    for args, adapter in [(["--session"], "streaming_packer.py"), ([], "greedy_packer.py")]:
+        args = [*args, "--cases", str(CASES)]
+        s, rc, r = thdcheck(*args, adapter=adapter)
+        assert rc == 0 and r["result"] == "pass", r
+        calls = thdcheck_calls(*args, adapter=adapter)
+        tool = f"thdcheck `fuzz packer{' --session' if '--session' in args else ''}`"
+        rows.append((tool, adapter, r["cases"], calls, s))
+        if "--session" in args:
+            h = hyp.run("correct", CASES, 0)
+            assert h["failure"] is None, h["failure"]
+            rows.append((f"Hypothesis stateful, in-process ({h['sessions']} sessions)", "StreamingPacker",
+                         h["cases"], h["calls"], h["seconds"]))
+    print("| tool | packer | cases | packer calls | wall s | cases/s | calls/s |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for tool, packer, cases, calls, seconds in rows:
+        print(f"| {tool} | {packer} | {cases} | {calls} | {seconds:.2f} | {cases / seconds:.0f} | {calls / seconds:.0f} |")
+    print("\nthdcheck's calls include the replay of every case (determinism); a Hypothesis case is "
+          f"{hyp.STEPS} steps of the state machine, each finish starting a new session.")
 
     # (c) Time to the first counterexample, found and shrunk, on the carry-dropping packer.
     times = {"thdcheck": [], "Hypothesis": []}
@@ -107,19 +140,22 @@ def main() -> None:
                             adapter="streaming_packer_drops_carry.py")
         assert rc != 0 and r["result"] == "fail", f"thdcheck missed the carry-drop bug with seed {seed}: {r}"
         times["thdcheck"].append(s)
-        cases["thdcheck"].append(r.get("cases"))
+        cases["thdcheck"].append(f"{r.get('cases')}/{r.get('runs')}")
         minimal.setdefault("thdcheck", session_case(r["failure"]))
         h = hyp.run("drops-carry", CASES, seed)
         assert h["failure"] is not None, f"Hypothesis missed the carry-drop bug with seed {seed}"
         times["Hypothesis"].append(h["seconds"])
-        cases["Hypothesis"].append(h["cases"])
+        cases["Hypothesis"].append(f"{h['passing']}/{h['test_cases']}")
         minimal.setdefault("Hypothesis", h["failure"])
     print(f"\nTime to the first counterexample on streaming_packer_drops_carry.py (found and shrunk), seeds 0..{SEEDS - 1}:\n")
-    print("| tool | median s | per seed s | cases before the failure |")
+    print("| tool | median s | per seed s | passing cases / runs in all (shrinking included), per seed |")
     print("|---|---:|---|---|")
     for tool in times:
         per_seed = ", ".join(f"{t:.2f}" for t in times[tool])
-        print(f"| {tool} | {statistics.median(times[tool]):.2f} | {per_seed} | {cases[tool]} |")
+        print(f"| {tool} | {statistics.median(times[tool]):.2f} | {per_seed} | {', '.join(cases[tool])} |")
+    print(f"\nthdcheck's runs include, after the shrinking, one pass over min(CASES, 256) fresh cases "
+          "looking for other failure classes (`also_failing`); Hypothesis' include its invalid, "
+          "overrun and shrinking test cases.")
     for tool, text in minimal.items():
         print(f"\n{tool} minimal case (seed 0):\n```\n{text.strip()}\n```")
 
