@@ -29,7 +29,8 @@ batch entry (a whole sample or, with `split_samples=True`, a part made by
 a part is the piece `[id, start, end]` (its first and last positions; the tokens must be
 consecutive and in order, else an adapter error).
 
-Options: `pad=M` (or thdcheck's `--pad-to-multiple-of M`, the request's `pad_to_multiple_of`,
+The request's `seed` is unused: `TokenPackingDataset` does not shuffle (the stream order is the
+push order). Options: `pad=M` (or thdcheck's `--pad-to-multiple-of M`, the request's `pad_to_multiple_of`,
 which wins; they must agree if both are given) is `pad_sequences_to_be_divisible_by=M`: each
 sample takes its length rounded up to a multiple of M of the batch. `split_samples=true` fills
 every batch exactly by splitting the sample that overflows it. `drop_last` is upstream's

@@ -1,7 +1,7 @@
 """Megatron-Bridge's real offline packer as a `thdcheck fuzz packer` adapter.
 
     thdcheck fuzz packer [--first-fit] -- python adapters/python/real/megatron_bridge_packer.py \
-        COMMIT [algorithm=first_fit|first_fit_decreasing|first_fit_shuffle] [pipeline=true]
+        COMMIT [algorithm=first_fit|first_fit_decreasing|first_fit_shuffle] [pipeline=true [pad=M]]
 
 imports `src/megatron/bridge/data/packing/algorithms.py` (and, with `pipeline=true`,
 `src/megatron/bridge/data/packing/offline.py`) at COMMIT from a mirror of
@@ -32,7 +32,8 @@ All three are first fit in some order, so `--first-fit` holds them to it.
 `create_packing_strategy(histogram, packed_sequence_size, packing_algorithm)` ->
 `fill_packing_strategy(...)` -> `np.save` of the packed rows), with
 `packed_sequence_size = max_seq_length = capacity` (the builder's default:
-`max_seq_length=self._max_single_sequence_length or self.seq_length`), `pad_seq_to_mult=1`,
+`max_seq_length=self._max_single_sequence_length or self.seq_length`), `pad_seq_to_mult=1`
+(unless `pad=M`),
 `num_tokenizer_workers=-1` (serial), `packing_algorithm` = `algorithm=` (upstream's default for
 this function, `first_fit_shuffle`, unless given). The `dataset_builder` (injected by design) returns the request's
 examples as an already tokenized dataset; the real `GPTSFTDataset` would have truncated an
@@ -43,10 +44,22 @@ label, hence minus 1"), and a pack's runtime length is the sum of those; so a th
 of `n` tokens is a tokenized example of `n + 1` token ids (input = ids[:-1], n tokens).
 Token ids encode (example, position) so the packed rows are read back honestly: each row's
 `seq_start_id` splits its `input_ids` into segments, and each segment must be one example's ids,
-whole and in order (anything else is raised as an adapter error). `create_hist` *skips* an
+whole and in order, or (with `pad=M`, below) a prefix of them followed by pad ids (anything else
+is raised as an adapter error). `create_hist` *skips* an
 example whose `len(input_ids) - 1` exceeds `max_seq_length` ("Skipped %d sequences longer than
 the maximum packed sequence length", a warning): not truncated, discarded; those are answered as
 `dropped` (from the input: length > capacity, and absent from the output).
+`pad=M` (pipeline only; or thdcheck's `--pad-sequences-to-multiple-of M`, the request's
+`pad_to_multiple_of`, which must agree) is `pad_seq_to_mult=M`: `tokenize_dataset` pads every
+example's runtime length up to a multiple of M, capped at `max_runtime_pad_cap =
+(max_seq_length // M) * M`, with the pad id (`eod`, 0 here, a token id no example uses) through
+`_pre_pad_data_point`, which *truncates* a longer example to that cap instead (an INFO log
+"Sequence length ... exceeds max_seq_length ...; truncating for packing" only when the example
+exceeds `max_seq_length`; none when it fits `max_seq_length` but its padded length does not,
+possible only when `max_seq_length % M != 0`). The adapter reads a segment's trailing pad ids as
+padding and a truncated example as the piece `[i, 0, k]` it still holds (its first `k` runtime
+tokens): the tokens cut off are then missing, which thdcheck reports as a conservation gap (a
+truncated example is not the example). Use `--fitting-only` for the runs that must pass.
 The ZeroDivisionError of `create_packing_strategy` on a dataset with nothing left
 (`packing_factor = len(all_seq_lens) / len(packed_seq_lens)`: no examples, or all too long) is
 not caught: it is an adapter error, which thdcheck reports and shrinks.
@@ -118,8 +131,9 @@ def load(commit, pipeline):
 
 
 def example_ids(i, n):
-    """The token ids of example `i`, a runtime length of `n` (n + 1 stored ids)."""
-    return [i * POS + p for p in range(n + 1)]
+    """The token ids of example `i`, a runtime length of `n` (n + 1 stored ids); never 0, the
+    pad id (`eod`) of the dataset below."""
+    return [1 + i * POS + p for p in range(n + 1)]
 
 
 def make_algorithm_packer(algorithms, algorithm):
@@ -144,10 +158,10 @@ def make_algorithm_packer(algorithms, algorithm):
 class _Dataset:
     """What the injected `dataset_builder` returns: the tokenized examples, in order."""
 
-    def __init__(self, items):
+    def __init__(self, items, pad_seq_length_to_mult):
         self.items = items
         self.tokenizer = types.SimpleNamespace(eod=0)
-        self.pad_seq_length_to_mult = 1
+        self.pad_seq_length_to_mult = pad_seq_length_to_mult
 
     def __len__(self):
         return len(self.items)
@@ -156,8 +170,31 @@ class _Dataset:
         return self.items[i]
 
 
-def make_pipeline_packer(offline, algorithm):
-    def pack(lengths, capacity, seed):
+def read_segment(seg, lengths):
+    """A packed segment (stored ids) as an entry: the example it holds, or `[i, 0, k]` when
+    `_pre_pad_data_point` truncated it to its first `k` runtime tokens; trailing pad ids (0,
+    from `pad_seq_to_mult`) are padding. Anything else is an AssertionError."""
+    real = list(seg)
+    while real and real[-1] == 0:
+        real.pop()
+    i = (real[0] - 1) // POS if real else -1
+    if not 0 <= i < len(lengths) or len(real) < 1 or real != example_ids(i, lengths[i])[:len(real)]:
+        raise AssertionError(f"packed segment {seg} is not a prefix of one example's token ids "
+                             "followed by padding")
+    if len(real) == lengths[i] + 1:
+        return i
+    # stored ids [0, k] kept: the runtime input holds tokens 0..k-1 (labels 1..k) of the n
+    k = len(real) - 1
+    if k < 1:
+        raise AssertionError(f"packed segment {seg} keeps no runtime token of example {i}")
+    return [i, 0, k]
+
+
+def make_pipeline_packer(offline, algorithm, pad_arg):
+    def pack(lengths, capacity, seed, pad_to_multiple_of=None, **_):
+        if pad_arg is not None and pad_to_multiple_of is not None and pad_arg != pad_to_multiple_of:
+            raise RuntimeError(f"pad={pad_arg} but the request's pad_to_multiple_of is {pad_to_multiple_of}")
+        mult = pad_to_multiple_of or pad_arg or 1
         items = [{"input_ids": example_ids(i, n), "answer_start_idx": 1} for i, n in enumerate(lengths)]
         with tempfile.TemporaryDirectory(prefix="mb-pack-") as tmp:
             out = Path(tmp) / "packed.npy"
@@ -170,26 +207,17 @@ def make_pipeline_packer(offline, algorithm):
                 max_seq_length=capacity,
                 seed=seed,
                 packing_algorithm=algorithm,
-                pad_seq_to_mult=1,
+                pad_seq_to_mult=mult,
                 num_tokenizer_workers=-1,
-                dataset_builder=lambda path, **kw: _Dataset(items),
+                dataset_builder=lambda path, **kw: _Dataset(items, kw["dataset_kwargs"]["pad_seq_length_to_mult"]),
             )
             rows = np.load(out, allow_pickle=True)
         packs = []
         for row in rows:
             ids = list(row["input_ids"])
             bounds = list(row["seq_start_id"]) + [len(ids)]
-            pack = []
-            for a, b in zip(bounds, bounds[1:]):
-                seg = ids[a:b]
-                i = seg[0] // POS if seg else None
-                if i is None or not 0 <= i < len(lengths) or seg != example_ids(i, lengths[i]):
-                    raise AssertionError(
-                        f"packed segment {seg} (row {ids}, seq_start_id {row['seq_start_id']}) is "
-                        f"not one example's token ids, whole and in order")
-                pack.append(i)
-            packs.append(pack)
-        seen = {i for p in packs for i in p}
+            packs.append([read_segment(ids[a:b], lengths) for a, b in zip(bounds, bounds[1:])])
+        seen = {e if isinstance(e, int) else e[0] for p in packs for e in p}
         dropped = [i for i, n in enumerate(lengths) if n > capacity and i not in seen]
         return {"packs": packs, "dropped": dropped}
 
@@ -201,13 +229,16 @@ def main():
     opts = dict(a.partition("=")[::2] for a in sys.argv[2:])
     pipeline = opts.pop("pipeline", "false").lower() in ("1", "true", "yes")
     algorithm = opts.pop("algorithm", "first_fit_shuffle" if pipeline else "first_fit")
+    pad_arg = int(opts.pop("pad")) if "pad" in opts else None
+    if pad_arg is not None and not pipeline:
+        sys.exit("pad=M applies to pipeline=true (tokenize_dataset's pad_seq_to_mult)")
     if opts:
         sys.exit(f"unknown options {sorted(opts)}")
     algorithms, offline = load(commit, pipeline)
     if algorithm not in ("first_fit", "first_fit_decreasing", "first_fit_shuffle"):
         sys.exit(f"unknown algorithm {algorithm!r}")
     if pipeline:
-        serve_packer(make_pipeline_packer(offline, algorithm))
+        serve_packer(make_pipeline_packer(offline, algorithm, pad_arg))
     else:
         serve_packer(make_algorithm_packer(algorithms, algorithm))
 

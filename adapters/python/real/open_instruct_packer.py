@@ -1,6 +1,6 @@
 """open-instruct's real packers as a `thdcheck fuzz packer` adapter.
 
-    thdcheck fuzz packer [--first-fit...] -- python adapters/python/real/open_instruct_packer.py \
+    thdcheck fuzz packer [--dp-size R] -- python adapters/python/real/open_instruct_packer.py \
         COMMIT mode=grpo [min_num_batches=N]
     thdcheck fuzz packer --fitting-only [--dp-size R] [--max-seqs-per-pack K] [--pairs] -- \
         python adapters/python/real/open_instruct_packer.py COMMIT mode=loader [drop_last=false] [dp_size=R]
@@ -27,7 +27,8 @@ pack when a sequence doesn't fit"), so examples longer than the capacity are dec
 over-long rollouts still go alone.
 With `--dp-size R` (the request's `dp_size`), the adapter runs what the `DataPreparationActor`
 does with the packs (data_loader.py): `pack_sequences(..., min_num_batches=R)` and then
-`prepare_collated_data_for_workers(packed, R, per_device_train_batch_size=1, pad_token_id=0)`
+`prepare_collated_data_for_workers(packed, R, per_device_train_batch_size=1, pad_token_id=0,
+pin_memory=False)` (upstream pins only when CUDA is available; no effect on the packs)
 (numpy's global generator seeded with the request's seed for its per-rank shuffle), and answers
 each worker's collated rows (padding 0 stripped) as that rank's packs. That function keeps the
 first `(P // R) * R` packs and drops the rest on purpose ("Total packed sequences (P) is not
@@ -85,7 +86,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "corpus", "real"))
 os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
-from common import permissive_stub, stub, upstream  # noqa: E402
+from common import permissive_stub, upstream  # noqa: E402
 from thdcheck_adapter import serve_packer  # noqa: E402
 
 REPO = "allenai/open-instruct"
