@@ -442,6 +442,25 @@ fn fuzz_packer_accepts_a_refusal_only_of_a_request_that_cannot_be_packed() {
     assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]), "{f}");
     assert_eq!(f["request"]["examples"], serde_json::json!([]), "{f}");
     assert!(f["response"].as_str().unwrap().contains("rejected"), "{f}");
+    // Under --ignore, a passing run counts what it let pass: the refusals of packable requests
+    // (those of a request with an over-long example are accepted, not ignored).
+    let v = fuzz_json(
+        &[
+            "packer",
+            "--json",
+            "--cases",
+            "32",
+            "--ignore",
+            "packer-conservation",
+            "--",
+            "python3",
+            &packer,
+            "refuse-all",
+        ],
+        0,
+    );
+    let n = v["ignored"]["violation packer-conservation"].as_u64().unwrap_or(0);
+    assert!((1..32).contains(&n), "{v}");
 }
 
 #[test]

@@ -298,9 +298,18 @@ fn drive<T: Target>(
             .iter()
             .any(|c| *c == kind || check.is_some_and(|k| *c == k || *c == format!("{kind} {k}")))
     };
+    // What `--ignore` let pass, per class: a passing run says how many answers it did not judge.
+    let ignored: RefCell<std::collections::BTreeMap<String, u64>> = RefCell::default();
     let unignored = |mut f: Failure| -> Option<Failure> {
+        let class = f.signature().to_string();
+        let count = |kept: Option<Failure>| {
+            if kept.is_none() {
+                *ignored.borrow_mut().entry(class.clone()).or_default() += 1;
+            }
+            kept
+        };
         if f.checks.is_empty() {
-            return (!is_ignored(f.kind, None)).then_some(f);
+            return count((!is_ignored(f.kind, None)).then_some(f));
         }
         f.checks.retain(|k| !is_ignored(f.kind, Some(k)));
         // The detail has a line per violated check, `check: …`: keep the kept checks' lines.
@@ -312,7 +321,7 @@ fn drive<T: Target>(
         if !kept.is_empty() {
             f.detail = kept.join("\n");
         }
-        (!f.checks.is_empty()).then_some(f)
+        count((!f.checks.is_empty()).then_some(f))
     };
     let bar = if args.json || args.quiet {
         ProgressBar::hidden()
@@ -459,6 +468,9 @@ fn drive<T: Target>(
                 if let Some((_, v)) = target.summary() {
                     doc["summary"] = v;
                 }
+                if !ignored.borrow().is_empty() {
+                    doc["ignored"] = json!(*ignored.borrow());
+                }
                 writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
             } else {
                 writeln!(
@@ -473,6 +485,13 @@ fn drive<T: Target>(
                 )?;
                 if let Some((line, _)) = target.summary() {
                     writeln!(out, "  {line}")?;
+                }
+                for (class, n) in ignored.borrow().iter() {
+                    writeln!(
+                        out,
+                        "  ignored: {n} case{} failed as `{class}` (--ignore), counted as passing",
+                        if *n == 1 { "" } else { "s" }
+                    )?;
                 }
             }
             Ok(0)
