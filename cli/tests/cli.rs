@@ -504,38 +504,14 @@ fn fuzz_packer_session_checks_first_fit_per_call() {
                   return {'packs': packs, 'dropped': dropped}\n    \
                   def finish(self): return []\n\
                   serve_packer_session(P)\n";
-    let v = fuzz_json(
-        &[
-            "packer",
-            "--session",
-            "--first-fit",
-            "--json",
-            "--cases",
-            "256",
-            "--",
-            "python3",
-            "-c",
-            script,
-        ],
-        0,
-    );
-    assert_eq!(v["result"], "pass", "{v}");
+    let first_fit = |adapter: &[&str], want| {
+        let head = ["packer", "--session", "--first-fit", "--json", "--cases", "256", "--"];
+        fuzz_json(&[&head[..], adapter].concat(), want)
+    };
+    assert_eq!(first_fit(&["python3", "-c", script], 0)["result"], "pass");
     // The streaming next-fit packer is not first fit: caught within one call.
     let next_fit = example_adapter("streaming_packer");
-    let v = fuzz_json(
-        &[
-            "packer",
-            "--session",
-            "--first-fit",
-            "--json",
-            "--cases",
-            "256",
-            "--",
-            "python3",
-            &next_fit,
-        ],
-        1,
-    );
+    let v = first_fit(&["python3", &next_fit], 1);
     assert_eq!(v["failure"]["checks"], serde_json::json!(["packer-first-fit"]), "{v}");
     assert!(v["failure"]["detail"].as_str().unwrap().contains("among the packs of call"), "{v}");
 }
