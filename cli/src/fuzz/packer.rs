@@ -426,8 +426,9 @@ impl PackerTarget {
         let Some(packs) = &resp.packs else {
             return Err(Failure::schema("no `packs` (and no `rejected`)", ""));
         };
-        let m = self.multiple();
-        let pad = |n: u64| u32::try_from(n.div_ceil(m) * m).unwrap_or(u32::MAX);
+        // What a sequence takes of the capacity is the PACKER rule's definition.
+        let rules = self.run();
+        let pad = |n: u64| u32::try_from(rules.padded(n)).unwrap_or(u32::MAX);
         let padded = |l: Lens| match l {
             Lens::Single { len } => Lens::Single { len: pad(u64::from(len)) },
             Lens::Pair { chosen, rejected } => {
