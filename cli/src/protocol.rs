@@ -279,6 +279,12 @@ pub fn parse_response<T: for<'de> Deserialize<'de>>(
             e.as_str().map_or_else(|| e.to_string(), str::to_owned),
         ));
     }
+    // The adapter helper's word that the function's answer cannot be stated in the protocol
+    // (a packer index outside the request): a schema fault, as the raw answer would be.
+    if let Some(e) = obj.get("invalid") {
+        let why = e.as_str().map_or_else(|| e.to_string(), str::to_owned);
+        return Err(BadResponse::Schema(format!("the adapter helper: {why}")));
+    }
     serde_json::from_value(v).map_err(|e| BadResponse::Schema(e.to_string()))
 }
 

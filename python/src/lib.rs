@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use clap::ValueEnum;
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use safetensors::Dtype;
 use thdcheck::dialect::{Dialect, Objective, Profile};
@@ -194,22 +194,42 @@ fn fuzz(argv: Vec<String>, answer: Bound<'_, PyAny>) -> PyResult<String> {
     let tail = ["--json", "--", "<python function>"].map(str::to_owned);
     let args: thdcheck::args::FuzzArgs = parse_args("fuzz", argv.into_iter().chain(tail))?;
     // A Python exception the wrapper did not turn into an error answer is answered as one, so
-    // the engine reports it as an adapter error and shrinks it.
+    // the engine reports it as an adapter error and shrinks it. A `BaseException` that is no
+    // `Exception` (KeyboardInterrupt from Ctrl-C, SystemExit) stops the run instead: it is kept,
+    // every later request is answered at once without calling Python, and it is raised when the
+    // engine returns. Pending signals are checked before each request, so Ctrl-C between two
+    // calls of the function stops the run too.
+    let py = answer.py();
+    let mut stopped: Option<PyErr> = None;
     let mut call = |line: &str| -> String {
-        match answer.call1((line,)).and_then(|r| r.extract::<String>()) {
-            Ok(reply) => reply,
-            Err(e) => {
-                let id = serde_json::from_str::<serde_json::Value>(line)
-                    .ok()
-                    .and_then(|r| r.get("id").cloned())
-                    .unwrap_or_default();
-                serde_json::json!({"thdcheck": 1, "id": id, "error": e.to_string()}).to_string()
+        let id = || {
+            serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|r| r.get("id").cloned())
+                .unwrap_or_default()
+        };
+        if stopped.is_none() {
+            let reply = py
+                .check_signals()
+                .and_then(|()| answer.call1((line,)))
+                .and_then(|r| r.extract::<String>());
+            match reply {
+                Ok(reply) => return reply,
+                Err(e) if e.is_instance_of::<PyException>(py) => {
+                    return serde_json::json!({"thdcheck": 1, "id": id(), "error": e.to_string()})
+                        .to_string();
+                }
+                Err(e) => stopped = Some(e),
             }
         }
+        serde_json::json!({"thdcheck": 1, "id": id(), "error": "interrupted"}).to_string()
     };
     let mut out = Vec::new();
-    thdcheck::fuzz::run_in_process(&args, &mut call, &mut out)
-        .map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+    let ran = thdcheck::fuzz::run_in_process(&args, &mut call, &mut out);
+    if let Some(e) = stopped {
+        return Err(e);
+    }
+    ran.map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
     String::from_utf8(out).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 

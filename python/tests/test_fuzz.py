@@ -123,6 +123,55 @@ def test_an_exception_is_an_adapter_error_with_its_traceback():
     assert f["kind"] == "adapter-error" and "KeyError" in f["detail"], f
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit, "sigint"])
+def test_ctrl_c_and_system_exit_stop_the_run_instead_of_being_shrunk(stop):
+    # They were answered as adapter errors and shrinking went on: Ctrl-C did not stop pytest.
+    import os
+    import signal
+
+    greedy = example("greedy_packer")
+    calls = []
+
+    def pack(lengths, capacity, seed):
+        calls.append(1)
+        if len(calls) == 5:
+            if stop == "sigint":
+                os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C delivers it
+            else:
+                raise stop("stop")
+        return greedy.pack(lengths, capacity, seed)
+
+    want = KeyboardInterrupt if stop == "sigint" else stop
+    with pytest.raises(want):
+        thdcheck.fuzz_packer(pack, cases=64)
+    assert len(calls) == 5, f"the function was called {len(calls)} times after the interrupt"
+
+
+def test_a_packer_index_outside_the_request_is_a_schema_fault():
+    # Python's ids[-1] wrapped to the last example and the answer passed.
+    greedy = example("greedy_packer")
+
+    def pack(lengths, capacity, seed):
+        packs, dropped = greedy.pack(lengths, capacity, seed)
+        if packs and len(lengths) > 1:
+            packs[0] = [-1 if i == len(lengths) - 1 else i for i in packs[0]]
+        return packs, dropped
+
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(pack, cases=64)
+    f = e.value.report["failure"]
+    assert f["kind"] == "schema" and "index -1" in f["detail"], f
+    assert len(f["request"]["examples"]) == 2, f  # shrunk
+
+    def past_the_end(lengths, capacity, seed):
+        return [[len(lengths)]], []
+
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(past_the_end, cases=8)
+    f = e.value.report["failure"]
+    assert f["kind"] == "schema" and "indices 0.." in f["detail"], f
+
+
 def test_options_are_the_commands_and_bad_ones_are_value_errors():
     # OLMo-core's format: pretraining labels pass under its profile, fail stated as SFT.
     fmt = example("sample_numbers_collator")

@@ -15,6 +15,7 @@ keyword argument, as it is an option of the command.
 from __future__ import annotations
 
 import json
+import operator
 import struct
 from typing import Any, Callable, Iterable, Mapping
 
@@ -45,6 +46,9 @@ _TORCH_DTYPES = {
     "torch.int16": "I16",
     "torch.int8": "I8",
     "torch.uint8": "U8",
+    "torch.uint16": "U16",
+    "torch.uint32": "U32",
+    "torch.uint64": "U64",
     "torch.bool": "BOOL",
     "torch.float64": "F64",
     "torch.float32": "F32",
@@ -129,60 +133,175 @@ class Report:
         return f"<thdcheck.Report {'PASS' if self.ok else 'FAIL: ' + ', '.join(self.violated)}>"
 
 
+# How deep a nested list may go: a tensor has a handful of dimensions; a self-referencing list
+# has no bottom.
+_MAX_DEPTH = 32
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
 def _tensor(key: str, value: Any):
     """(key, dtype, shape, data) for the native checker, or None for a value that is no tensor
-    (strings, dicts, lists of non-integers: skipped, as a dump would skip them)."""
+    (a string, None, a dict, a list of strings: skipped, as the subprocess protocol skips
+    them). A value that looks like a tensor but cannot be read as one (floats where a list of
+    integers is, a ragged or self-referencing list, an int beyond int64, a sparse or meta
+    tensor) raises `BatchError` naming the key, as the protocol calls it a schema error.
+
+    The data is either `bytes` (copied) or `(owner, data_ptr, nbytes)`, read in place: `owner`
+    is the object that owns (or references) that memory, kept alive until the check is done."""
+    if value is None or isinstance(value, (str, bytes, Mapping)):
+        return None
     t = type(value)
-    module = t.__module__
-    if module.startswith("torch") and hasattr(value, "data_ptr"):
-        x = value.detach()
-        if x.device.type != "cpu":
-            x = x.cpu()
-        if not x.is_contiguous():
-            x = x.contiguous()
-        code = _TORCH_DTYPES.get(str(x.dtype))
-        if code is None:
-            raise BatchError(f"`{key}`: dtype {x.dtype} is not one thdcheck reads")
-        return key, code, list(x.shape), (x, x.data_ptr(), x.numel() * x.element_size())
-    ai = getattr(value, "__array_interface__", None)
-    if ai is not None:
-        if ai.get("strides") is not None:  # not C-contiguous: a contiguous copy
-            value = value.copy(order="C")
-            ai = value.__array_interface__
-        code = _NUMPY_DTYPES.get(ai["typestr"])
-        if code is None:
-            raise BatchError(f"`{key}`: numpy dtype {ai['typestr']} is not one thdcheck reads")
-        return key, code, list(ai["shape"]), (value, ai["data"][0], value.nbytes)
+    if t.__module__.startswith("torch") and hasattr(value, "data_ptr"):
+        return _torch(key, value)
+    if hasattr(value, "__array_interface__"):
+        return _array(key, value)
     if isinstance(value, bool):
         return key, "BOOL", [], bytes([value])
     if isinstance(value, int):
-        return key, "I64", [], struct.pack("<q", value)
+        return key, "I64", [], _pack_ints(key, [value], [])
+    if isinstance(value, float):
+        raise BatchError(
+            f"`{key}` = {value!r}: a float where thdcheck reads integers (a count or an id); "
+            "pass an int, or leave the key out"
+        )
     if isinstance(value, (list, tuple)):
-        flat, shape = _flatten(value)
-        if flat is None:
-            return None
-        if flat and all(isinstance(x, bool) for x in flat):
-            return key, "BOOL", shape, bytes(flat)
-        try:
-            return key, "I64", shape, struct.pack(f"<{len(flat)}q", *flat)
-        except struct.error as e:
-            raise BatchError(f"`{key}`: {e}") from None
+        return _list(key, value)
     return None
 
 
-def _flatten(value: Iterable):
-    """A nested list of ints as (flat list, shape), or (None, None) if it is not one."""
-    shape = []
+def _torch(key: str, value: Any):
+    x = value.detach()
+    layout = str(getattr(x, "layout", "torch.strided"))
+    if getattr(x, "is_nested", False):
+        raise BatchError(f"`{key}`: a nested tensor; pass a padded one (`.to_padded_tensor(pad)`)")
+    if layout != "torch.strided":
+        raise BatchError(f"`{key}`: a {layout} tensor is not read; pass a dense one (`.to_dense()`)")
+    if x.device.type == "meta":
+        raise BatchError(f"`{key}`: a meta tensor has no data to check")
+    code = _TORCH_DTYPES.get(str(x.dtype))
+    if code is None:
+        raise BatchError(f"`{key}`: dtype {x.dtype} is not one thdcheck reads")
+    if x.device.type != "cpu":
+        x = x.cpu()
+    if not x.is_contiguous():
+        x = x.contiguous()
+    return key, code, list(x.shape), (x, x.data_ptr(), x.numel() * x.element_size())
+
+
+def _array(key: str, value: Any):
+    """An object with `__array_interface__` (a numpy array or scalar, or another library's
+    array). numpy makes it an ndarray that owns or references its memory, and that ndarray is
+    what is kept alive: a numpy scalar's `__array_interface__` points into a temporary array
+    that nothing else holds, and another library's `data` may be a buffer object instead of a
+    pointer."""
+    try:
+        import numpy as np
+    except ImportError:
+        return _array_without_numpy(key, value)
+    try:
+        arr = np.asarray(value)
+    except Exception as e:  # a malformed interface: say which key had it
+        raise BatchError(f"`{key}`: not readable as an array ({type(e).__name__}: {e})") from None
+    if arr.dtype.kind in "US":  # strings, skipped as a list of strings is
+        return None
+    if arr.dtype.kind not in "biuf" or arr.dtype.fields is not None:
+        raise BatchError(f"`{key}`: numpy dtype {arr.dtype} is not one thdcheck reads")
+    if arr.dtype.byteorder == ">":  # big-endian: the reader's bytes are little-endian
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    if not arr.flags.c_contiguous:
+        arr = arr.copy(order="C")
+    code = _NUMPY_DTYPES.get(arr.dtype.str)
+    if code is None:
+        raise BatchError(f"`{key}`: numpy dtype {arr.dtype} is not one thdcheck reads")
+    ptr, _readonly = arr.__array_interface__["data"]  # an ndarray's is always (int, bool)
+    return key, code, list(arr.shape), (arr, ptr, arr.nbytes)
+
+
+def _array_without_numpy(key: str, value: Any):
+    """The same without numpy: the bytes copied through the buffer protocol."""
+    ai = value.__array_interface__
+    typestr = ai.get("typestr") if isinstance(ai, Mapping) else None
+    code = _NUMPY_DTYPES.get(typestr)
+    if code is None:
+        raise BatchError(f"`{key}`: array dtype {typestr!r} is not one thdcheck reads")
+    if ai.get("strides") is not None:
+        raise BatchError(f"`{key}`: a strided array without numpy installed; pass a contiguous one")
+    data = ai.get("data")
+    source = value if data is None or isinstance(data, tuple) else data
+    try:
+        view = memoryview(source)
+    except TypeError:
+        raise BatchError(f"`{key}`: its `__array_interface__` data is not readable without numpy") from None
+    shape = [int(n) for n in ai.get("shape", ())]
+    return key, code, shape, view.cast("B").tobytes()
+
+
+def _at(i: int, shape: list) -> str:
+    """Flat index `i` of a tensor of `shape` as `[r][c]` (empty for a scalar)."""
+    out = []
+    for n in reversed(shape):
+        out.append(f"[{i % n}]")
+        i //= n
+    return "".join(reversed(out))
+
+
+def _pack_ints(key: str, flat: list, shape: list) -> bytes:
+    try:
+        return struct.pack(f"<{len(flat)}q", *flat)
+    except struct.error:
+        for i, x in enumerate(flat):
+            if not _I64[0] <= x <= _I64[1]:
+                raise BatchError(f"`{key}`{_at(i, shape)} = {x}: does not fit int64") from None
+        raise
+
+
+def _list(key: str, value: Any):
+    """A (nested) list of ints as an I64 (or BOOL) tensor; a list of strings is skipped."""
+    shape: list = []
     level = [value]
+    above: set = set()  # the lists seen at shallower depths: one seen again is a cycle
     while level and isinstance(level[0], (list, tuple)):
+        if len(shape) == _MAX_DEPTH:
+            raise BatchError(f"`{key}`: lists nested more than {_MAX_DEPTH} deep")
         n = len(level[0])
-        if any(not isinstance(x, (list, tuple)) or len(x) != n for x in level):
-            return None, None
+        ids = set()
+        for i, x in enumerate(level):
+            if not isinstance(x, (list, tuple)) or len(x) != n:
+                got = f"a list of {len(x)}" if isinstance(x, (list, tuple)) else repr(x)
+                raise BatchError(
+                    f"`{key}`: ragged nested lists: row {i} at depth {len(shape)} is {got}, "
+                    f"expected a list of {n} (a tensor's rows have equal lengths)"
+                )
+            if id(x) in above:
+                raise BatchError(f"`{key}`: a list that contains itself")
+            ids.add(id(x))
+        above |= ids
         shape.append(n)
         level = [y for x in level for y in x]
-    if not all(isinstance(x, int) for x in level):
-        return None, None
-    return level, shape
+    if not level:
+        return key, "I64", shape, b""
+    if all(type(x) is int for x in level):
+        return key, "I64", shape, _pack_ints(key, level, shape)
+    if all(isinstance(x, bool) for x in level):
+        return key, "BOOL", shape, bytes(level)
+    if all(isinstance(x, str) for x in level):
+        return None
+    flat = []
+    for i, x in enumerate(level):
+        try:
+            flat.append(operator.index(x))  # ints, bools, numpy integers
+        except TypeError:
+            if isinstance(x, (list, tuple)):
+                raise BatchError(
+                    f"`{key}`: ragged nested lists: {_at(i, shape)} is a list where its row "
+                    "holds integers (a tensor's rows have equal depth)"
+                ) from None
+            what = "a float" if isinstance(x, float) else type(x).__name__
+            raise BatchError(
+                f"`{key}`{_at(i, shape)} = {x!r}: {what} where thdcheck reads integers "
+                "(a list is read as an integer tensor)"
+            ) from None
+    return key, "I64", shape, _pack_ints(key, flat, shape)
 
 
 def _tensors(batch: Mapping[str, Any], name: str) -> list:
@@ -197,7 +316,50 @@ def _tensors(batch: Mapping[str, Any], name: str) -> list:
 
 
 def _metadata(metadata: Mapping[str, Any] | None) -> dict:
-    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (metadata or {}).items()}
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise TypeError(
+            f"metadata={metadata!r}: expected a dict of what a dump carries as safetensors "
+            "metadata, e.g. {'cp_rank': 0, 'cp_size': 2}"
+        )
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in metadata.items()}
+
+
+def _int_option(name: str, value: Any, lo: int, hi: int) -> int | None:
+    """An integer option, checked here so that a bad one is a `TypeError` / `ValueError` naming
+    the option (not an `OverflowError` from the binding)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = operator.index(value)  # numpy integers
+        except TypeError:
+            raise TypeError(f"{name}={value!r}: expected an integer") from None
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}={value}: expected {lo}..={hi}")
+    return int(value)
+
+
+def _str_option(name: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name}={value!r}: expected a string")
+    return value
+
+
+def _key_map(map: Any) -> list:
+    """`map={stack's key: key thdcheck reads}` as the binding's pairs."""
+    if map is None:
+        return []
+    if not isinstance(map, Mapping):
+        raise TypeError(
+            f"map={map!r}: expected a dict {{key in the batch: key thdcheck reads}}, "
+            "e.g. {'cu_seqlens_q': 'cu_seq_lens_q'}"
+        )
+    for k, v in map.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError(f"map: {k!r}: {v!r}: keys and values are key names (strings)")
+    return list(map.items())
 
 
 def check(
@@ -226,25 +388,27 @@ def check(
     "cp_size": 2}`). Raises `BatchError` (a `ValueError`) naming the key, index and value when
     the batch cannot be read, as the command exits 2.
     """
-    tensors = _tensors(batch, name)
-    text, json_text, violated = _native.check(
-        tensors,
+    name = str(name)
+    i64 = _I64
+    options = dict(
         name=name,
         metadata=_metadata(metadata),
-        dialect=dialect,
-        map=list((map or {}).items()),
-        labels=labels,
-        sentinel=sentinel,
-        position_base=position_base,
-        pad_token_id=pad_token_id,
-        ignore_index=ignore_index,
-        profile=profile,
-        objective=objective,
-        cp_size=cp_size,
-        pad_to_multiple_of=pad_to_multiple_of,
-        causal=causal,
-        mlm=mlm,
+        dialect=_str_option("dialect", dialect),
+        map=_key_map(map),
+        labels=_str_option("labels", labels),
+        sentinel=_int_option("sentinel", sentinel, *i64),
+        position_base=_int_option("position_base", position_base, *i64),
+        pad_token_id=_int_option("pad_token_id", pad_token_id, *i64),
+        ignore_index=_int_option("ignore_index", ignore_index, *i64),
+        profile=_str_option("profile", profile),
+        objective=_str_option("objective", objective),
+        cp_size=_int_option("cp_size", cp_size, 1, 1 << 16),
+        pad_to_multiple_of=_int_option("pad_to_multiple_of", pad_to_multiple_of, 1, 1 << 16),
+        causal=bool(causal),
+        mlm=bool(mlm),
     )
+    tensors = _tensors(batch, name)
+    text, json_text, violated = _native.check(tensors, **options)
     return Report(text, json_text, violated)
 
 

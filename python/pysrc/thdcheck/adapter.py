@@ -40,6 +40,7 @@ to stderr, never stdout.
 """
 
 import json
+import operator
 import sys
 import traceback
 
@@ -76,9 +77,16 @@ def answer(handler, line):
             reply.update(_plain(handler(request)))
         except Rejected as e:  # a refusal the function declared (``rejects=``)
             reply["rejected"] = "%s: %s" % (type(e.cause).__name__, e.cause)
+        except Invalid as e:  # an answer the protocol cannot carry: thdcheck's `schema`
+            reply["invalid"] = str(e)
         except Exception:  # reported to thdcheck, which shrinks the failing case
             reply["error"] = traceback.format_exc()
     return json.dumps(reply)
+
+
+class Invalid(Exception):
+    """The function's answer cannot be stated in the protocol (an index outside the request's
+    examples): answered as ``{"invalid": why}``, which thdcheck reports as a ``schema`` fault."""
 
 
 class Rejected(Exception):
@@ -119,7 +127,7 @@ def _reply(out, entry):
         out = {"packs": out[0], "dropped": out[1], **({"oversize": out[2]} if len(out) > 2 else {})}
 
     def item(x):  # an example, or a piece (example, start, end) of one split across packs
-        return entry(x) if isinstance(x, int) else [entry(x[0]), x[1], x[2]]
+        return entry(x) if hasattr(x, "__index__") else [entry(x[0]), x[1], x[2]]
 
     reply = {"packs": [[item(x) for x in p] for p in out.get("packs", [])]}
     for key in ("dropped", "oversize"):
@@ -151,9 +159,22 @@ def packer_handler(pack, rejects=()):
             out = pack(_lengths(examples), request["capacity"], request["seed"], **_options(request))
         except tuple(rejects) as e:
             raise Rejected(e) from e
-        return _reply(out, lambda i: ids[i])
+        return _reply(out, lambda i: ids[_index(i, len(ids))])
 
     return handler
+
+
+def _index(i, n):
+    """``i`` as an index into the request's ``n`` examples; a negative or too large one (which
+    Python's ``ids[i]`` would wrap or raise on) is an invalid answer."""
+    try:
+        k = operator.index(i)
+    except TypeError:
+        raise Invalid("the packer answered %r where an example index belongs" % (i,)) from None
+    if isinstance(i, bool) or not 0 <= k < n:
+        raise Invalid("the packer answered index %r; the request has %d examples (indices 0..%d)"
+                      % (i, n, n - 1))
+    return k
 
 
 def serve_packer(pack, rejects=()):
