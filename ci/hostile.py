@@ -3,8 +3,9 @@
 gate, in one CI step of well under a minute. Python standard library only.
 
     python3 ci/hostile.py [THDCHECK_BINARY]       # default: target/debug/thdcheck
+    python3 ci/hostile.py --python VENV/bin/python  # the Python package's group only
 
-Four groups, each input run under a time limit and judged by what came back:
+Five groups, each input run under a time limit and judged by what came back:
 - files: every committed batch (examples/batches, corpus/real/batches) mutated deterministically
   (truncated, header bytes flipped, data bytes flipped, the header length, shapes, dtypes and
   offsets rewritten, huge shapes) plus non-files (a FIFO, symlink loops, an empty file, text):
@@ -14,6 +15,9 @@ Four groups, each input run under a time limit and judged by what came back:
 - cli: misuse of the command line: exit 2 with a message, never a panic;
 - adapters: adapters that crash, hang, flood, answer garbage or spawn children: the failure is
   named as what it was, and nothing the adapter spawned outlives thdcheck.
+- python (`--python PY`, an interpreter with the package installed; CI runs it after building
+  the wheel): hostile values given to `thdcheck.check`, each in a child interpreter, so that a
+  segfault is counted as a crash: the error it must raise, or the verdict it must give.
 
 Prints one line per group and a summary; exits 1 on any panic, hang or wrong verdict.
 """
@@ -33,7 +37,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else str(ROOT / "target/debug/thdcheck")
+# `--python PY`: only the Python package's group, with the interpreter that has it installed.
+PYTHON = sys.argv[sys.argv.index("--python") + 1] if "--python" in sys.argv[1:-1] else None
+_args = [a for i, a in enumerate(sys.argv[1:], 1) if a != "--python" and sys.argv[i - 1] != "--python"]
+BIN = os.path.abspath(_args[0]) if _args else str(ROOT / "target/debug/thdcheck")
 LIMIT = 60  # seconds for any one run; the whole suite takes a few
 FAILURES: list[str] = []
 COUNTS = {"inputs": 0, "panics": 0, "hangs": 0, "wrong": 0}
@@ -433,15 +440,99 @@ def adapters_group(tmp: Path) -> str:
     return f"adapters   {len(faults) + 1} misbehaving adapters, {time.time() - t0:.1f} s"
 
 
+# --- the Python package ------------------------------------------------------------------------
+
+# Each hostile value of the issue-24 round, checked in a child interpreter (a crash there is a
+# crash, not the end of this suite): what the call must raise, or "ok" / a rule list.
+PY_HOSTILE = r'''
+import json, sys
+import numpy as np
+import thdcheck
+
+def hf(**over):
+    b = {"input_ids": np.array([[5, 6, 7, 8, 9]]), "labels": np.array([[-100, 6, 7, -100, 9]]),
+         "position_ids": np.array([[0, 1, 2, 0, 1]]), "cu_seq_lens_q": np.array([0, 3, 5], dtype=np.int32),
+         "cu_seq_lens_k": np.array([0, 3, 5], dtype=np.int32)}
+    b.update(over)
+    return b
+
+class Foreign:
+    def __init__(self, data, typestr="<i4", shape=(3,)):
+        self.__array_interface__ = {"shape": shape, "typestr": typestr, "data": data, "version": 3}
+
+selfref = []; selfref.append(selfref)
+doubling = []; doubling.extend([doubling, doubling])
+CASES = {
+    "numpy scalars": (lambda: hf(max_length_q=np.int64(1), max_length_k=np.int64(5)), {}, ["max-seqlen"]),
+    "buffer data": (lambda: hf(cu_seq_lens_q=Foreign(np.array([0, 3, 5], dtype=np.int32).tobytes())), {}, []),
+    "short buffer data": (lambda: hf(cu_seq_lens_q=Foreign(b"\0")), {}, "BatchError"),
+    "float list": (lambda: hf(cu_seq_lens_q=[0.0, 3.0, 9.0]), {}, "BatchError"),
+    "None in list": (lambda: hf(cu_seq_lens_q=[0, None, 5]), {}, "BatchError"),
+    "str in list": (lambda: hf(cu_seq_lens_q=[0, "3", 5]), {}, "BatchError"),
+    "ragged": (lambda: hf(labels=[[1, 2], [3]]), {}, "BatchError"),
+    "float scalar": (lambda: hf(max_length_q=3.0), {}, "BatchError"),
+    "self-referencing list": (lambda: hf(labels=selfref), {}, "BatchError"),
+    "doubling list": (lambda: hf(labels=doubling), {}, "BatchError"),
+    "int beyond int64": (lambda: hf(max_length_q=2**64), {}, "BatchError"),
+    "cp_size -1": (hf, {"cp_size": -1}, "ValueError"),
+    "cp_size 2**64": (hf, {"cp_size": 2**64}, "ValueError"),
+    "map as pairs": (hf, {"map": [("a", "b")]}, "TypeError"),
+    "metadata str": (hf, {"metadata": "x"}, "TypeError"),
+}
+name = sys.argv[1]
+make, options, want = CASES[name]
+try:
+    got = thdcheck.check(make(), **options).violated
+except Exception as e:
+    got = type(e).__name__
+    msg = str(e)
+print(json.dumps({"got": got, "want": want}))
+'''
+
+
+def python_group(tmp: Path, python: str) -> str:
+    """The Python package under hostile values: each in a child interpreter (a segfault there is
+    counted as a crash), with the error or verdict it must give."""
+    t0 = time.time()
+    names = [
+        "numpy scalars", "buffer data", "short buffer data", "float list", "None in list",
+        "str in list", "ragged", "float scalar", "self-referencing list", "doubling list",
+        "int beyond int64", "cp_size -1", "cp_size 2**64", "map as pairs", "metadata str",
+    ]
+    script = tmp / "py_hostile.py"
+    script.write_text(PY_HOSTILE)
+    for name in names:
+        COUNTS["inputs"] += 1
+        try:
+            p = subprocess.run([python, str(script), name], capture_output=True, timeout=LIMIT)
+        except subprocess.TimeoutExpired:
+            COUNTS["hangs"] += 1
+            FAILURES.append(f"hang: python {name}")
+            continue
+        if p.returncode != 0:
+            COUNTS["panics"] += 1
+            FAILURES.append(f"python {name}: exit {p.returncode}: {p.stderr[-400:].decode(errors='replace')}")
+            continue
+        r = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        if r["got"] != r["want"]:
+            wrong(f"python {name}", f"got {r['got']}, want {r['want']}")
+    return f"python     {len(names)} hostile values in child interpreters, {time.time() - t0:.1f} s"
+
+
 def main() -> int:
+    if PYTHON is not None:
+        return finish(time.time(), [python_group])
     if not os.path.exists(BIN):
         print(f"hostile: no binary at {BIN} (cargo build -p thdcheck first)", file=sys.stderr)
         return 2
-    t0 = time.time()
+    return finish(time.time(), [files_group, semantic_group, cli_group, adapters_group])
+
+
+def finish(t0: float, groups: list) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="thdcheck-hostile-"))
     try:
-        for group in (files_group, semantic_group, cli_group, adapters_group):
-            print(group(tmp), flush=True)
+        for group in groups:
+            print(group(tmp, PYTHON) if group is python_group else group(tmp), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c = COUNTS

@@ -36,6 +36,7 @@ venv=$(mktemp -d)/venv
 python3 -m venv "$venv"
 "$venv/bin/pip" install -q ./python pytest numpy
 "$venv/bin/python" -m pytest -q python/tests
+python3 ci/hostile.py --python "$venv/bin/python"   # hostile values, each in a child interpreter
 cargo fmt --manifest-path python/Cargo.toml -- --check
 
 step "golden: no unreferenced snapshots (what cargo insta --unreferenced=reject checks)"

@@ -150,6 +150,11 @@ def test_an_array_interface_whose_data_is_a_buffer_is_read_not_dereferenced():
     batch["cu_seq_lens_q"] = Foreign(np.array([0, 3, 9], dtype=np.int32))
     with pytest.raises(thdcheck.BatchError, match="cu_seq_lens_q"):
         thdcheck.check(batch)
+    short = Foreign(np.array([0], dtype=np.int32))
+    short.__array_interface__["shape"] = (3,)  # 12 bytes claimed over 4: numpy alone reads past
+    batch["cu_seq_lens_q"] = short
+    with pytest.raises(thdcheck.BatchError, match="`cu_seq_lens_q`: .*smaller"):
+        thdcheck.check(batch)
 
 
 @pytest.mark.parametrize(

@@ -199,7 +199,12 @@ def _array(key: str, value: Any):
     except ImportError:
         return _array_without_numpy(key, value)
     try:
-        arr = np.asarray(value)
+        if isinstance(value, (np.ndarray, np.generic)):
+            arr = np.asarray(value)
+        else:
+            arr = _foreign(np, value)
+    except BatchError as e:
+        raise BatchError(f"`{key}`: {e}") from None
     except Exception as e:  # a malformed interface: say which key had it
         raise BatchError(f"`{key}`: not readable as an array ({type(e).__name__}: {e})") from None
     if arr.dtype.kind in "US":  # strings, skipped as a list of strings is
@@ -215,6 +220,25 @@ def _array(key: str, value: Any):
         raise BatchError(f"`{key}`: numpy dtype {arr.dtype} is not one thdcheck reads")
     ptr, _readonly = arr.__array_interface__["data"]  # an ndarray's is always (int, bool)
     return key, code, list(arr.shape), (arr, ptr, arr.nbytes)
+
+
+def _foreign(np, value: Any):
+    """Another library's `__array_interface__` as an ndarray. Its `data` is a pointer `(int,
+    read-only)`, trusted as numpy trusts it, or a buffer object (or absent: the object's own
+    buffer), read with `np.frombuffer`, which checks the buffer holds the shape (numpy's
+    `asarray` does not, and reads past a short one)."""
+    ai = value.__array_interface__
+    data = ai.get("data") if isinstance(ai, Mapping) else None
+    if isinstance(data, tuple):
+        return np.asarray(value)
+    if ai.get("strides") is not None:
+        raise BatchError("a strided `__array_interface__` over a buffer object is not read; pass a contiguous array")
+    shape = tuple(int(n) for n in ai.get("shape", ()))
+    count = 1
+    for n in shape:
+        count *= n
+    buf = memoryview(value if data is None else data)
+    return np.frombuffer(buf, dtype=np.dtype(ai["typestr"]), count=count, offset=int(ai.get("offset", 0))).reshape(shape)
 
 
 def _array_without_numpy(key: str, value: Any):
