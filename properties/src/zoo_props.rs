@@ -86,7 +86,21 @@ fn caught(name: &str, snapshot: &str) {
     let (text, v) = pin(name).unwrap_or_else(|| panic!("{name} is not a zoo variant"));
     let entry = CATALOGUE.iter().find(|e| e.name == name).expect("catalogued");
     assert_eq!(v.invariant, entry.caught_by, "{name} was caught by the wrong invariant:\n{text}");
+    assert_registered(name, &v);
     insta::assert_snapshot!(snapshot, text);
+}
+
+/// Every violation that catches a zoo bug names a rule of the registry, of its invariant: a
+/// check that builds a violation without a rule id is a check `--ignore`, `expected.toml` and
+/// the docs cannot name.
+fn assert_registered(name: &str, v: &Violation) {
+    let rule = crate::checks::RULES.iter().find(|r| r.id == v.id);
+    assert!(
+        rule.is_some_and(|r| r.invariant == v.invariant),
+        "{name} was caught by a violation whose id {:?} is no registered rule of {}:\n{v}",
+        v.id,
+        v.invariant
+    );
 }
 
 macro_rules! zoo_tests {
@@ -146,6 +160,7 @@ zoo_tests! {
 fn cp_loss_catches_mean_of_micro_batch_means() {
     let (text, v) = pin("MeanOfMicroBatchMeans").expect("a variant");
     assert_eq!(v.invariant, Invariant::CpLoss);
+    assert_registered("MeanOfMicroBatchMeans", &v);
     insta::assert_snapshot!("cp_loss_catches_mean_of_micro_batch_means", text);
 }
 

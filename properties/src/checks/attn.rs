@@ -1,6 +1,7 @@
 //! ATTN: attention outputs against the oracle, and segment isolation.
 
-use crate::{Checked, Invariant, Location, Violation};
+use super::{ATTN_FINITE, ATTN_ISOLATION, ATTN_ORACLE, ATTN_ROWS};
+use crate::{Checked, Location};
 
 /// Where the real query tokens of an attention output lie: `[T, heads, head_dim]` row-major,
 /// segment `i`'s `lens_q[i]` real rows starting at storage offset `Σ_{j<i} storage_q[j]`.
@@ -61,19 +62,18 @@ pub fn check_attention(view: &AttnView<'_>, got: &[f64], expected: &[f64], atol:
             let idx = t * w + e;
             let (g, x) = (got.get(idx).copied(), expected.get(idx).copied());
             let (Some(g), Some(x)) = (g, x) else {
-                return Err(Violation::new(Invariant::Attn, "one output row per query token")
+                return Err(ATTN_ROWS
+                    .violation()
                     .at(Location::default().segment(seg).token(t))
                     .expected(format!("{} values", expected.len()))
                     .got(format!("{} values", got.len())));
             };
             if !g.is_finite() {
-                return Err(Violation::new(
-                    Invariant::Attn,
-                    "outputs are finite; a row that sees no key gives 0, never NaN",
-                )
-                .at(Location::default().segment(seg).token(t).head(e / view.head_dim))
-                .expected(x)
-                .got(g));
+                return Err(ATTN_FINITE
+                    .violation()
+                    .at(Location::default().segment(seg).token(t).head(e / view.head_dim))
+                    .expected(x)
+                    .got(g));
             }
             let d = (g - x).abs();
             if d > atol && worst.is_none_or(|(m, ..)| d > m) {
@@ -83,14 +83,12 @@ pub fn check_attention(view: &AttnView<'_>, got: &[f64], expected: &[f64], atol:
     }
     if let Some((d, seg, t, e)) = worst {
         let idx = t * w + e;
-        return Err(Violation::new(
-            Invariant::Attn,
-            "THD attention equals the per-sequence BSHD oracle at every real token",
-        )
-        .at(Location::default().segment(seg).token(t).head(e / view.head_dim))
-        .expected(expected[idx])
-        .got(got[idx])
-        .note(format!("|Δ| = {d:.3e} > atol {atol:e} (dim {})", e % view.head_dim)));
+        return Err(ATTN_ORACLE
+            .violation()
+            .at(Location::default().segment(seg).token(t).head(e / view.head_dim))
+            .expected(expected[idx])
+            .got(got[idx])
+            .note(format!("|Δ| = {d:.3e} > atol {atol:e} (dim {})", e % view.head_dim)));
     }
     Ok(())
 }
@@ -123,14 +121,12 @@ pub fn check_isolation(
             let idx = t * w + e;
             let (b, a) = (before.get(idx), after.get(idx));
             if b.map(|x| x.to_bits()) != a.map(|x| x.to_bits()) {
-                return Err(Violation::new(
-                    Invariant::Attn,
-                    "perturbing one segment never changes another segment's output",
-                )
-                .at(Location::default().segment(seg).token(t).head(e / view.head_dim))
-                .expected(format!("{b:?} (unchanged)"))
-                .got(format!("{a:?}"))
-                .note(format!("segment {perturbed}'s q, k and v were perturbed")));
+                return Err(ATTN_ISOLATION
+                    .violation()
+                    .at(Location::default().segment(seg).token(t).head(e / view.head_dim))
+                    .expected(format!("{b:?} (unchanged)"))
+                    .got(format!("{a:?}"))
+                    .note(format!("segment {perturbed}'s q, k and v were perturbed")));
             }
         }
     }

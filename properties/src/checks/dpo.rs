@@ -1,6 +1,7 @@
 //! DPO: the concatenated chosen + rejected row keeps every segment on its own example.
 
-use crate::{Checked, Invariant, Location, Violation};
+use super::{DPO_SEGMENT_COUNT, DPO_SEGMENT_LENGTH, DPO_SEGMENT_ORDER, DPO_SEGMENT_TOKENS, Rule};
+use crate::{Checked, Location};
 
 /// One expected segment of a concatenated DPO row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,11 +61,11 @@ pub struct DpoView<'a> {
 /// assert!(check_dpo(&right, &want).is_ok());
 /// ```
 pub fn check_dpo(view: &DpoView<'_>, expected: &[DpoSegment]) -> Checked {
-    let v = |rule: &str| Violation::new(Invariant::Dpo, rule);
+    let v = |rule: Rule| rule.violation();
     let cu = view.cu_seqlens;
     let storage = view.cu_seqlens_padded.unwrap_or(cu);
     if cu.len() != expected.len() + 1 || storage.len() != cu.len() {
-        return Err(v("one segment per chosen and per rejected example")
+        return Err(v(DPO_SEGMENT_COUNT)
             .expected(format!("{} segments", expected.len()))
             .got(format!("cu_seqlens {cu:?}, storage {storage:?}")));
     }
@@ -74,7 +75,7 @@ pub fn check_dpo(view: &DpoView<'_>, expected: &[DpoSegment]) -> Checked {
         let len = cu[j + 1] - cu[j];
         let start = storage[j];
         if len < 0 || start < 0 {
-            return Err(v("offsets are non-decreasing").at(at).expected(">= 0").got(len));
+            return Err(v(DPO_SEGMENT_ORDER).at(at).expected(">= 0").got(len));
         }
         let (start, len) = (start as usize, len as usize);
         let range = start..start + len;
@@ -90,14 +91,14 @@ pub fn check_dpo(view: &DpoView<'_>, expected: &[DpoSegment]) -> Checked {
                 },
                 None => "past the end of the row".to_string(),
             };
-            return Err(v("every segment points at exactly its own example's tokens")
+            return Err(v(DPO_SEGMENT_TOKENS)
                 .at(at.token(t))
                 .expected(format!("a token of {branch} example {}", seg.example))
                 .got(got)
                 .note(format!("segment {j} spans tokens {range:?}; cu_seqlens {cu:?}")));
         }
         if len != seg.len as usize {
-            return Err(v("every segment covers its whole example")
+            return Err(v(DPO_SEGMENT_LENGTH)
                 .at(at)
                 .expected(format!("{} tokens of {branch} example {}", seg.len, seg.example))
                 .got(format!("{len} tokens (tokens {range:?})")));

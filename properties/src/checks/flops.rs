@@ -1,6 +1,7 @@
 //! FLOPS: the sequence-length statistics a FLOPs formula is fed.
 
-use crate::{Checked, Invariant, Location, Violation};
+use super::{FLOPS_ADDITIVE, FLOPS_ATTENTION, FLOPS_REAL_TOKENS, FLOPS_TENSOR_TOKENS, Rule};
+use crate::{Checked, Location};
 
 /// The statistics Megatron's `num_floating_point_operations` consumes (Megatron-LM #4103).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -93,28 +94,26 @@ pub fn check_flops(micro_batches: &[MicroBatchView], got: &FlopsStats) -> Checke
         })
         .collect::<Vec<_>>()
         .join("; ");
-    let v = |rule: &str| {
-        Violation::new(Invariant::Flops, rule).at(Location::default().context(match micro_batches
-            .len()
-        {
+    let v = |rule: Rule| {
+        rule.violation().at(Location::default().context(match micro_batches.len() {
             1 => "1 micro-batch".to_string(),
             n => format!("{n} micro-batches"),
         }))
     };
     if got.seqlen_sq_sum != want.seqlen_sq_sum {
-        return Err(v("the attention term uses Σ sᵢ² of the real sequences of every row (mbs·S² without cu_seqlens)")
+        return Err(v(FLOPS_ATTENTION)
             .expected(want.seqlen_sq_sum)
             .got(got.seqlen_sq_sum)
             .note(summary));
     }
     if got.real_seqlen_sum != want.real_seqlen_sum {
-        return Err(v("the real-token count is Σ sᵢ over every row (mbs·S without cu_seqlens)")
+        return Err(v(FLOPS_REAL_TOKENS)
             .expected(want.real_seqlen_sum)
             .got(got.real_seqlen_sum)
             .note(summary));
     }
     if got.seqlen_sum != want.seqlen_sum {
-        return Err(v("the tensor-token count is Σ mbs·S")
+        return Err(v(FLOPS_TENSOR_TOKENS)
             .expected(want.seqlen_sum)
             .got(got.seqlen_sum)
             .note(summary));
@@ -142,12 +141,10 @@ pub fn check_flops_additive(parts: &[FlopsStats], whole: &FlopsStats) -> Checked
         real_seqlen_sum: parts.iter().map(|p| p.real_seqlen_sum).sum(),
     };
     if sum != *whole {
-        return Err(Violation::new(
-            Invariant::Flops,
-            "accumulation over micro-batches is additive",
-        )
-        .expected(format!("{sum:?} (Σ of {} micro-batches accumulated alone)", parts.len()))
-        .got(format!("{whole:?}")));
+        return Err(FLOPS_ADDITIVE
+            .violation()
+            .expected(format!("{sum:?} (Σ of {} micro-batches accumulated alone)", parts.len()))
+            .got(format!("{whole:?}")));
     }
     Ok(())
 }

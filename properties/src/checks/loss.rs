@@ -1,7 +1,8 @@
 //! LOSS: the packed cross-entropy against the oracle.
 
+use super::{LOSS_COUNT, LOSS_EMPTY, LOSS_FINITE, LOSS_MEAN, LOSS_NLL};
 use crate::violation::{close, rel_diff};
-use crate::{Checked, Invariant, Location, Violation};
+use crate::{Checked, Location};
 
 /// A loss as a pipeline reports it: Σ NLL over valid labels, their count, and the mean.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -41,30 +42,33 @@ impl LossRecord {
 /// assert!(check_loss(&nan, &oracle, 1e-12).is_err());
 /// ```
 pub fn check_loss(got: &LossRecord, oracle: &LossRecord, rtol: f64) -> Checked {
-    let v = |rule: &str| Violation::new(Invariant::Loss, rule);
     if !got.mean.is_finite() {
-        return Err(v("the loss is finite; an all-ignored batch gives 0, never NaN")
+        return Err(LOSS_FINITE
+            .violation()
             .expected(oracle.mean)
             .got(got.mean)
             .note(format!("{} valid labels", got.count)));
     }
     if got.count != oracle.count {
-        return Err(v("the loss counts exactly the valid label positions within each sequence")
+        return Err(LOSS_COUNT
+            .violation()
             .expected(format!("{} valid labels", oracle.count))
             .got(format!("{} valid labels", got.count))
             .note("a label counted across a document boundary, or a shift by the wrong amount"));
     }
     if !close(got.nll, oracle.nll, rtol) {
-        return Err(v("Σ NLL equals the oracle's (labels shifted within each sequence)")
+        return Err(LOSS_NLL
+            .violation()
             .expected(oracle.nll)
             .got(got.nll)
             .note(format!("relative error {:.3e} > {rtol:e}", rel_diff(got.nll, oracle.nll))));
     }
     if got.count == 0 && got.mean != 0.0 {
-        return Err(v("an all-ignored batch gives loss 0").expected(0).got(got.mean));
+        return Err(LOSS_EMPTY.violation().expected(0).got(got.mean));
     }
     if !close(got.mean, oracle.mean, rtol) {
-        return Err(v("the loss is Σ NLL / count")
+        return Err(LOSS_MEAN
+            .violation()
             .at(Location::default())
             .expected(oracle.mean)
             .got(got.mean)

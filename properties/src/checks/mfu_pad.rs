@@ -1,6 +1,10 @@
 //! MFU-PAD: useful FLOPs and MFU do not move when padding is added.
 
-use crate::{Checked, Invariant, Location, Violation};
+use super::{
+    MFU_HARDWARE, MFU_HARDWARE_FLOPS, MFU_PHYSICAL, MFU_REAL_TOKENS, MFU_USEFUL, MFU_USEFUL_FLOPS,
+    Rule,
+};
+use crate::{Checked, Location};
 
 /// What a throughput logger reports for one step.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -18,20 +22,17 @@ pub struct MetricRecord {
 }
 
 fn check_one(label: &str, r: &MetricRecord, physical: bool) -> Checked {
-    let v =
-        |rule: &str| Violation::new(Invariant::MfuPad, rule).at(Location::default().context(label));
+    let v = |rule: Rule| rule.violation().at(Location::default().context(label));
     if r.hardware_flops < r.useful_flops {
-        return Err(v("hardware FLOPs >= useful FLOPs")
+        return Err(v(MFU_HARDWARE_FLOPS)
             .expected(format!(">= {}", r.useful_flops))
             .got(r.hardware_flops));
     }
     if r.mfu_padded_pct.partial_cmp(&r.mfu_pct).is_none_or(|o| o.is_lt()) {
-        return Err(v("hardware MFU >= useful MFU")
-            .expected(format!(">= {}", r.mfu_pct))
-            .got(r.mfu_padded_pct));
+        return Err(v(MFU_HARDWARE).expected(format!(">= {}", r.mfu_pct)).got(r.mfu_padded_pct));
     }
     if physical && r.mfu_pct.partial_cmp(&100.0).is_none_or(|o| o.is_gt()) {
-        return Err(v("useful MFU <= 100 % for a physically possible step time")
+        return Err(v(MFU_PHYSICAL)
             .expected("<= 100")
             .got(r.mfu_pct)
             .note(format!("useful {} vs hardware {} FLOPs", r.useful_flops, r.hardware_flops)));
@@ -69,11 +70,9 @@ pub fn check_mfu_pad(
 ) -> Checked {
     check_one("no padding", baseline, physical)?;
     for (label, r) in variants {
-        let v = |rule: &str| {
-            Violation::new(Invariant::MfuPad, rule).at(Location::default().context(label))
-        };
+        let v = |rule: Rule| rule.violation().at(Location::default().context(label));
         if r.useful_flops != baseline.useful_flops {
-            return Err(v("useful FLOPs are bit-identical with and without padding")
+            return Err(v(MFU_USEFUL_FLOPS)
                 .expected(baseline.useful_flops)
                 .got(r.useful_flops)
                 .note(format!(
@@ -82,14 +81,10 @@ pub fn check_mfu_pad(
                 )));
         }
         if r.mfu_pct.to_bits() != baseline.mfu_pct.to_bits() {
-            return Err(v("useful MFU is bit-identical with and without padding")
-                .expected(baseline.mfu_pct)
-                .got(r.mfu_pct));
+            return Err(v(MFU_USEFUL).expected(baseline.mfu_pct).got(r.mfu_pct));
         }
         if r.real_tokens != baseline.real_tokens {
-            return Err(v("real tokens are unchanged by padding")
-                .expected(baseline.real_tokens)
-                .got(r.real_tokens));
+            return Err(v(MFU_REAL_TOKENS).expected(baseline.real_tokens).got(r.real_tokens));
         }
         check_one(label, r, physical)?;
     }

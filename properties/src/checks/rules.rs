@@ -212,4 +212,56 @@ rules! {
     CP_POSITION_IDS = "cp-position-ids", CpShard, "a rank's position ids are each token's offset in its own sequence";
     /// A valid layout is never rejected. [`crate::checks::check_split_accepted`].
     CP_SPLIT_ACCEPTED = "cp-split-accepted", CpShard, "a layout with every length divisible by 2·cp is accepted";
+    /// THD attention gives one output row per query token. [`crate::checks::check_attention`].
+    ATTN_ROWS = "attn-rows", Attn, "one output row per query token";
+    /// No NaN from a row without keys. [`crate::checks::check_attention`].
+    ATTN_FINITE = "attn-finite", Attn, "outputs are finite; a row that sees no key gives 0, never NaN";
+    /// THD attention is the oracle's. [`crate::checks::check_attention`].
+    ATTN_ORACLE = "attn-oracle", Attn, "THD attention equals the per-sequence BSHD oracle at every real token";
+    /// Segments do not see each other. [`crate::checks::check_isolation`].
+    ATTN_ISOLATION = "attn-isolation", Attn, "perturbing one segment never changes another segment's output";
+    /// The loss is never NaN. [`crate::checks::check_loss`].
+    LOSS_FINITE = "loss-finite", Loss, "the loss is finite; an all-ignored batch gives 0, never NaN";
+    /// The loss counts the valid labels. [`crate::checks::check_loss`].
+    LOSS_COUNT = "loss-count", Loss, "the loss counts exactly the valid label positions within each sequence";
+    /// Σ NLL is the oracle's. [`crate::checks::check_loss`].
+    LOSS_NLL = "loss-nll", Loss, "Σ NLL equals the oracle's (labels shifted within each sequence)";
+    /// An all-ignored batch gives 0. [`crate::checks::check_loss`].
+    LOSS_EMPTY = "loss-empty", Loss, "an all-ignored batch gives loss 0";
+    /// The loss is the mean over valid labels. [`crate::checks::check_loss`].
+    LOSS_MEAN = "loss-mean", Loss, "the loss is Σ NLL / count";
+    /// Useful work is Σ over the real segments. [`crate::checks::check_work`].
+    WORK_USEFUL = "work-useful", Work, "useful work is Σ over real segments at real lengths";
+    /// Hardware work bounds useful work. [`crate::checks::check_work`].
+    WORK_BOUND = "work-bound", Work, "hardware work >= useful work";
+    /// Equality exactly without padding. [`crate::checks::check_work`].
+    WORK_EXACT = "work-exact", Work, "hardware = useful exactly when nothing is padded";
+    /// Hardware FLOPs bound useful FLOPs. [`crate::checks::check_mfu_pad`].
+    MFU_HARDWARE_FLOPS = "mfu-hardware-flops", MfuPad, "hardware FLOPs >= useful FLOPs";
+    /// Hardware MFU bounds useful MFU. [`crate::checks::check_mfu_pad`].
+    MFU_HARDWARE = "mfu-hardware", MfuPad, "hardware MFU >= useful MFU";
+    /// Useful MFU is physical. [`crate::checks::check_mfu_pad`].
+    MFU_PHYSICAL = "mfu-physical", MfuPad, "useful MFU <= 100 % for a physically possible step time";
+    /// Padding adds no useful FLOPs. [`crate::checks::check_mfu_pad`].
+    MFU_USEFUL_FLOPS = "mfu-useful-flops", MfuPad, "useful FLOPs are bit-identical with and without padding";
+    /// Padding leaves useful MFU bit-identical. [`crate::checks::check_mfu_pad`].
+    MFU_USEFUL = "mfu-useful", MfuPad, "useful MFU is bit-identical with and without padding";
+    /// Padding adds no real tokens. [`crate::checks::check_mfu_pad`].
+    MFU_REAL_TOKENS = "mfu-real-tokens", MfuPad, "real tokens are unchanged by padding";
+    /// The attention term is Σ sᵢ². [`crate::checks::check_flops`].
+    FLOPS_ATTENTION = "flops-attention", Flops, "the attention term uses Σ sᵢ² of the real sequences of every row (mbs·S² without cu_seqlens)";
+    /// The real-token count is Σ sᵢ. [`crate::checks::check_flops`].
+    FLOPS_REAL_TOKENS = "flops-real-tokens", Flops, "the real-token count is Σ sᵢ over every row (mbs·S without cu_seqlens)";
+    /// The tensor-token count is Σ mbs·S. [`crate::checks::check_flops`].
+    FLOPS_TENSOR_TOKENS = "flops-tensor-tokens", Flops, "the tensor-token count is Σ mbs·S";
+    /// FLOPs accumulate additively. [`crate::checks::check_flops_additive`].
+    FLOPS_ADDITIVE = "flops-additive", Flops, "accumulation over micro-batches is additive";
+    /// One segment per DPO example. [`crate::checks::check_dpo`].
+    DPO_SEGMENT_COUNT = "dpo-segment-count", Dpo, "one segment per chosen and per rejected example";
+    /// DPO offsets are ordered. [`crate::checks::check_dpo`].
+    DPO_SEGMENT_ORDER = "dpo-segment-order", Dpo, "offsets are non-decreasing";
+    /// A DPO segment holds its own example. [`crate::checks::check_dpo`].
+    DPO_SEGMENT_TOKENS = "dpo-segment-tokens", Dpo, "every segment points at exactly its own example's tokens";
+    /// A DPO segment holds all of its example. [`crate::checks::check_dpo`].
+    DPO_SEGMENT_LENGTH = "dpo-segment-length", Dpo, "every segment covers its whole example";
 }

@@ -1,6 +1,7 @@
 //! WORK: useful attention work against hardware work.
 
-use crate::{Checked, Invariant, Location, Violation};
+use super::{Rule, WORK_BOUND, WORK_EXACT, WORK_USEFUL};
+use crate::{Checked, Location};
 
 /// Attention work of a set of sequences: `Σ sᵢ`, `Σ sᵢ²` and `Σ sᵢ(sᵢ+1)/2`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -88,11 +89,11 @@ pub fn check_work(
         HardwareKind::Varlen => "varlen kernel",
         HardwareKind::WholePack => "whole pack as one sequence",
     };
-    let v = |rule: &str| Violation::new(Invariant::Work, rule).at(Location::default().context(ctx));
+    let v = |rule: Rule| rule.violation().at(Location::default().context(ctx));
     let real = &view.lens[..view.num_real.min(view.lens.len())];
     let want = WorkSums::of(real.iter().map(|&s| u64::from(s)));
     if *useful != want {
-        return Err(v("useful work is Σ over real segments at real lengths")
+        return Err(v(WORK_USEFUL)
             .expected(format!("{want:?}"))
             .got(format!("{useful:?}"))
             .note(format!("real lengths {real:?}")));
@@ -101,9 +102,7 @@ pub fn check_work(
         || hardware.sum_squares < useful.sum_squares
         || hardware.triangle < useful.triangle
     {
-        return Err(v("hardware work >= useful work")
-            .expected(format!(">= {useful:?}"))
-            .got(format!("{hardware:?}")));
+        return Err(v(WORK_BOUND).expected(format!(">= {useful:?}")).got(format!("{hardware:?}")));
     }
     let padding_free = match kind {
         HardwareKind::Varlen => {
@@ -124,13 +123,10 @@ pub fn check_work(
                 "hardware = useful",
             )
         };
-        return Err(v("hardware = useful exactly when nothing is padded")
-            .expected(e)
-            .got(format!("{g}: {hardware:?}"))
-            .note(format!(
-                "real {:?}, storage {:?}, {} real, T = {}",
-                view.lens, view.storage, view.num_real, view.stored_tokens
-            )));
+        return Err(v(WORK_EXACT).expected(e).got(format!("{g}: {hardware:?}")).note(format!(
+            "real {:?}, storage {:?}, {} real, T = {}",
+            view.lens, view.storage, view.num_real, view.stored_tokens
+        )));
     }
     Ok(())
 }
