@@ -41,6 +41,20 @@ pub fn install_signal_cleanup() {
     }
 }
 
+/// Ignores SIGPIPE (`true`) while requests are written to the adapter, so that writing to an
+/// adapter that is gone fails with EPIPE (its crash) instead of killing thdcheck; `false`
+/// restores the default action (`main` sets it, for `thdcheck check … | head`). The adapter
+/// itself starts with the default action: `std::process::Command` resets SIGPIPE in the child.
+pub fn ignore_sigpipe(ignore: bool) {
+    #[cfg(unix)]
+    // SAFETY: SIG_IGN and SIG_DFL are valid actions; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, if ignore { libc::SIG_IGN } else { libc::SIG_DFL });
+    }
+    #[cfg(not(unix))]
+    let _ = ignore;
+}
+
 /// What the adapter's stdout gave.
 #[derive(Debug)]
 enum Out {

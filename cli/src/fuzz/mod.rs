@@ -179,6 +179,9 @@ impl Transport<'_> {
 /// # Errors
 /// The adapter cannot be started, or the report cannot be written.
 pub fn run(args: &FuzzArgs) -> Result<u8> {
+    // A request written to an adapter that is gone must fail with EPIPE (reported as the
+    // adapter's crash), not end thdcheck by SIGPIPE, silently and with no report.
+    adapter::ignore_sigpipe(true);
     adapter::install_signal_cleanup();
     let mut adapter = Adapter::new(
         args.command.clone(),
@@ -189,7 +192,15 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
     adapter
         .ensure_started()
         .with_context(|| format!("cannot start the adapter `{}`", args.command.join(" ")))?;
-    run_with(args, Transport::Process(adapter), &mut std::io::stdout().lock())
+    // The report is written once the adapter is stopped (`run_with` drops it), with SIGPIPE's
+    // default action back: `thdcheck fuzz … | head` ends quietly, as `check` does.
+    let mut report = Vec::new();
+    let code = run_with(args, Transport::Process(adapter), &mut report);
+    adapter::ignore_sigpipe(false);
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&report)?;
+    stdout.flush()?;
+    code
 }
 
 /// Runs the fuzzer with requests answered by `answer` in this process (no subprocess, no
