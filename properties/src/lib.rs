@@ -63,4 +63,6 @@ mod packer_sm_props;
 #[cfg(test)]
 mod quickcheck_props;
 #[cfg(test)]
+mod readme_table;
+#[cfg(test)]
 mod zoo_props;

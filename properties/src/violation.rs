@@ -76,6 +76,47 @@ impl Invariant {
     }
 }
 
+impl Invariant {
+    /// What the invariant demands, in one line (the README's table of invariants).
+    ///
+    /// # Example
+    /// ```
+    /// use properties::Invariant;
+    /// assert!(Invariant::Work.statement().starts_with("Σ real sᵢ²"));
+    /// ```
+    pub fn statement(self) -> &'static str {
+        match self {
+            Invariant::Layout => {
+                "offsets valid and int32, padded ≥ real, position ids restart, no cross-document label"
+            }
+            Invariant::Attn => {
+                "THD attention = oracle BSHD attention at every real token (f64, 1e-12); isolation"
+            }
+            Invariant::Loss => {
+                "packed loss = oracle per-sequence cross-entropy; all-ignored gives 0"
+            }
+            Invariant::CpLoss => {
+                "CP-local sums reassemble the global loss for cp ∈ {1,2,4,8} (rel. 1e-12)"
+            }
+            Invariant::CpShard => {
+                "zigzag shards cover every token once; roll before split; no truncation"
+            }
+            Invariant::Work => "Σ real sᵢ² ≤ hardware work, equal exactly without padding",
+            Invariant::MfuPad => "useful FLOPs/MFU bit-identical with and without any padding",
+            Invariant::TokensCp => "token counts and ratio metrics identical for every cp",
+            Invariant::Packer => {
+                "nothing dropped or duplicated over epochs (a carry across an epoch boundary \
+                 included), capacity (padded, per row, sequences per pack), even dealing over \
+                 ranks, refusals only of what cannot fit, determinism, FFD ≤ 11/9·OPT + 6/9"
+            }
+            Invariant::Dpo => "each concatenated segment points at its own example's tokens",
+            Invariant::Flops => {
+                "Σsᵢ, Σsᵢ² from real lengths of every row; BSHD fallback bit-exact; additive"
+            }
+        }
+    }
+}
+
 impl fmt::Display for Invariant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.id())
