@@ -133,7 +133,7 @@ pub struct PackerResponse {
     /// The packer refused the request (bionemo's `TokenPackingDataset` raises on an example
     /// longer than the capacity); accepted only for a request it could not pack.
     #[serde(default)]
-    pub rejected: Option<String>,
+    pub rejected: Option<Shown>,
     /// How many examples the packer still holds (a session's `finish`: must be 0).
     #[serde(default)]
     pub pending: Option<u64>,
@@ -240,7 +240,159 @@ pub enum BadResponse {
     AdapterError(String),
 }
 
-/// Reads a response line: checks the envelope (version, id) and decodes the payload.
+/// What an answer may hold beyond what its request holds, in JSON values ([`json_values`]):
+/// the answers to the generated requests hold far less (a collator padding every batch to a
+/// fixed length of a few thousand tokens included).
+pub const ANSWER_VALUES_SLACK: usize = 1 << 20;
+
+/// What an answer may hold per JSON value of its request: a packer's pieces or a collator's
+/// keys, each some values per token of the request, stay well under it.
+pub const ANSWER_VALUES_PER_REQUEST_VALUE: usize = 16;
+
+/// How many JSON values a line holds, as an upper bound: its `[`, `{` and `,` outside strings
+/// (each opens an array or an object, or separates one more element), plus one. One pass over
+/// the bytes, nothing allocated: what decoding the line would cost is known before it is
+/// decoded (every value costs a few dozen bytes decoded, an empty list `[]` 24).
+///
+/// # Example
+/// ```
+/// use thdcheck::protocol::json_values;
+/// assert_eq!(json_values(r#"{"packs":[[],[],[]],"note":"a,b[c"}"#), 9);
+/// ```
+pub fn json_values(line: &str) -> usize {
+    let (mut n, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in line.as_bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'[' | b'{' | b',' => n += 1,
+                _ => {}
+            }
+        }
+    }
+    n
+}
+
+/// The most JSON values an answer to the request line `request` may hold
+/// ([`ANSWER_VALUES_SLACK`] + [`ANSWER_VALUES_PER_REQUEST_VALUE`] per value of the request).
+pub fn answer_values_limit(request: &str) -> usize {
+    json_values(request)
+        .saturating_mul(ANSWER_VALUES_PER_REQUEST_VALUE)
+        .saturating_add(ANSWER_VALUES_SLACK)
+}
+
+/// Checks that an answer line holds at most `limit` JSON values before anything decodes it, so
+/// that what an answer costs in memory is bounded by its request and not only by the line's
+/// length (a line of `[],` costs 24 bytes per 3 decoded, a `serde_json::Value` of it 32 times
+/// the line).
+///
+/// # Errors
+/// [`BadResponse::NotJson`] if a line over the limit is not JSON (checked without decoding it),
+/// [`BadResponse::Schema`] if it is.
+pub fn check_answer_size(line: &str, limit: usize) -> std::result::Result<(), BadResponse> {
+    let n = json_values(line);
+    if n <= limit {
+        return Ok(());
+    }
+    serde_json::from_str::<serde::de::IgnoredAny>(line).map_err(|e| not_json(&e, line))?;
+    Err(BadResponse::Schema(format!(
+        "the answer holds {n} JSON values, more than the {limit} an answer to this request may \
+         hold ({ANSWER_VALUES_SLACK} + {ANSWER_VALUES_PER_REQUEST_VALUE} per value of the \
+         request); it is not decoded"
+    )))
+}
+
+fn not_json(e: &serde_json::Error, line: &str) -> BadResponse {
+    let shown: String = line.chars().take(120).collect();
+    BadResponse::NotJson(format!("{e} in {shown:?}"))
+}
+
+/// A string field of an answer that is only shown (an error, a refusal): at most
+/// [`SHOWN_CHARS`] characters are kept, so a huge one costs nothing beyond its line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Shown(pub String);
+
+/// The characters of a [`Shown`] string kept.
+pub const SHOWN_CHARS: usize = 4000;
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Shown {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Shown;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Shown, E> {
+                Ok(Shown(match v.char_indices().nth(SHOWN_CHARS) {
+                    None => v.to_owned(),
+                    Some((cut, _)) => format!("{}… ({} bytes in all)", &v[..cut], v.len()),
+                }))
+            }
+            fn visit_bool<E>(self, v: bool) -> std::result::Result<Shown, E> {
+                Ok(Shown(v.to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> std::result::Result<Shown, E> {
+                Ok(Shown(v.to_string()))
+            }
+            fn visit_u64<E>(self, v: u64) -> std::result::Result<Shown, E> {
+                Ok(Shown(v.to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> std::result::Result<Shown, E> {
+                Ok(Shown(v.to_string()))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<Shown, E> {
+                Ok(Shown("null".into()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> std::result::Result<Shown, A::Error> {
+                let v = Value::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
+                Ok(Shown(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> std::result::Result<Shown, A::Error> {
+                let v = Value::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(Shown(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A response's envelope, read without decoding the rest of the line.
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    thdcheck: Option<Value>,
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    error: Option<Shown>,
+    #[serde(default)]
+    invalid: Option<Shown>,
+}
+
+/// Reads a response line: checks the envelope (version, id) and decodes the payload straight
+/// into `T` (never through a `serde_json::Value` of the whole line, which costs 30 times it).
 ///
 /// # Errors
 /// [`BadResponse`] saying what is wrong with the line.
@@ -248,14 +400,15 @@ pub fn parse_response<T: for<'de> Deserialize<'de>>(
     line: &str,
     id: u64,
 ) -> std::result::Result<T, BadResponse> {
-    let v: Value = serde_json::from_str(line).map_err(|e| {
-        let shown: String = line.chars().take(120).collect();
-        BadResponse::NotJson(format!("{e} in {shown:?}"))
-    })?;
-    let Some(obj) = v.as_object() else {
-        return Err(BadResponse::Schema("the response is not a JSON object".into()));
+    let schema = |e: serde_json::Error| {
+        if e.is_data() { BadResponse::Schema(e.to_string()) } else { not_json(&e, line) }
     };
-    match obj.get("thdcheck").and_then(Value::as_u64) {
+    if !line.trim_start().starts_with('{') {
+        serde_json::from_str::<serde::de::IgnoredAny>(line).map_err(|e| not_json(&e, line))?;
+        return Err(BadResponse::Schema("the response is not a JSON object".into()));
+    }
+    let env: Envelope = serde_json::from_str(line).map_err(schema)?;
+    match env.thdcheck.as_ref().and_then(Value::as_u64) {
         Some(VERSION | SESSION_VERSION) => {}
         Some(other) => {
             return Err(BadResponse::Schema(format!(
@@ -269,23 +422,20 @@ pub fn parse_response<T: for<'de> Deserialize<'de>>(
             ));
         }
     }
-    match obj.get("id").and_then(Value::as_u64) {
+    match env.id.as_ref().and_then(Value::as_u64) {
         Some(got) if got == id => {}
         Some(got) => return Err(BadResponse::Schema(format!("response id {got}, expected {id}"))),
         None => return Err(BadResponse::Schema("missing \"id\"".into())),
     }
-    if let Some(e) = obj.get("error") {
-        return Err(BadResponse::AdapterError(
-            e.as_str().map_or_else(|| e.to_string(), str::to_owned),
-        ));
+    if let Some(e) = env.error {
+        return Err(BadResponse::AdapterError(e.0));
     }
     // The adapter helper's word that the function's answer cannot be stated in the protocol
     // (a packer index outside the request): a schema fault, as the raw answer would be.
-    if let Some(e) = obj.get("invalid") {
-        let why = e.as_str().map_or_else(|| e.to_string(), str::to_owned);
+    if let Some(why) = env.invalid {
         return Err(BadResponse::Schema(format!("the adapter helper: {why}")));
     }
-    serde_json::from_value(v).map_err(|e| BadResponse::Schema(e.to_string()))
+    serde_json::from_str(line).map_err(schema)
 }
 
 /// Encodes a collator's JSON batch (`{"input_ids": [[...]], "cu_seq_lens_q": [...], ...}`) as
@@ -513,5 +663,5 @@ pub struct CpSplitResponse {
     /// Why the splitter refused the layout (allowed only when a slot is not a multiple of
     /// `2·cp`).
     #[serde(default)]
-    pub rejected: Option<String>,
+    pub rejected: Option<Shown>,
 }

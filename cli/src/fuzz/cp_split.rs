@@ -105,7 +105,7 @@ impl Target for CpSplitTarget {
         let ranks = match (resp.ranks, resp.rejected) {
             (Some(ranks), None) => ranks,
             (None, Some(why)) => {
-                return check_split_accepted(cp, &storage, Some(&why))
+                return check_split_accepted(cp, &storage, Some(&why.0))
                     .map_err(|v| with(Failure::stated(v)));
             }
             _ => {

@@ -162,7 +162,16 @@ impl Target for LossTarget {
         let mut violations: Vec<(properties::Violation, String)> = Vec::new();
         for &cp in &case.cps {
             // Python's json.dumps writes a NaN loss as a bare NaN: read it as one.
-            let mut quoted = || send().map(|raw| quote_non_finite(&raw));
+            // Quoted only when there is something to quote: the answer is not copied otherwise.
+            let mut quoted = || {
+                send().map(|raw| {
+                    if raw.contains("NaN") || raw.contains("Infinity") {
+                        quote_non_finite(&raw)
+                    } else {
+                        raw
+                    }
+                })
+            };
             let (resp, line) = match response::<LossResponse>(&mut quoted) {
                 Ok(r) => r,
                 // A batch with no valid label has nothing to learn: refusing it loudly (AReaL's

@@ -383,7 +383,17 @@ fn drive<T: Target>(
                 response: None,
             })?;
             match reply {
-                Reply::Line(l) => Ok(format!("{id}\n{l}")),
+                Reply::Line(mut l) => {
+                    // What decoding the answer would cost is bounded by its request, before
+                    // anything decodes it (--max-line-bytes alone bounds only its length).
+                    let limit = crate::protocol::answer_values_limit(&last_request);
+                    if let Err(bad) = crate::protocol::check_answer_size(&l, limit) {
+                        return Err(bad_response(bad, &l));
+                    }
+                    // `id\nline`, the line moved, not copied (it may be hundreds of MB).
+                    l.insert_str(0, &format!("{id}\n"));
+                    Ok(l)
+                }
                 Reply::Garbage { kind, detail } => {
                     Err(Failure { kind, checks: vec![], detail, response: None })
                 }
@@ -726,11 +736,19 @@ fn drive<T: Target>(
     }
 }
 
-/// An answer as the report shows it: at most 4000 characters, then how long it was.
+/// An answer as the report shows it: at most 4000 characters, then how long it was. Clipping
+/// a clipped answer changes nothing.
 fn clip(s: &str) -> String {
     const KEEP: usize = 4000;
     match s.char_indices().nth(KEEP) {
         None => s.to_owned(),
+        Some((cut, _))
+            if s.len() - cut < 40
+                && s[cut..].starts_with("… (")
+                && s.ends_with(" bytes in all)") =>
+        {
+            s.to_owned()
+        }
         Some((cut, _)) => format!("{}… ({} bytes in all)", &s[..cut], s.len()),
     }
 }
@@ -752,25 +770,31 @@ fn tail(stderr: &str) -> String {
 }
 
 /// Reads a response from `send`'s `"id\nline"` output, mapping protocol errors to failures.
+/// The line is returned as a report shows it ([`clip`]): what a failure keeps of an answer.
 pub fn response<R: for<'de> serde::Deserialize<'de>>(
     send: &mut dyn FnMut() -> Result<String, Failure>,
 ) -> Result<(R, String), Failure> {
-    let raw = send()?;
-    let (id, line) = raw.split_once('\n').unwrap_or(("0", raw.as_str()));
-    let id: u64 = id.parse().unwrap_or(0);
-    match crate::protocol::parse_response::<R>(line, id) {
-        Ok(r) => Ok((r, line.to_owned())),
-        Err(bad) => {
-            let (kind, detail) = match bad {
-                BadResponse::NotJson(d) => ("not-json", format!("the answer is not JSON: {d}")),
-                BadResponse::Schema(d) => {
-                    ("schema", format!("the answer breaks the protocol: {d}"))
-                }
-                BadResponse::AdapterError(d) => {
-                    ("adapter-error", format!("the adapter reported an error: {d}"))
-                }
-            };
-            Err(Failure { kind, checks: vec![], detail, response: Some(line.to_owned()) })
-        }
+    let mut line = send()?;
+    let cut = line.find('\n');
+    let id: u64 = cut.and_then(|c| line[..c].parse().ok()).unwrap_or(0);
+    if let Some(c) = cut {
+        // In place: the answer is not copied.
+        line.drain(..=c);
     }
+    match crate::protocol::parse_response::<R>(&line, id) {
+        Ok(r) => Ok((r, clip(&line))),
+        Err(bad) => Err(bad_response(bad, &line)),
+    }
+}
+
+/// The failure of an answer that breaks the protocol.
+fn bad_response(bad: BadResponse, line: &str) -> Failure {
+    let (kind, detail) = match bad {
+        BadResponse::NotJson(d) => ("not-json", format!("the answer is not JSON: {d}")),
+        BadResponse::Schema(d) => ("schema", format!("the answer breaks the protocol: {d}")),
+        BadResponse::AdapterError(d) => {
+            ("adapter-error", format!("the adapter reported an error: {d}"))
+        }
+    };
+    Failure { kind, checks: vec![], detail, response: Some(clip(line)) }
 }
