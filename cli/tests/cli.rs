@@ -1944,6 +1944,58 @@ const SINGLETON_PACKER: &str = "import json, os, sys\n\
         sys.stdout.write(json.dumps(dict({'thdcheck': r['thdcheck'], 'id': r['id']}, **payload)) + '\\n')\n    \
         sys.stdout.flush()\n";
 
+/// An adapter gone before the next request (it closed its stdin, answered once or wrote half a
+/// line, and exited) is a `crash` or `not-json` with exit 1 in every kind and at every session
+/// op, never thdcheck killed by SIGPIPE (exit 141, no report). Closing stdin before answering
+/// makes the next write hit a closed pipe whatever the machine's speed.
+#[test]
+fn fuzz_an_adapter_gone_before_the_next_request_is_reported_not_a_sigpipe() {
+    let half = "import os, sys\nsys.stdin.readline()\nos.close(0)\n\
+                sys.stdout.write('{\"thdch')\nsys.stdout.flush()";
+    let error_once = "import json, os, sys\nr = json.loads(sys.stdin.readline())\nos.close(0)\n\
+                      print(json.dumps({'thdcheck': 1, 'id': r['id'], 'error': 'once'}), flush=True)";
+    for kind in ["packer", "collator", "logger", "loss", "cp-split"] {
+        let base = [kind, "--json", "--cases", "4", "--max-shrink-runs", "4"];
+        let v = fuzz_json(&[&base[..], &["--", "python3", "-c", half]].concat(), 1);
+        assert_eq!(v["failure"]["kind"], "not-json", "{kind}: {v}");
+        let v = fuzz_json(&[&base[..], &["--", "python3", "-c", error_once]].concat(), 1);
+        assert_eq!(v["failure"]["kind"], "adapter-error", "{kind}: {v}");
+    }
+    // A correct first answer, then gone: the determinism request finds a closed pipe.
+    let once = format!(
+        "{SINGLETON_PACKER}r = json.loads(sys.stdin.readline())\nos.close(0)\nreply(r, **answer(r))"
+    );
+    let v = fuzz_json(&["packer", "--json", "--cases", "4", "--", "python3", "-c", &once], 1);
+    assert_eq!(v["failure"]["kind"], "crash", "{v}");
+    // A session whose packer answers op `op` and is gone before the next request.
+    for op in ["start", "push", "end_epoch", "finish"] {
+        let script = format!(
+            "{SINGLETON_PACKER}for l in sys.stdin:\n    r = json.loads(l)\n    \
+             if r['op'] == {op:?}: os.close(0)\n    \
+             reply(r, **(answer(r) if r['op'] != 'start' else {{}}))\n    \
+             if r['op'] == {op:?}: sys.exit(0)"
+        );
+        let v = fuzz_json(
+            &[
+                "packer",
+                "--session",
+                "--fitting-only",
+                "--json",
+                "--cases",
+                "8",
+                "--max-shrink-runs",
+                "8",
+                "--",
+                "python3",
+                "-c",
+                &script,
+            ],
+            1,
+        );
+        assert_eq!(v["failure"]["kind"], "crash", "{op}: {v}");
+    }
+}
+
 /// An answer that holds far more than a valid answer to its request can (a million empty packs
 /// for a few examples, a batch of a million rows) is a `schema` fault, judged before it is
 /// decoded: what an answer costs in memory is bounded by its request, not by --max-line-bytes
