@@ -2017,3 +2017,89 @@ fn fuzz_an_answer_holding_more_than_its_request_allows_is_schema() {
     let v = fuzz_json(&["collator", "--json", "--cases", "2", "--", "python3", "-c", &batch], 1);
     assert_eq!(v["failure"]["kind"], "schema", "{v}");
 }
+
+/// A Python prefix that starts `sleep 60` in a session of its own (`start_new_session`, out of
+/// the adapter's process group) and writes its pid to `pidfile`; with `daemon`, a double-fork
+/// daemon instead (its parent exits at once, so it is orphaned while the adapter runs).
+fn new_session_sleeper(pidfile: &Path, daemon: bool) -> String {
+    let pidfile = pidfile.display().to_string();
+    if daemon {
+        format!(
+            "import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        \
+             open({pidfile:?}, 'w').write(str(os.getpid()))\n        \
+             os.execvp('sleep', ['sleep', '60'])\n    os._exit(0)\nos.wait()\n"
+        )
+    } else {
+        format!(
+            "import subprocess, sys\np = subprocess.Popen(['sleep', '60'], start_new_session=True, \
+             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)\n\
+             open({pidfile:?}, 'w').write(str(p.pid))\n"
+        )
+    }
+}
+
+/// What the adapter started in a session of its own (out of its process group) does not outlive
+/// thdcheck: not on a pass, not on a hang, not on SIGTERM, SIGINT or SIGHUP.
+#[test]
+#[cfg(target_os = "linux")]
+fn fuzz_descendants_in_a_new_session_do_not_outlive_thdcheck() {
+    let greedy = "import runpy\n\
+                  runpy.run_path('adapters/python/examples/greedy_packer.py', run_name='__main__')";
+    for daemon in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("sleeper.pid");
+        let script = format!("{}{greedy}", new_session_sleeper(&pidfile, daemon));
+        let v = fuzz_json(&["packer", "--json", "--cases", "8", "--", "python3", "-c", &script], 0);
+        assert_eq!(v["result"], "pass", "{v}");
+        assert!(gone(read_pid(&pidfile)), "a new-session descendant survived a pass ({daemon})");
+    }
+    // A hang: the adapter answers its first request, then hangs on the second.
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("sleeper.pid");
+    let script = format!(
+        "{}{SINGLETON_PACKER}import time\nr = json.loads(sys.stdin.readline())\n\
+         reply(r, **answer(r))\nsys.stdin.readline()\ntime.sleep(60)",
+        new_session_sleeper(&pidfile, false)
+    );
+    let v = fuzz_json(
+        &[
+            "packer",
+            "--json",
+            "--timeout-ms",
+            "300",
+            "--startup-timeout-ms",
+            "120000",
+            "--",
+            "python3",
+            "-c",
+            &script,
+        ],
+        1,
+    );
+    assert_eq!(v["failure"]["kind"], "hang", "{v}");
+    assert!(gone(read_pid(&pidfile)), "a new-session descendant survived a hang");
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("sleeper.pid");
+        let script = format!(
+            "{}import time\nsys.stdin.readline()\ntime.sleep(60)",
+            new_session_sleeper(&pidfile, true)
+        );
+        let mut thdcheck = Command::new(env!("CARGO_BIN_EXE_thdcheck"))
+            .args(["fuzz", "packer", "--quiet", "--timeout-ms", "120000"])
+            .args(["--startup-timeout-ms", "120000", "--", "python3", "-c", &script])
+            .current_dir(repo())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let sleeper = read_pid(&pidfile);
+        // SAFETY: a signal to the process this test started.
+        unsafe {
+            libc::kill(thdcheck.id() as i32, sig);
+        }
+        let status = thdcheck.wait().unwrap();
+        assert!(!status.success());
+        assert!(gone(sleeper), "a new-session descendant survived signal {sig}");
+    }
+}

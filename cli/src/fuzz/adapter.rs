@@ -2,41 +2,143 @@
 //! timeout; a crash, a hang or garbage is an outcome, never a panic.
 //!
 //! The adapter runs in a process group of its own, and the whole group is killed when it hangs,
-//! crashes, is restarted, when thdcheck exits, and when thdcheck gets SIGTERM or SIGINT
-//! ([`install_signal_cleanup`]): nothing it spawned outlives the command. A line is read up to
-//! a stated maximum (`--max-line-bytes`), never buffered without bound.
+//! crashes, is restarted, when thdcheck exits, and when thdcheck gets SIGTERM, SIGINT or SIGHUP
+//! ([`install_signal_cleanup`]). What leaves the group (a child started in a session of its own,
+//! a double-fork daemon) is caught on Linux by making thdcheck a child subreaper
+//! ([`become_subreaper`]): orphaned descendants are reparented to thdcheck, which kills them with
+//! the adapter. Nothing the adapter spawned outlives the command. A line is read up to a stated
+//! maximum (`--max-line-bytes`), never buffered without bound.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// The process group of the running adapter (0: none), for the signal handler.
+/// The process group of the running adapter (0: none), for the signal thread.
 static ADAPTER_GROUP: AtomicI32 = AtomicI32::new(0);
 
-/// Kills the running adapter's process group on SIGTERM, SIGINT or SIGHUP to thdcheck, then
-/// lets the signal do what it would have done (the default action, re-raised).
+/// thdcheck is a child subreaper: the adapter's orphaned descendants become its children.
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+
+/// A signal asked thdcheck to end: no adapter is started any more.
+static ENDING: AtomicBool = AtomicBool::new(false);
+
+/// Held while an adapter is spawned and its group recorded, and while the signal thread kills:
+/// an adapter is either started before the kill (and killed) or not started at all.
+static SPAWNING: Mutex<()> = Mutex::new(());
+
+/// Makes thdcheck a child subreaper (Linux, `PR_SET_CHILD_SUBREAPER`): a descendant of the
+/// adapter whose parent exits (a double-fork daemon, or a child started in a session of its own
+/// once the adapter is killed) is reparented to thdcheck instead of init, and
+/// [`Adapter::stop`], the signal thread and the exit kill it. Elsewhere a descendant that leaves
+/// the adapter's process group is out of reach (docs/protocol.md).
+pub fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag; no memory is passed.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == 0 {
+        SUBREAPER.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The children of this process (pid, whether a zombie), from `/proc/*/stat`.
+#[cfg(target_os = "linux")]
+fn children() -> Vec<(i32, bool)> {
+    let me = std::process::id().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: the command may hold spaces and parentheses.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let mut fields = rest.split_whitespace();
+        let (Some(state), Some(ppid)) = (fields.next(), fields.next()) else { continue };
+        if ppid == me {
+            out.push((pid, state == "Z"));
+        }
+    }
+    out
+}
+
+/// Kills every child of thdcheck but `keep` (the adapter's descendants reparented to it as a
+/// subreaper), reaping the dead ones, until none is left alive: killing one reparents its own
+/// children to thdcheck, so it goes round until the tree is gone (at most 2 s).
+fn kill_orphans(keep: i32) {
+    #[cfg(target_os = "linux")]
+    {
+        if !SUBREAPER.load(Ordering::SeqCst) {
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let kids: Vec<(i32, bool)> =
+                children().into_iter().filter(|&(pid, _)| pid != keep).collect();
+            for &(pid, zombie) in &kids {
+                // SAFETY: signals and reaps a child of this process; no memory is passed.
+                unsafe {
+                    if zombie {
+                        libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
+                    } else {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+            }
+            if kids.is_empty() || Instant::now() > deadline {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = keep;
+}
+
+/// On SIGTERM, SIGINT or SIGHUP to thdcheck: kills the running adapter's process group and
+/// every descendant reparented to thdcheck, then lets the signal do what it would have done
+/// (the default action, re-raised). The signals are taken by a thread of their own (`sigwait`),
+/// so the cleanup is ordinary code rather than a signal handler's async-signal-safe minimum.
+/// Call it before any other thread starts: they inherit the blocked signals (the adapter does
+/// not: `Command` clears the signal mask in the child).
 pub fn install_signal_cleanup() {
     #[cfg(unix)]
-    {
-        extern "C" fn on_signal(sig: libc::c_int) {
-            let group = ADAPTER_GROUP.load(Ordering::SeqCst);
-            // SAFETY: kill, signal and raise are async-signal-safe.
-            unsafe {
+    // SAFETY: sigset_t is plain data initialised by sigemptyset; pthread_sigmask and sigwait
+    // only read it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return;
+        }
+        let spawned =
+            std::thread::Builder::new().name("thdcheck-signals".into()).spawn(move || {
+                let mut sig: libc::c_int = 0;
+                while libc::sigwait(&set, &mut sig) != 0 {}
+                ENDING.store(true, Ordering::SeqCst);
+                let _spawning = SPAWNING.lock();
+                let group = ADAPTER_GROUP.load(Ordering::SeqCst);
                 if group > 0 {
                     libc::kill(-group, libc::SIGKILL);
                 }
+                // The adapter itself is left to the main thread's `Child` (not reaped here).
+                kill_orphans(group);
+                let mut one: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut one);
+                libc::sigaddset(&mut one, sig);
                 libc::signal(sig, libc::SIG_DFL);
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
                 libc::raise(sig);
-            }
-        }
-        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-            // SAFETY: installs a handler that only calls async-signal-safe functions.
-            unsafe {
-                libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-            }
+                std::process::exit(128 + sig);
+            });
+        if spawned.is_err() {
+            // No thread: the signals keep their default action.
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
         }
     }
 }
@@ -165,8 +267,15 @@ impl Adapter {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
         }
-        let mut child = cmd.spawn()?;
-        ADAPTER_GROUP.store(i32::try_from(child.id()).unwrap_or(0), Ordering::SeqCst);
+        let mut child = {
+            let _spawning = SPAWNING.lock();
+            if ENDING.load(Ordering::SeqCst) {
+                return Err(std::io::Error::other("thdcheck is ending (a signal)"));
+            }
+            let child = cmd.spawn()?;
+            ADAPTER_GROUP.store(i32::try_from(child.id()).unwrap_or(0), Ordering::SeqCst);
+            child
+        };
         self.history.clear();
         let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin pipe"))?;
         let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout pipe"))?;
@@ -314,6 +423,8 @@ impl Adapter {
         }
         let _ = live.child.kill();
         let _ = live.child.wait();
+        // What left the group and was orphaned (reparented to thdcheck, a subreaper).
+        kill_orphans(0);
         // The stderr thread ends at EOF; give it a moment to drain.
         std::thread::sleep(Duration::from_millis(5));
         let tail = live

@@ -183,6 +183,7 @@ pub fn run(args: &FuzzArgs) -> Result<u8> {
     // adapter's crash), not end thdcheck by SIGPIPE, silently and with no report.
     adapter::ignore_sigpipe(true);
     adapter::install_signal_cleanup();
+    adapter::become_subreaper();
     let mut adapter = Adapter::new(
         args.command.clone(),
         Duration::from_millis(args.timeout_ms),
