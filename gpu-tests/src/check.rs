@@ -89,8 +89,19 @@ pub fn assert_scalar_close(case: &str, dev: &Device, actual: f64, expected: f64,
 /// # Errors
 /// A candle error if the shapes differ or a tensor cannot be read back.
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f64> {
-    let a = a.flatten_all()?.to_dtype(candle_core::DType::F64)?.to_vec1::<f64>()?;
-    let b = b.flatten_all()?.to_dtype(candle_core::DType::F64)?.to_vec1::<f64>()?;
+    // Moved to the CPU before any cast: on CUDA, candle launches a cast of an empty tensor (a
+    // zero-length segment's rows) with a grid of 0 blocks, which the driver refuses with
+    // CUDA_ERROR_INVALID_VALUE (seen on the first H100 run, 2026-11-26).
+    let host = |t: &Tensor| -> Result<Vec<f64>> {
+        if t.elem_count() == 0 {
+            return Ok(Vec::new());
+        }
+        t.flatten_all()?
+            .to_device(&candle_core::Device::Cpu)?
+            .to_dtype(candle_core::DType::F64)?
+            .to_vec1::<f64>()
+    };
+    let (a, b) = (host(a)?, host(b)?);
     if a.len() != b.len() {
         return Err(candle_core::Error::Msg(format!(
             "max_abs_diff: {} vs {} elements",

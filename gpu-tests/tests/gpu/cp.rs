@@ -7,7 +7,7 @@
 //! on the CPU, for cp in {1, 2, 4, 8}.
 
 use candle_core::{DType, Device, Result, Tensor};
-use gpu_tests::check::{assert_close, assert_flash_rule, assert_scalar_close};
+use gpu_tests::check::{assert_close, assert_flash_rule, assert_scalar_close, device_name};
 use gpu_tests::data::{AttnCase, logits_and_labels};
 use gpu_tests::on_devices;
 use oracle::tolerance::{ATTENTION_F64, ToleranceClass, tolerance};
@@ -140,7 +140,9 @@ fn cp_attention_matches_unsharded(dev: &Device) -> Result<()> {
             let padded: Vec<u32> =
                 l.iter().map(|&s| s.div_ceil(2 * cp as u32) * 2 * cp as u32).collect();
             let layout = CpLayout::new(&cu(l)?, Some(&cu(&padded)?), cp).map_err(wrap)?;
-            let name = format!("cp{cp}_attention causal={causal}");
+            // The ranks' outputs come back to the CPU to be reassembled: name the device that
+            // computed them, or a CUDA run's log reads "[cpu]".
+            let name = format!("cp{cp}_attention causal={causal} computed on {}", device_name(dev));
             let out = cp_attention_on(dev, &case, &layout, (&q, &k, &v), DType::F64)?;
             assert_close(&name, &out, &reference, l, ATTENTION_F64)?;
             if cp == 2 {
