@@ -484,6 +484,36 @@ pub enum Error {
         /// The value, as printed.
         value: String,
     },
+    /// A model's projection width does not fit `u64` (`heads · head_dim`): no formula can use it.
+    #[error("model dims: {what} = {left} · {right} does not fit u64")]
+    ModelDimOverflow {
+        /// The product, e.g. `heads·head_dim`.
+        what: &'static str,
+        /// Its left factor.
+        left: u64,
+        /// Its right factor.
+        right: u64,
+    },
+    /// A FLOPs count past `u128`: the model dimensions or token counts are past any real step.
+    /// Reported instead of a wrapped (silently wrong) count.
+    #[error(
+        "{formula}: the FLOPs count does not fit u128 (model dims and token counts past any real step)"
+    )]
+    FlopsOverflow {
+        /// The formula, e.g. `megatron_flops`.
+        formula: &'static str,
+    },
+    /// A rate that is not a finite number: its divisor (a step time, a peak) is so small that
+    /// the quotient overflows `f64`. Reported instead of `inf`.
+    #[error("{quantity} is not a finite number ({value}): {divisor} is too small to divide by")]
+    RateNotFinite {
+        /// The rate, e.g. `flops_per_second_per_gpu`.
+        quantity: &'static str,
+        /// The rate as computed (`inf`, `NaN`).
+        value: String,
+        /// The input at fault: `time_s` or `peak_flops_per_gpu`.
+        divisor: &'static str,
+    },
     /// A count that divides or repeats must be positive.
     #[error("{quantity} must be positive, got 0")]
     ZeroCount {

@@ -165,11 +165,13 @@ impl PerfWindow {
         }
         let coeff = bionemo_attn_coeff(dims)?;
         let cp = u128::from(cp_size);
-        let unpadded = bionemo_non_attn_per_token(dims, Vocab::Raw)?
-            * u128::from(self.num_unpadded_tokens)
-            + coeff * self.attn_unpadded / cp;
-        let padded = bionemo_non_attn_per_token(dims, Vocab::Padded)? * u128::from(self.num_tokens)
-            + coeff * self.attn_padded / cp;
+        let x = super::flops::Exact("bionemo PerfWindow::flops");
+        let window = |vocab, tokens: u64, attn: u128| -> Result<u128> {
+            let linear = x.mul(&[bionemo_non_attn_per_token(dims, vocab)?, u128::from(tokens)])?;
+            x.add(&[linear, x.mul(&[coeff, attn])? / cp])
+        };
+        let unpadded = window(Vocab::Raw, self.num_unpadded_tokens, self.attn_unpadded)?;
+        let padded = window(Vocab::Padded, self.num_tokens, self.attn_padded)?;
         Ok((unpadded, padded))
     }
 }

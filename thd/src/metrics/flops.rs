@@ -1,7 +1,32 @@
 use serde::{Deserialize, Serialize};
 
 use super::{AttnSums, BatchWork, HardwareView, ModelDims};
-use crate::Result;
+use crate::{Error, Result};
+
+/// Exact `u128` arithmetic that reports a FLOPs count past `u128` instead of wrapping it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Exact(pub(super) &'static str);
+
+impl Exact {
+    fn err(self) -> Error {
+        Error::FlopsOverflow { formula: self.0 }
+    }
+
+    /// The product of `xs`.
+    pub(super) fn mul(self, xs: &[u128]) -> Result<u128> {
+        xs.iter().try_fold(1u128, |a, &x| a.checked_mul(x)).ok_or_else(|| self.err())
+    }
+
+    /// The sum of `xs`.
+    pub(super) fn add(self, xs: &[u128]) -> Result<u128> {
+        xs.iter().try_fold(0u128, |a, &x| a.checked_add(x)).ok_or_else(|| self.err())
+    }
+
+    /// `pairs_x2` of `attn` under `causal`.
+    fn pairs_x2(self, attn: &AttnSums, causal: super::CausalConvention) -> Result<u128> {
+        attn.checked_pairs_x2(causal).ok_or_else(|| self.err())
+    }
+}
 
 /// Which stack's FLOPs formula to apply. Both count training (forward + backward = 3 × forward)
 /// and 2 FLOPs per multiply-add; they differ in the attention width, the vocabulary they charge
@@ -51,7 +76,7 @@ pub struct Flops {
 /// Exact in `u128`; upstream computes in Python floats and may differ in the last ulp.
 ///
 /// # Errors
-/// [`ModelDims::validate`]'s errors.
+/// [`ModelDims::validate`]'s errors; [`Error::FlopsOverflow`] past `u128`.
 ///
 /// # Example
 /// ```
@@ -70,8 +95,15 @@ pub fn megatron_flops(dims: &ModelDims, tokens: u64, attn: &AttnSums) -> Result<
     let mlp = u128::from(dims.mlp_projections);
     let gate = if dims.attention_output_gate { q } else { 0 };
     let vp = u128::from(dims.padded_vocab());
-    let per_token = 6 * (l * mlp * h * f + l * (2 * h * q + 2 * h * k + h * gate) + h * vp);
-    Ok(u128::from(tokens) * per_token + 6 * l * q * attn.pairs_x2(dims.causal))
+    let x = Exact("megatron_flops");
+    // 6·(L·F·h·f + L·(2·h·q + 2·h·k + h·gate) + h·Vp)
+    let projections = x.add(&[x.mul(&[2, h, q])?, x.mul(&[2, h, k])?, x.mul(&[h, gate])?])?;
+    let per_token = x.mul(&[
+        6,
+        x.add(&[x.mul(&[l, mlp, h, f])?, x.mul(&[l, projections])?, x.mul(&[h, vp])?])?,
+    ])?;
+    let attention = x.mul(&[6, l, q, x.pairs_x2(attn, dims.causal)?])?;
+    x.add(&[x.mul(&[u128::from(tokens), per_token])?, attention])
 }
 
 /// Which vocabulary the bionemo formula charges the LM head for.
@@ -99,7 +131,7 @@ pub enum Vocab {
 /// ```
 ///
 /// # Errors
-/// [`ModelDims::validate`]'s errors.
+/// [`ModelDims::validate`]'s errors; [`Error::FlopsOverflow`] past `u128`.
 ///
 /// # Example
 /// ```
@@ -115,21 +147,27 @@ pub fn bionemo_non_attn_per_token(dims: &ModelDims, vocab: Vocab) -> Result<u128
     dims.validate()?;
     let [l, h, heads, kv, f] =
         [dims.layers, dims.hidden, dims.heads, dims.kv_heads, dims.ffn].map(u128::from);
-    let kv_dim = kv * (h / heads);
+    let x = Exact("bionemo_non_attn_per_token");
+    let kv_dim = x.mul(&[kv, h / heads])?;
     let mlp = u128::from(dims.mlp_projections);
-    let per_layer = 2 * h * h + 4 * h * kv_dim + 2 * h * h + 2 * mlp * h * f;
+    let per_layer = x.add(&[
+        x.mul(&[2, h, h])?,
+        x.mul(&[4, h, kv_dim])?,
+        x.mul(&[2, h, h])?,
+        x.mul(&[2, mlp, h, f])?,
+    ])?;
     let v = u128::from(match vocab {
         Vocab::Raw => dims.vocab,
         Vocab::Padded => dims.padded_vocab(),
     });
-    Ok(3 * (l * per_layer + 2 * h * v))
+    x.mul(&[3, x.add(&[x.mul(&[l, per_layer])?, x.mul(&[2, h, v])?])?])
 }
 
 /// bionemo `perf_logger`'s attention coefficient, `12·L·h` (full `QKᵀ` + `PV`, no causal
 /// halving, width `h` rather than `H·d`).
 ///
 /// # Errors
-/// [`ModelDims::validate`]'s errors.
+/// [`ModelDims::validate`]'s errors; [`Error::FlopsOverflow`] past `u128`.
 ///
 /// # Example
 /// ```
@@ -142,7 +180,7 @@ pub fn bionemo_non_attn_per_token(dims: &ModelDims, vocab: Vocab) -> Result<u128
 /// ```
 pub fn bionemo_attn_coeff(dims: &ModelDims) -> Result<u128> {
     dims.validate()?;
-    Ok(12 * u128::from(dims.layers) * u128::from(dims.hidden))
+    Exact("bionemo_attn_coeff").mul(&[12, u128::from(dims.layers), u128::from(dims.hidden)])
 }
 
 /// bionemo `perf_logger`'s formula for `tokens` tokens with attention work `attn`, global
@@ -155,7 +193,7 @@ pub fn bionemo_attn_coeff(dims: &ModelDims) -> Result<u128> {
 /// ```
 ///
 /// # Errors
-/// [`ModelDims::validate`]'s errors.
+/// [`ModelDims::validate`]'s errors; [`Error::FlopsOverflow`] past `u128`.
 ///
 /// # Example
 /// ```
@@ -170,9 +208,10 @@ pub fn bionemo_attn_coeff(dims: &ModelDims) -> Result<u128> {
 /// ```
 pub fn bionemo_flops(dims: &ModelDims, tokens: u64, attn: &AttnSums, vocab: Vocab) -> Result<u128> {
     let non_attn = bionemo_non_attn_per_token(dims, vocab)?;
-    let attention =
-        6 * u128::from(dims.layers) * u128::from(dims.hidden) * attn.pairs_x2(dims.causal);
-    Ok(non_attn * u128::from(tokens) + attention)
+    let x = Exact("bionemo_flops");
+    let (l, h) = (u128::from(dims.layers), u128::from(dims.hidden));
+    let attention = x.mul(&[6, l, h, x.pairs_x2(attn, dims.causal)?])?;
+    x.add(&[x.mul(&[non_attn, u128::from(tokens)])?, attention])
 }
 
 impl BatchWork {
@@ -275,6 +314,21 @@ mod tests {
         let b = megatron_flops(&d, 100, &AttnSums::of([60u64, 40])).unwrap();
         let delta = AttnSums::of([100u64]).sum_squares - AttnSums::of([60u64, 40]).sum_squares;
         assert_eq!(a - b, 6 * 2 * 128 * delta);
+    }
+
+    #[test]
+    fn flops_past_u128_are_an_error_not_a_wrapped_count() {
+        let mut d = tiny(CausalConvention::None);
+        (d.layers, d.hidden, d.ffn) = (1 << 42, 1 << 43, 1 << 43);
+        let attn = AttnSums::of([7u64]);
+        let overflow = |formula| Err(Error::FlopsOverflow { formula });
+        assert_eq!(megatron_flops(&d, 1, &attn), overflow("megatron_flops"));
+        assert_eq!(bionemo_flops(&d, 1, &attn, Vocab::Raw), overflow("bionemo_non_attn_per_token"));
+        // Dims that fit, a token count that does not.
+        let d = tiny(CausalConvention::None);
+        let huge = AttnSums { sum_squares: u128::MAX / 2 + 1, ..attn };
+        assert_eq!(megatron_flops(&d, 1, &huge), overflow("megatron_flops"));
+        assert_eq!(bionemo_flops(&d, u64::MAX, &huge, Vocab::Raw), overflow("bionemo_flops"));
     }
 
     #[test]

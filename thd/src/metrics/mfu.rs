@@ -52,10 +52,20 @@ fn positive(quantity: &'static str, v: f64) -> Result<()> {
     }
 }
 
+/// `value`, unless it is not a finite number (a divisor so small that the quotient overflows).
+fn finite(quantity: &'static str, value: f64, divisor: &'static str) -> Result<f64> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(Error::RateNotFinite { quantity, value: value.to_string(), divisor })
+    }
+}
+
 /// FLOP/s per GPU: `flops / time / gpus` (f64).
 ///
 /// # Errors
-/// [`Error::NotPositive`] for the time; [`Error::ZeroCount`] for `num_gpus == 0`.
+/// [`Error::NotPositive`] for the time; [`Error::ZeroCount`] for `num_gpus == 0`;
+/// [`Error::RateNotFinite`] when the time is so small that the rate is not a finite number.
 ///
 /// # Example
 /// ```
@@ -68,7 +78,7 @@ pub fn flops_per_second_per_gpu(flops: u128, time_s: f64, num_gpus: u64) -> Resu
     if num_gpus == 0 {
         return Err(Error::ZeroCount { quantity: "num_gpus" });
     }
-    Ok(flops as f64 / time_s / num_gpus as f64)
+    finite("flops_per_second_per_gpu", flops as f64 / time_s / num_gpus as f64, "time_s")
 }
 
 /// Model FLOPs utilisation, in percent.
@@ -78,7 +88,8 @@ pub fn flops_per_second_per_gpu(flops: u128, time_s: f64, num_gpus: u64) -> Resu
 /// ```
 ///
 /// # Errors
-/// [`StepTiming::validate`]'s errors.
+/// [`StepTiming::validate`]'s errors; [`Error::RateNotFinite`] when the time or the peak is so
+/// small that the MFU is not a finite number.
 ///
 /// # Example
 /// ```
@@ -91,7 +102,7 @@ pub fn flops_per_second_per_gpu(flops: u128, time_s: f64, num_gpus: u64) -> Resu
 pub fn mfu_pct(flops: u128, timing: &StepTiming) -> Result<f64> {
     timing.validate()?;
     let per_gpu = flops_per_second_per_gpu(flops, timing.step_time_s, timing.num_gpus)?;
-    Ok(100.0 * per_gpu / timing.peak_flops_per_gpu)
+    finite("mfu_pct", 100.0 * per_gpu / timing.peak_flops_per_gpu, "peak_flops_per_gpu")
 }
 
 /// Tokens per second per GPU (open-instruct `perf/tokens_per_second_per_gpu`, #1466).
@@ -101,7 +112,8 @@ pub fn mfu_pct(flops: u128, timing: &StepTiming) -> Result<f64> {
 /// ```
 ///
 /// # Errors
-/// [`Error::NotPositive`] for the time; [`Error::ZeroCount`] for `num_gpus == 0`.
+/// [`Error::NotPositive`] for the time; [`Error::ZeroCount`] for `num_gpus == 0`;
+/// [`Error::RateNotFinite`] when the time is so small that the rate is not a finite number.
 ///
 /// # Example
 /// ```
@@ -144,7 +156,8 @@ impl StepReport {
     /// The report for one step of `flops` over `real_tokens` real tokens.
     ///
     /// # Errors
-    /// [`StepTiming::validate`]'s errors.
+    /// [`StepTiming::validate`]'s errors; [`Error::RateNotFinite`] for a rate that is not a
+    /// finite number.
     ///
     /// # Example
     /// ```
@@ -191,6 +204,22 @@ mod tests {
         for (t, msg) in cases {
             assert_eq!(t.validate().unwrap_err().to_string(), msg);
         }
+    }
+
+    #[test]
+    fn rates_that_overflow_f64_are_an_error_naming_the_divisor() {
+        // Positive and finite, but subnormal: 1e20 FLOPs over 1e-320 s is past f64::MAX.
+        let t = StepTiming { step_time_s: 1e-320, num_gpus: 1, peak_flops_per_gpu: 1.0 };
+        let err = flops_per_second_per_gpu(100_000_000_000_000_000_000, t.step_time_s, 1);
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "flops_per_second_per_gpu is not a finite number (inf): time_s is too small to divide by"
+        );
+        let t = StepTiming { step_time_s: 1.0, num_gpus: 1, peak_flops_per_gpu: 1e-308 };
+        assert!(matches!(
+            mfu_pct(100_000_000_000_000_000_000, &t),
+            Err(Error::RateNotFinite { divisor: "peak_flops_per_gpu", .. })
+        ));
     }
 
     #[test]

@@ -111,8 +111,8 @@ impl ModelDims {
     /// Checks every field a formula divides or multiplies by.
     ///
     /// # Errors
-    /// [`Error::ModelDimZero`], [`Error::MlpProjections`], [`Error::HeadsNotMultiple`] or
-    /// [`Error::PaddedVocabTooSmall`], naming the value.
+    /// [`Error::ModelDimZero`], [`Error::MlpProjections`], [`Error::HeadsNotMultiple`],
+    /// [`Error::ModelDimOverflow`] or [`Error::PaddedVocabTooSmall`], naming the value.
     ///
     /// # Example
     /// ```
@@ -148,6 +148,14 @@ impl ModelDims {
                 kv_heads: self.kv_heads as usize,
             });
         }
+        // kv_heads divides heads, so K·d ≤ H·d: one product to check.
+        if self.heads.checked_mul(self.head_dim).is_none() {
+            return Err(Error::ModelDimOverflow {
+                what: "heads·head_dim",
+                left: self.heads,
+                right: self.head_dim,
+            });
+        }
         if let Some(p) = self.padded_vocab
             && p < self.vocab
         {
@@ -156,7 +164,8 @@ impl ModelDims {
         Ok(())
     }
 
-    /// Query projection width `q = H·d`.
+    /// Query projection width `q = H·d` (saturating: [`ModelDims::validate`] rejects dims whose
+    /// product does not fit, and every formula validates first).
     ///
     /// # Example
     /// ```
@@ -167,10 +176,10 @@ impl ModelDims {
     /// assert_eq!(d.query_width(), 128);
     /// ```
     pub fn query_width(&self) -> u64 {
-        self.heads * self.head_dim
+        self.heads.saturating_mul(self.head_dim)
     }
 
-    /// Key (and value) projection width `k = K·d`.
+    /// Key (and value) projection width `k = K·d` (saturating, as [`ModelDims::query_width`]).
     ///
     /// # Example
     /// ```
@@ -181,7 +190,7 @@ impl ModelDims {
     /// assert_eq!(d.kv_width(), 64);
     /// ```
     pub fn kv_width(&self) -> u64 {
-        self.kv_heads * self.head_dim
+        self.kv_heads.saturating_mul(self.head_dim)
     }
 
     /// `Vp`: the padded vocabulary, or `V` when none is given.
@@ -260,6 +269,13 @@ mod tests {
         assert_eq!(
             d.validate().unwrap_err().to_string(),
             "model dims: mlp_projections must be 2 or 3, got 4"
+        );
+        let mut d = tiny();
+        d.heads = 1 << 32;
+        d.head_dim = 1 << 32;
+        assert_eq!(
+            d.validate().unwrap_err().to_string(),
+            "model dims: heads·head_dim = 4294967296 · 4294967296 does not fit u64"
         );
         let mut d = tiny();
         d.padded_vocab = Some(8);

@@ -84,6 +84,23 @@ impl AttnSums {
             CausalConvention::ExactTriangle => 2 * self.triangle,
         }
     }
+
+    /// [`AttnSums::pairs_x2`], or `None` past `u128`.
+    ///
+    /// # Example
+    /// ```
+    /// # use thd::metrics::{AttnSums, CausalConvention};
+    /// assert_eq!(AttnSums::of([3u64]).checked_pairs_x2(CausalConvention::None), Some(18));
+    /// let huge = AttnSums { sum_squares: u128::MAX, ..AttnSums::default() };
+    /// assert_eq!(huge.checked_pairs_x2(CausalConvention::None), None);
+    /// ```
+    pub fn checked_pairs_x2(&self, causal: CausalConvention) -> Option<u128> {
+        match causal {
+            CausalConvention::None => self.sum_squares.checked_mul(2),
+            CausalConvention::Half => Some(self.sum_squares),
+            CausalConvention::ExactTriangle => self.triangle.checked_mul(2),
+        }
+    }
 }
 
 impl Add for AttnSums {
