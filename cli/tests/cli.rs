@@ -2103,3 +2103,39 @@ fn fuzz_descendants_in_a_new_session_do_not_outlive_thdcheck() {
         assert!(gone(sleeper), "a new-session descendant survived signal {sig}");
     }
 }
+
+/// A failure costs at most --max-shrink-runs more runs, the scan for other failing classes
+/// included, and none of that scan for a crash (every run restarts the adapter) or garbage; the
+/// report counts the scan's runs apart (`scan_runs`). Run counts, not wall time, are asserted.
+#[test]
+fn fuzz_the_scan_for_other_classes_is_in_the_shrink_budget() {
+    let dies = "import time\ntime.sleep(0.2)";
+    let v = fuzz_json(
+        &[
+            "packer",
+            "--json",
+            "--cases",
+            "300",
+            "--max-shrink-runs",
+            "10",
+            "--",
+            "python3",
+            "-c",
+            dies,
+        ],
+        1,
+    );
+    assert_eq!(v["failure"]["kind"], "crash", "{v}");
+    assert_eq!(v["scan_runs"], 0, "{v}");
+    assert!(v["runs"].as_u64().unwrap() <= 12, "{v}");
+    let bad = example_adapter("greedy_packer_drops_overflow");
+    let args = ["packer", "--cases", "300", "--max-shrink-runs", "100", "--", "python3", &bad];
+    let v = fuzz_json(&[&args[..1], &["--json"], &args[1..]].concat(), 1);
+    assert_eq!(v["failure"]["kind"], "violation", "{v}");
+    let (runs, scan) = (v["runs"].as_u64().unwrap(), v["scan_runs"].as_u64().unwrap());
+    let passed = v["cases"].as_u64().unwrap();
+    // Shrinking took part of the budget, the scan the rest (never 256 whatever the budget).
+    assert!(scan > 0 && runs - passed + scan <= 100 + 2, "{v}");
+    let o = run_expect(&[&["fuzz"][..], &args].concat(), 1);
+    assert!(stdout(&o).contains(&format!("{scan} runs of fresh cases")), "{}", stdout(&o));
+}

@@ -582,8 +582,26 @@ fn drive<T: Target>(
             });
             // Every other class of failure: one more pass over fresh cases, unshrunk, so that
             // each distinct failing rule is reported; `--ignore` the first to shrink the next.
+            //
+            // The scan is part of the shrink budget (`--max-shrink-runs` counts every run after
+            // the first failure), and is skipped after a failure that says nothing about the
+            // rules: a crash (every run restarts the adapter), a hang (a timeout each), an
+            // answer too long or not JSON (every answer likely is).
             let mut also: std::collections::BTreeMap<String, (u64, String)> = Default::default();
-            if !hung.get() {
+            let runs = executed.get();
+            let budget_left = u64::from(args.max_shrink_runs)
+                .saturating_sub(runs.saturating_sub(passed.get()))
+                .min(u64::from(args.cases.min(256)));
+            let blind = ["crash", "hang", "too-long", "not-json"];
+            let scan_runs = if hung.get()
+                || blind.contains(&failure.kind)
+                || shrunk_as.as_ref().is_some_and(|g| blind.contains(&g.kind))
+            {
+                0
+            } else {
+                budget_left
+            };
+            if scan_runs > 0 {
                 let mut scan = TestRunner::new_with_rng(
                     scan_config.clone(),
                     TestRng::from_seed(RngAlgorithm::ChaCha, &{
@@ -594,7 +612,7 @@ fn drive<T: Target>(
                 );
                 let strategy = target.strategy();
                 let first = failure.signature();
-                for _ in 0..args.cases.min(256) {
+                for _ in 0..scan_runs {
                     let Ok(tree) = proptest::strategy::Strategy::new_tree(&strategy, &mut scan)
                     else {
                         break;
@@ -654,7 +672,7 @@ fn drive<T: Target>(
                 let doc = json!({
                     "version": 1, "target": target.kind(), "command": args.command, "result": "fail",
                     "cases": passed.get(), "seed": args.seed, "elapsed_s": elapsed.as_secs_f64(),
-                    "runs": executed.get(),
+                    "runs": runs, "scan_runs": executed.get() - runs,
                     "failure": {
                         "kind": failure.kind, "checks": failure.checks, "detail": failure.detail,
                         "request": serde_json::from_str::<Value>(&request).unwrap_or(Value::Null),
@@ -698,7 +716,7 @@ fn drive<T: Target>(
                         };
                         format!(
                             "shrunk to a minimal case in {} runs, keeping the failure `{}`{others}",
-                            executed.get(),
+                            runs,
                             shrunk_as
                                 .as_ref()
                                 .map_or_else(|| failure.signature(), Failure::signature)
@@ -721,12 +739,25 @@ fn drive<T: Target>(
                     writeln!(out, "  {:<14}{}", "response", clip(r))?;
                 }
                 writeln!(out, "  {:<14}{replay}", "replay")?;
+                let scanned = executed.get() - runs;
+                let scan = if scanned > 0 {
+                    format!(
+                        "{scanned} runs of fresh cases for other failing classes (within \
+                         --max-shrink-runs){}",
+                        if also.is_empty() { ": none found" } else { "" }
+                    )
+                } else if scan_runs == 0 && budget_left > 0 {
+                    format!("0 runs: no scan for other classes after a `{}`", failure.kind)
+                } else {
+                    "0 runs: --max-shrink-runs spent".to_owned()
+                };
+                writeln!(out, "  {:<14}{scan}", "scan")?;
                 for (class, (n, detail)) in &also {
                     writeln!(
                         out,
                         "  {:<14}`{class}` in {n} of {} more cases (shrink it with --ignore '{}'): {}",
                         "also failing",
-                        args.cases.min(256),
+                        executed.get() - runs,
                         failure.signature(),
                         clip(detail).lines().next().unwrap_or_default()
                     )?;
