@@ -25,16 +25,13 @@ use thd::{CuSeqlens, IGNORE_INDEX, LabelConvention, PackedBatch, PackedBatchPart
 
 use crate::dist::SplitMix64;
 use crate::error::pipeline_err;
-use crate::recipe::{Format, Objective, Recipe, Strategy};
+use crate::recipe::{Format, MAX_DOCUMENTS, Objective, Recipe, Strategy};
 use crate::{Error, Result};
 
 /// Stream ids of the seeded draws (never renumber: every snapshot depends on them).
 const STREAM_LENGTHS: u64 = 1;
 const STREAM_TOKENS: u64 = 2;
 const STREAM_MLM: u64 = 4;
-
-/// Documents a step may draw before giving up (a packer that never emits).
-const MAX_DOCUMENTS: u64 = 1_000_000;
 
 /// One generated document (a DPO pair when `rejected_len > 0`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,10 +79,15 @@ impl<'a> Docs<'a> {
         let (image, image_tokens) = match &d.vision {
             None => (None, 0),
             Some(v) => {
-                let m = v.spatial_merge;
-                let h = v.grid_h.sample(&mut self.rng).div_ceil(m) * m;
-                let w = v.grid_w.sample(&mut self.rng).div_ceil(m) * m;
-                (Some((h, w)), (h / m) * (w / m))
+                // In u64: a side rounded up to a multiple of m may pass u32 before validation
+                // has bounded the image (golden::recipe::MAX_IMAGE_PATCHES); after it, both
+                // sides and the image's tokens (≤ seq_length) fit u32.
+                let m = u64::from(v.spatial_merge);
+                let side = |g: u32| u64::from(g).div_ceil(m) * m;
+                let h = side(v.grid_h.sample(&mut self.rng));
+                let w = side(v.grid_w.sample(&mut self.rng));
+                let fit = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
+                (Some((fit(h), fit(w))), fit((h / m) * (w / m)))
             }
         };
         let rejected = d.rejected_lengths.as_ref().map_or(0, |r| r.sample(&mut self.rng));

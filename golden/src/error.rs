@@ -63,7 +63,9 @@ pub enum Error {
     },
     /// The packer had not emitted a pack per micro-batch after `documents` documents.
     #[error(
-        "recipe {recipe}: only {packs} of the step's {needed} packs after {documents} documents"
+        "recipe {recipe}: only {packs} of the step's {needed} packs after {documents} documents \
+         (golden::recipe::MAX_DOCUMENTS): packing.capacity takes more data.lengths documents \
+         per pack than a step may draw"
     )]
     StepNotFilled {
         /// The recipe's name.

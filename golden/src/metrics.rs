@@ -37,7 +37,9 @@ use crate::{Error, Result};
 ///
 /// # Errors
 /// [`Error::Pipeline`] naming the `thd` step that rejected the generated data;
-/// [`Error::StepNotFilled`], [`Error::DpoPairsDropped`] or [`Error::Oracle`].
+/// [`Error::Invalid`] naming `timing.step_time_s` or `timing.peak_tflops_per_gpu` when a rate
+/// would not be a finite number; [`Error::StepNotFilled`], [`Error::DpoPairsDropped`] or
+/// [`Error::Oracle`].
 ///
 /// # Example
 /// ```
@@ -105,7 +107,7 @@ pub fn metrics(recipe: &Recipe) -> Result<MetricRecord> {
         peak_flops_per_gpu: t.peak_tflops_per_gpu * 1e12,
     };
     let headline = flops.get(recipe.flops.causal);
-    let rate_err = pipeline_err(recipe, "rates");
+    let rate_err = |e: thd::Error| rate_error(recipe, e);
     let per_gpu = |f: u128| -> Result<f64> {
         Ok(flops_per_second_per_gpu(f, t.step_time_s, p.num_gpus).map_err(&rate_err)? / 1e12)
     };
@@ -195,6 +197,32 @@ pub fn metrics(recipe: &Recipe) -> Result<MetricRecord> {
     })
 }
 
+/// A rate that is not a finite number names the timing key it divides by (the recipe passed
+/// [`Recipe::validate`], so nothing else can fail); any other error is the pipeline's.
+fn rate_error(recipe: &Recipe, e: thd::Error) -> Error {
+    let t = &recipe.timing;
+    match e {
+        thd::Error::RateNotFinite { quantity, value, divisor } => {
+            let (key, v) = if divisor == "peak_flops_per_gpu" {
+                ("timing.peak_tflops_per_gpu", t.peak_tflops_per_gpu)
+            } else {
+                ("timing.step_time_s", t.step_time_s)
+            };
+            Error::Invalid {
+                origin: recipe.name.clone(),
+                key: key.into(),
+                // Debug prints 1e-320 as written, not as 320 decimals.
+                value: format!("{v:?}"),
+                reason: format!(
+                    "too small to divide the step's FLOPs by: {quantity} would be {value}, not a \
+                     finite number"
+                ),
+            }
+        }
+        source => Error::Pipeline { recipe: recipe.name.clone(), stage: "rates", source },
+    }
+}
+
 /// `x / useful` (0 when `useful` is 0).
 fn ratio(x: u128, useful: u128) -> f64 {
     if useful == 0 { 0.0 } else { x as f64 / useful as f64 }
@@ -275,7 +303,7 @@ fn vision_record(recipe: &Recipe, step: &Step) -> Option<VisionRecord> {
         .filter_map(|d| d.image)
         .map(|(h, w)| [1, u64::from(h), u64::from(w)])
         .collect();
-    let merge = u64::from(v.spatial_merge * v.spatial_merge);
+    let merge = u64::from(v.spatial_merge) * u64::from(v.spatial_merge);
     Some(VisionRecord {
         images: grids.len() as u64,
         patches: thd::metrics::megatron::vision_patches_from_grid_thw(&grids),
