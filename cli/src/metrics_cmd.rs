@@ -67,7 +67,12 @@ fn compute(args: &MetricsArgs, in_memory: Vec<(String, BatchFile)>) -> Result<Co
     if args.logger.is_some() && args.expect.is_none() {
         bail!("--logger names the keys of --expect LOGGED.json: give the logged values too");
     }
-    let record = golden::metrics(&recipe)?;
+    let record = golden::metrics(&recipe).map_err(|e| match (e, args.step_time) {
+        (golden::Error::Invalid { key, reason, .. }, Some(t)) if key == "timing.step_time_s" => {
+            anyhow::anyhow!("--step-time {t:?}: {reason}")
+        }
+        (e, _) => anyhow::Error::new(e).context(args.recipe.display().to_string()),
+    })?;
     let mut doc = serde_json::from_str::<Value>(&serde_json::to_string(&record)?)?;
     let step = if args.batches.is_empty() && in_memory.is_empty() {
         if args.grad_acc.is_some() || args.dp_size > 1 {
@@ -100,7 +105,18 @@ fn compute(args: &MetricsArgs, in_memory: Vec<(String, BatchFile)>) -> Result<Co
                 mbs.iter().map(|m| m.label.as_str()).collect::<Vec<_>>().join(", ")
             );
         }
-        Some(step_metrics(&mbs, &StepSpec::new(&recipe, args))?)
+        let step = step_metrics(&mbs, &StepSpec::new(&recipe, args));
+        Some(step.map_err(|e| match e.downcast_ref::<NotFinite>() {
+            Some(nf) => match (nf.divisor, args.step_time) {
+                (Divisor::StepTime, Some(t)) => anyhow::anyhow!(
+                    "--step-time {t:?}: too small to divide this step's FLOPs by ({} would be {})",
+                    nf.quantity,
+                    nf.value
+                ),
+                _ => e.context(args.recipe.display().to_string()),
+            },
+            None => e,
+        })?)
     };
     if let (Some(s), Value::Object(m)) = (&step, &mut doc) {
         m.insert("batch".into(), s.record.clone());
@@ -317,6 +333,62 @@ impl StepSpec {
     }
 }
 
+/// The timing input a rate divides by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Divisor {
+    /// `timing.step_time_s` (or `--step-time`).
+    StepTime,
+    /// `timing.peak_tflops_per_gpu`.
+    Peak,
+}
+
+/// A rate of the step record that would not be a finite number: its divisor is too small for
+/// the step's FLOPs or tokens (`inf` would print as JSON `null`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NotFinite {
+    /// The rate, e.g. `tflops_per_gpu`.
+    pub quantity: &'static str,
+    /// What it would be (`inf`).
+    pub value: f64,
+    /// The input at fault.
+    pub divisor: Divisor,
+    /// That input's value.
+    pub input: f64,
+}
+
+impl std::fmt::Display for NotFinite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key = match self.divisor {
+            Divisor::StepTime => "timing.step_time_s",
+            Divisor::Peak => "timing.peak_tflops_per_gpu",
+        };
+        write!(
+            f,
+            "{key} = {:?}: too small to divide this step's FLOPs by ({} would be {})",
+            self.input, self.quantity, self.value
+        )
+    }
+}
+
+impl std::error::Error for NotFinite {}
+
+/// `value`, or [`NotFinite`] naming the timing input it divides by.
+fn finite(
+    quantity: &'static str,
+    value: f64,
+    divisor: Divisor,
+    timing: &StepTiming,
+) -> Result<f64> {
+    if value.is_finite() {
+        return Ok(value);
+    }
+    let input = match divisor {
+        Divisor::StepTime => timing.step_time_s,
+        Divisor::Peak => timing.peak_flops_per_gpu / 1e12,
+    };
+    Err(NotFinite { quantity, value, divisor, input }.into())
+}
+
 pub(crate) fn step_metrics(mbs: &[MicroBatch], spec: &StepSpec) -> Result<Step> {
     let mut work = BatchWork::default();
     let (mut real_seqs, mut labelled, mut valid) = (0u64, Some(0u64), Some(0u64));
@@ -376,7 +448,23 @@ pub(crate) fn step_metrics(mbs: &[MicroBatch], spec: &StepSpec) -> Result<Step> 
         (real_seqs * dp, labelled.map(|x| x * dp), valid.map(|x| x * dp));
     let (dims, timing) = (spec.dims, spec.timing);
     let flops = work.flops(&dims, spec.formula, spec.view)?;
-    let rates = StepReport::new(flops, work.real_tokens, &timing)?;
+    let rates = StepReport::new(flops, work.real_tokens, &timing).map_err(|e| match e {
+        thd::Error::RateNotFinite { quantity, divisor, .. } => {
+            let d = if divisor == "peak_flops_per_gpu" { Divisor::Peak } else { Divisor::StepTime };
+            finite(quantity, f64::INFINITY, d, &timing).unwrap_err()
+        }
+        e => e.into(),
+    })?;
+    let time = |quantity, x: f64| finite(quantity, x, Divisor::StepTime, &timing);
+    let tokens_per_second =
+        time("tokens_per_second", work.real_tokens as f64 / timing.step_time_s)?;
+    let stored_per_gpu = time(
+        "stored_tokens_per_second_per_gpu",
+        work.padded_tokens as f64 / timing.step_time_s / timing.num_gpus as f64,
+    )?;
+    let valid_per_second = valid
+        .map(|v| time("valid_tokens_per_second", v as f64 / timing.step_time_s))
+        .transpose()?;
     let hw = work.hardware(spec.view);
     let no_labels = "the batches have no labels";
     let mut record = json!({
@@ -402,10 +490,9 @@ pub(crate) fn step_metrics(mbs: &[MicroBatch], spec: &StepSpec) -> Result<Step> 
         "mfu_pct": { "useful": rates.mfu_pct, "hardware": rates.mfu_padded_pct },
         "tokens_per_second_per_gpu": rates.tokens_per_second_per_gpu,
         // The same step-wide, and of stored tokens and valid labels (what some loggers count).
-        "tokens_per_second": work.real_tokens as f64 / timing.step_time_s,
-        "stored_tokens_per_second_per_gpu":
-            work.padded_tokens as f64 / timing.step_time_s / timing.num_gpus as f64,
-        "valid_tokens_per_second": valid.map_or(Value::Null, |v| Value::from(v as f64 / timing.step_time_s)),
+        "tokens_per_second": tokens_per_second,
+        "stored_tokens_per_second_per_gpu": stored_per_gpu,
+        "valid_tokens_per_second": valid_per_second.map_or(Value::Null, Value::from),
         "padding_fraction": if work.padded_tokens == 0 {
             0.0
         } else {
@@ -421,7 +508,10 @@ pub(crate) fn step_metrics(mbs: &[MicroBatch], spec: &StepSpec) -> Result<Step> 
             real_seqlen_sum: mega_real * dp,
         };
         let f = num_floating_point_operations(&dims, 0, Some(&stats), 0)?;
-        let per_gpu = f as f64 / timing.step_time_s / timing.num_gpus as f64 / 1e12;
+        let per_gpu = time(
+            "megatron.tflops_per_gpu",
+            f as f64 / timing.step_time_s / timing.num_gpus as f64 / 1e12,
+        )?;
         record["megatron"] = json!({
             "seqlen_sum": stats.seqlen_sum,
             "seqlen_squared_sum": big(stats.seqlen_squared_sum),
@@ -580,8 +670,12 @@ fn compare_file(
     tol: Tolerance,
     factors: &[Factor],
 ) -> Result<Vec<Compared>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let cannot = || format!("cannot read {}", path.display());
+    // Opening a FIFO would block until a writer comes.
+    if !std::fs::metadata(path).with_context(cannot)?.is_file() {
+        bail!("{}: not a regular file (a directory, a FIFO or a device?)", path.display());
+    }
+    let text = std::fs::read_to_string(path).with_context(cannot)?;
     let logged: Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
     if !logged.is_object() {
