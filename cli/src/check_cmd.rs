@@ -45,7 +45,9 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
             std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
         if meta.is_dir() {
             let e = path.join(thdcheck::expect::FILE_NAME);
-            if !args.no_expect && args.expect.is_none() && e.is_file() {
+            // Anything named expected.toml is read: one that is a FIFO, a directory or a
+            // dangling link is an error, never a silently ignored expectation.
+            if !args.no_expect && args.expect.is_none() && std::fs::symlink_metadata(&e).is_ok() {
                 expectations.push(Expectations::load(&e)?);
             }
             thdcheck::files::walk(path, &mut files, &mut unreadable_dirs)?;

@@ -69,10 +69,14 @@ impl Expectations {
     /// Reads an expectations file; paths in it are relative to its directory.
     ///
     /// # Errors
-    /// [`Error::Expect`] if it cannot be read, is not TOML, or a value is not a list of check
-    /// ids.
+    /// [`Error::Expect`] if it cannot be read, is not a regular file (a FIFO, a directory), is
+    /// not TOML, or a value is not a list of check ids.
     pub fn load(path: &Path) -> Result<Self> {
         let bad = |detail: String| Error::Expect { path: path.to_owned(), detail };
+        // Opening a FIFO would block until a writer comes, and a directory holds no verdicts.
+        if !std::fs::metadata(path).map_err(|e| bad(e.to_string()))?.is_file() {
+            return Err(bad("not a regular file (a directory, a FIFO or a device?)".into()));
+        }
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
         Self::parse(&text, path).map_err(bad)
     }
