@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use thdcheck::expect::{Expectations, Expected, matches};
-use thdcheck::{CheckOptions, FileReport, ReadOptions, check_bytes};
+use thdcheck::tensors::BatchFile;
+use thdcheck::{CheckOptions, FileReport, ReadOptions, check_file};
 
 use crate::cli::CheckArgs;
 
@@ -74,9 +75,9 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         .into_iter()
         .map(|path| {
             let covering = expectations.iter().find(|e| e.covers(&path));
-            let result = std::fs::read(&path)
-                .map_err(|source| thdcheck::Error::Io { path: path.clone(), source })
-                .and_then(|bytes| check_bytes(bytes, &read, &opts));
+            // Read as `metrics` reads: a large file is mapped, and its 8-byte header length is
+            // checked before anything else is read.
+            let result = BatchFile::read(&path).and_then(|file| check_file(file, &read, &opts));
             Outcome {
                 expected: covering.map_or(Expected::Pass, |e| e.expected(&path)),
                 expect_source: covering.map(|e| e.source.clone()),

@@ -175,6 +175,12 @@ impl BatchFile {
         let mut file = std::fs::File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         if len >= MAP_AT_LEAST {
+            // The 8-byte header length first: a file whose header cannot be there (a garbage
+            // file of any size) is rejected before anything past its first bytes is read or
+            // mapped.
+            let mut head = [0u8; 64];
+            file.read_exact(&mut head).map_err(io)?;
+            header_fits(&head, len)?;
             // SAFETY: the map is only read. As with every reader that maps its input (ripgrep
             // maps large files the same way), another process truncating the file while it is
             // checked can end this one with SIGBUS; rewriting it in place changes what is read.
@@ -533,19 +539,45 @@ fn tensor_at_fault(bytes: &[u8]) -> Option<String> {
 
 /// What the bytes say about a file safetensors could not parse: a torch zip, a truncated file,
 /// text, or a header-length field that does not fit the file (with both numbers).
+/// The largest header the safetensors reader accepts (its `MAX_HEADER_SIZE`).
+const MAX_HEADER_BYTES: u64 = 100_000_000;
+
+/// Whether the header length in the first 8 bytes of `head` (the first bytes of a file of
+/// `len` bytes) can be right: the checks `SafeTensors::deserialize` makes first, with the same
+/// messages, on the first bytes alone.
+fn header_fits(head: &[u8], len: u64) -> Result<()> {
+    let Some(n) = head.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_le_bytes)
+    else {
+        return Err(Error::Format { detail: format!("header too small{}", hint(head, len)) });
+    };
+    let problem = if n > MAX_HEADER_BYTES {
+        "header too large"
+    } else if n > len - 8 {
+        "invalid header length"
+    } else {
+        return Ok(());
+    };
+    Err(Error::Format { detail: format!("{problem}{}", hint(head, len)) })
+}
+
 fn format_hint(bytes: &[u8]) -> String {
+    hint(bytes, bytes.len() as u64)
+}
+
+/// What the first bytes `bytes` of a file of `len` bytes say about it: a hint for a file the
+/// safetensors reader rejected.
+fn hint(bytes: &[u8], len: u64) -> String {
     if bytes.starts_with(b"PK\x03\x04") {
         return " (this looks like a torch.save zip archive; dump with safetensors.torch.save_file)"
             .into();
     }
-    let Some(len) = bytes.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+    let Some(head) = bytes.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
         return format!(
-            " (the file has {} bytes, fewer than the 8-byte header length: truncated?)",
-            bytes.len()
+            " (the file has {len} bytes, fewer than the 8-byte header length: truncated?)"
         );
     };
-    let header = u64::from_le_bytes(len);
-    let after = bytes.len() as u64 - 8;
+    let header = u64::from_le_bytes(head);
+    let after = len.saturating_sub(8);
     let start: String = bytes.iter().take(16).map(|&b| b as char).collect();
     let text = bytes.iter().take(64).all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace());
     let what = if text {
