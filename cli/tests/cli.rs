@@ -2139,3 +2139,32 @@ fn fuzz_the_scan_for_other_classes_is_in_the_shrink_budget() {
     let o = run_expect(&[&["fuzz"][..], &args].concat(), 1);
     assert!(stdout(&o).contains(&format!("{scan} runs of fresh cases")), "{}", stdout(&o));
 }
+
+/// An adapter that exits while a child it forked keeps its stdout open is a `crash` (it
+/// exited), not a `hang`: the exit is seen while waiting for the line.
+#[test]
+fn fuzz_an_adapter_that_exits_while_its_child_holds_stdout_is_a_crash() {
+    let script = "import subprocess, sys\nsys.stdin.readline()\n\
+                  subprocess.Popen(['sleep', '60'])\nsys.exit(3)";
+    let v = fuzz_json(
+        &[
+            "packer",
+            "--json",
+            "--cases",
+            "2",
+            "--max-shrink-runs",
+            "2",
+            "--timeout-ms",
+            "30000",
+            "--startup-timeout-ms",
+            "30000",
+            "--",
+            "python3",
+            "-c",
+            script,
+        ],
+        1,
+    );
+    assert_eq!(v["failure"]["kind"], "crash", "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("exit status: 3"), "{v}");
+}

@@ -363,7 +363,7 @@ impl Adapter {
         };
         let startup = std::mem::replace(&mut live.fresh, false);
         let after = if startup { self.startup_timeout } else { self.timeout };
-        match live.lines.recv_timeout(after) {
+        match wait_line(live, after) {
             Ok(Out::Line(l)) => Ok(Reply::Line(l)),
             Ok(Out::TooLong(max)) => {
                 self.stop();
@@ -433,6 +433,36 @@ impl Adapter {
             .map(|s| String::from_utf8_lossy(&s).into_owned())
             .unwrap_or_default();
         tail.trim_end().to_owned()
+    }
+}
+
+/// How often a request that waits for its line checks that the adapter is still running.
+const EXIT_POLL: Duration = Duration::from_millis(20);
+
+/// What a line it wrote before exiting may take to reach the reader thread, once the adapter
+/// has exited (the line is in the pipe already: this is scheduling, not the adapter's speed).
+const EXIT_GRACE: Duration = Duration::from_millis(500);
+
+/// Waits up to `after` for the adapter's next line. An adapter that exits without one is a
+/// crash even while something else (a child it forked) keeps its stdout open, which would
+/// otherwise read as a hang: the wait looks at the process itself every [`EXIT_POLL`].
+fn wait_line(live: &mut Live, after: Duration) -> Result<Out, RecvTimeoutError> {
+    let deadline = Instant::now() + after;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(RecvTimeoutError::Timeout);
+        }
+        match live.lines.recv_timeout(left.min(EXIT_POLL)) {
+            Err(RecvTimeoutError::Timeout) => {}
+            other => return other,
+        }
+        if let Ok(Some(_)) = live.child.try_wait() {
+            return live
+                .lines
+                .recv_timeout(EXIT_GRACE.min(left))
+                .map_err(|_| RecvTimeoutError::Disconnected);
+        }
     }
 }
 
