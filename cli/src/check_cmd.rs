@@ -30,6 +30,101 @@ impl Outcome {
     }
 }
 
+/// What is kept of an outcome once it is printed: enough for the CP groups, the summary and
+/// the error lines. A file's report is dropped as soon as it is out, so that checking many
+/// files (`--json` included: the document is streamed) holds one report at a time.
+struct Kept {
+    path: PathBuf,
+    /// `Some(true)` pass, `Some(false)` fail, `None` unreadable.
+    passed: Option<bool>,
+    as_expected: bool,
+    /// The verdict line, for the summary's list of unexpected verdicts.
+    unexpected: Option<String>,
+    /// The error, for the closing `thdcheck: error:` lines (unexpected errors only).
+    error: Option<String>,
+    /// The CP size of a shard file: its group is reassembled after every file is checked.
+    cp_size: Option<usize>,
+}
+
+impl Kept {
+    fn of(o: &Outcome) -> Self {
+        let as_expected = o.as_expected();
+        Self {
+            path: o.path.clone(),
+            passed: o.violated().map(|v| v.is_empty()),
+            as_expected,
+            unexpected: (!as_expected).then(|| verdict_line(o)),
+            error: match (&o.result, as_expected) {
+                (Err(e), false) => Some(e.to_string()),
+                _ => None,
+            },
+            cp_size: match &o.result {
+                Ok(FileReport { cp_shard: Some((_, size)), .. }) => Some(*size),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Where the outcomes go as they come: the text report, or the `--json` document written piece
+/// by piece (byte for byte what `serde_json::to_string_pretty` writes for the whole document).
+struct Printer<'a, W: Write> {
+    out: W,
+    args: &'a CheckArgs,
+    files: usize,
+}
+
+impl<W: Write> Printer<'_, W> {
+    fn begin(&mut self) -> Result<()> {
+        if self.args.json {
+            write!(self.out, "{{\n  \"files\": [")?;
+        }
+        Ok(())
+    }
+
+    fn outcome(&mut self, o: &Outcome) -> Result<()> {
+        if self.args.json {
+            let sep = if self.files == 0 { "\n" } else { ",\n" };
+            let v = serde_json::to_string_pretty(&file_json(o))?;
+            write!(self.out, "{sep}{}", indented(&v, "    ", true))?;
+        } else {
+            print_text(&mut self.out, o, self.args)?;
+        }
+        self.files += 1;
+        Ok(())
+    }
+
+    fn end(&mut self, kept: &[Kept], code: u8, exp: &[Expectations]) -> Result<()> {
+        if self.args.json {
+            let close = if self.files == 0 { "]" } else { "\n  ]" };
+            let summary = serde_json::to_string_pretty(&summary_json(kept, code))?;
+            writeln!(
+                self.out,
+                "{close},\n  \"summary\": {},\n  \"version\": 1\n}}",
+                indented(&summary, "  ", false)
+            )?;
+        } else {
+            print_summary(&mut self.out, kept, exp)?;
+        }
+        Ok(())
+    }
+}
+
+/// `text` with `indent` before every line (`first`: the first line too).
+fn indented(text: &str, indent: &str, first: bool) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if i > 0 || first {
+            out.push_str(indent);
+        }
+        out.push_str(line);
+    }
+    out
+}
+
 /// Runs the command; returns the exit code.
 pub fn run(args: &CheckArgs) -> Result<u8> {
     let read = args.batch.read_options();
@@ -71,34 +166,39 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         );
     }
 
-    let outcomes: Vec<Outcome> = files
-        .into_iter()
-        .map(|path| {
-            let covering = expectations.iter().find(|e| e.covers(&path));
-            // Read as `metrics` reads: a large file is mapped, and its 8-byte header length is
-            // checked before anything else is read.
-            let result = BatchFile::read(&path).and_then(|file| check_file(file, &read, &opts));
-            Outcome {
-                expected: covering.map_or(Expected::Pass, |e| e.expected(&path)),
-                expect_source: covering.map(|e| e.source.clone()),
-                path,
-                result,
-            }
-        })
-        .collect();
+    let expected = |path: &Path| {
+        let covering = expectations.iter().find(|e| e.covers(path));
+        (covering.map_or(Expected::Pass, |e| e.expected(path)), covering.map(|e| e.source.clone()))
+    };
+    let mut printer = Printer { out: std::io::stdout().lock(), args, files: 0 };
+    printer.begin()?;
+    let mut kept = Vec::with_capacity(files.len() + unreadable_dirs.len());
+    for path in files {
+        // Read as `metrics` reads: a large file is mapped, and its 8-byte header length is
+        // checked before anything else is read.
+        let result = BatchFile::read(&path).and_then(|file| check_file(file, &read, &opts));
+        let (expected, expect_source) = expected(&path);
+        let o = Outcome { path, result, expected, expect_source };
+        printer.outcome(&o)?;
+        kept.push(Kept::of(&o));
+    }
+    for (path, source) in unreadable_dirs {
+        let o = Outcome {
+            expected: Expected::Pass,
+            expect_source: None,
+            result: Err(thdcheck::Error::Io { path: path.clone(), source }),
+            path,
+        };
+        printer.outcome(&o)?;
+        kept.push(Kept::of(&o));
+    }
+    for o in cp_groups(&kept, &read, &opts, &expectations) {
+        printer.outcome(&o)?;
+        kept.push(Kept::of(&o));
+    }
 
-    let mut outcomes = outcomes;
-    outcomes.extend(unreadable_dirs.into_iter().map(|(path, source)| Outcome {
-        expected: Expected::Pass,
-        expect_source: None,
-        result: Err(thdcheck::Error::Io { path: path.clone(), source }),
-        path,
-    }));
-    outcomes.extend(cp_groups(&outcomes, &read, &opts, &expectations));
-
-    let unexpected_errors =
-        outcomes.iter().filter(|o| !o.as_expected() && o.result.is_err()).count();
-    let unexpected = outcomes.iter().filter(|o| !o.as_expected()).count();
+    let unexpected_errors = kept.iter().filter(|k| !k.as_expected && k.passed.is_none()).count();
+    let unexpected = kept.iter().filter(|k| !k.as_expected).count();
     let code = if unexpected_errors > 0 {
         2
     } else if unexpected > 0 {
@@ -106,23 +206,11 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
     } else {
         0
     };
-    let mut stdout = std::io::stdout().lock();
-    if args.json {
-        let doc = json!({
-            "version": 1,
-            "files": outcomes.iter().map(file_json).collect::<Vec<_>>(),
-            "summary": summary_json(&outcomes, code),
-        });
-        writeln!(stdout, "{}", serde_json::to_string_pretty(&doc)?)?;
-    } else {
-        for o in &outcomes {
-            print_text(&mut stdout, o, args)?;
-        }
-        print_summary(&mut stdout, &outcomes, &expectations)?;
-    }
-    for o in &outcomes {
-        if let (Err(e), false) = (&o.result, o.as_expected()) {
-            eprintln!("thdcheck: error: {}: {e}", o.path.display());
+    printer.end(&kept, code, &expectations)?;
+    drop(printer);
+    for k in &kept {
+        if let Some(e) = &k.error {
+            eprintln!("thdcheck: error: {}: {e}", k.path.display());
         }
     }
     Ok(code)
@@ -131,24 +219,23 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
 /// The CP groups among the files: shard files (`cp_rank`, `cp_size`) of one directory and one
 /// CP size, reassembled and checked as one batch, reported as `DIR/cp-group`.
 fn cp_groups(
-    outcomes: &[Outcome],
+    kept: &[Kept],
     read: &ReadOptions,
     opts: &CheckOptions,
     expectations: &[Expectations],
 ) -> Vec<Outcome> {
     use std::collections::BTreeMap;
-    let mut groups: BTreeMap<(PathBuf, usize), Vec<&Outcome>> = BTreeMap::new();
-    for o in outcomes {
-        if let Ok(FileReport { cp_shard: Some((_, size)), .. }) = &o.result {
-            let dir = o.path.parent().map(Path::to_path_buf).unwrap_or_default();
-            groups.entry((dir, *size)).or_default().push(o);
+    let mut groups: BTreeMap<(PathBuf, usize), Vec<PathBuf>> = BTreeMap::new();
+    for k in kept {
+        if let Some(size) = k.cp_size {
+            let dir = k.path.parent().map(Path::to_path_buf).unwrap_or_default();
+            groups.entry((dir, size)).or_default().push(k.path.clone());
         }
     }
     groups
         .into_iter()
-        .map(|((dir, size), members)| {
+        .map(|((dir, size), files)| {
             let path = dir.join("cp-group");
-            let files: Vec<PathBuf> = members.iter().map(|m| m.path.clone()).collect();
             let result = thdcheck::shards::read_group(&dir, size, &files, read).and_then(|g| {
                 let pack = match g.batch {
                     thdcheck::shards::GroupBatch::Lost { global, cp, key } => {
@@ -214,13 +301,13 @@ fn print_text(out: &mut impl Write, o: &Outcome, args: &CheckArgs) -> Result<()>
     Ok(())
 }
 
-fn print_summary(out: &mut impl Write, outcomes: &[Outcome], exp: &[Expectations]) -> Result<()> {
-    let pass = outcomes.iter().filter(|o| o.violated().is_some_and(|v| v.is_empty())).count();
-    let errors = outcomes.iter().filter(|o| o.result.is_err()).count();
-    let fail = outcomes.len() - pass - errors;
-    let unexpected: Vec<&Outcome> = outcomes.iter().filter(|o| !o.as_expected()).collect();
-    let groups = outcomes.iter().filter(|o| o.path.ends_with("cp-group")).count();
-    let n = outcomes.len() - groups;
+fn print_summary(out: &mut impl Write, kept: &[Kept], exp: &[Expectations]) -> Result<()> {
+    let pass = kept.iter().filter(|k| k.passed == Some(true)).count();
+    let errors = kept.iter().filter(|k| k.passed.is_none()).count();
+    let fail = kept.len() - pass - errors;
+    let unexpected: Vec<&Kept> = kept.iter().filter(|k| !k.as_expected).collect();
+    let groups = kept.iter().filter(|k| k.path.ends_with("cp-group")).count();
+    let n = kept.len() - groups;
     let mut files = if n == 1 { "1 file".to_owned() } else { format!("{n} files") };
     if groups > 0 {
         files.push_str(&format!(" + {groups} cp group{}", if groups == 1 { "" } else { "s" }));
@@ -239,8 +326,13 @@ fn print_summary(out: &mut impl Write, outcomes: &[Outcome], exp: &[Expectations
         }
     }
     writeln!(out, "{line}")?;
-    for o in unexpected {
-        writeln!(out, "  unexpected: {}: {}", o.path.display(), verdict_line(o))?;
+    for k in unexpected {
+        writeln!(
+            out,
+            "  unexpected: {}: {}",
+            k.path.display(),
+            k.unexpected.as_deref().unwrap_or_default()
+        )?;
     }
     Ok(())
 }
@@ -269,14 +361,14 @@ fn file_json(o: &Outcome) -> serde_json::Value {
     v
 }
 
-fn summary_json(outcomes: &[Outcome], code: u8) -> serde_json::Value {
-    let count = |f: &dyn Fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
+fn summary_json(kept: &[Kept], code: u8) -> serde_json::Value {
+    let count = |f: &dyn Fn(&Kept) -> bool| kept.iter().filter(|k| f(k)).count();
     json!({
-        "files": outcomes.len(),
-        "pass": count(&|o| o.violated().is_some_and(|v| v.is_empty())),
-        "fail": count(&|o| o.violated().is_some_and(|v| !v.is_empty())),
-        "error": count(&|o| o.result.is_err()),
-        "unexpected": count(&|o| !o.as_expected()),
+        "files": kept.len(),
+        "pass": count(&|k| k.passed == Some(true)),
+        "fail": count(&|k| k.passed == Some(false)),
+        "error": count(&|k| k.passed.is_none()),
+        "unexpected": count(&|k| !k.as_expected),
         "exit_code": code,
     })
 }
