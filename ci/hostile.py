@@ -15,6 +15,9 @@ Five groups, each input run under a time limit and judged by what came back:
 - cli: misuse of the command line: exit 2 with a message, never a panic;
 - adapters: adapters that crash, hang, flood, answer garbage or spawn children: the failure is
   named as what it was, and nothing the adapter spawned outlives thdcheck.
+- issue24: recipes past what `metrics` simulates or whose products would wrap, FIFOs where a
+  recipe, logged values or expected.toml belong, a tree past PATH_MAX, a 1 TiB garbage file:
+  exit 2 naming the key or the path.
 - python (`--python PY`, an interpreter with the package installed; CI runs it after building
   the wheel): hostile values given to `thdcheck.check`, each in a child interpreter, so that a
   segfault is counted as a crash: the error it must raise, or the verdict it must give.
@@ -519,13 +522,119 @@ def python_group(tmp: Path, python: str) -> str:
     return f"python     {len(names)} hostile values in child interpreters, {time.time() - t0:.1f} s"
 
 
+# --- group: hostile recipes, FIFOs, deep trees, huge files (issue 24, item 3) -------------
+
+def recipes_and_trees_group(tmp: Path) -> str:
+    """`metrics` on recipes past what the simulation holds or whose products would wrap, FIFOs
+    where a recipe, logged values or an expected.toml should be, a tree deeper than PATH_MAX and
+    a 1 TiB sparse garbage file: exit 2 naming the key or the path, never a panic, an abort or a
+    hang. Each run is limited to 4 GiB of data, so a regression aborts instead of swapping."""
+    import resource
+
+    t0 = time.time()
+    d = tmp / "issue24"
+    d.mkdir()
+
+    def limited(args, timeout=LIMIT):
+        def limit():
+            resource.setrlimit(resource.RLIMIT_DATA, (4 << 30, 4 << 30))
+        try:
+            p = subprocess.run([BIN, *args], cwd=ROOT, capture_output=True, timeout=timeout,
+                               stdin=subprocess.DEVNULL, preexec_fn=limit)
+        except subprocess.TimeoutExpired:
+            return "hang", b"", b""
+        return p.returncode, p.stdout, p.stderr
+
+    def expect_2(what, args, names, timeout=LIMIT):
+        code, out, err = limited(args, timeout)
+        if not judge(what, code, out, err):
+            return
+        text = (out + err).decode(errors="replace")
+        if code != 2:
+            wrong(what, f"exit {code}, expected 2: {text[-300:]}")
+        for n in names:
+            if n not in text:
+                wrong(what, f"the message does not name {n!r}: {text[-300:]}")
+
+    def recipe(name, **keys):
+        lines = (ROOT / "golden/tests/recipes" / f"{name}.toml").read_text().splitlines()
+        for k, v in keys.items():
+            i = next(i for i, l in enumerate(lines) if l.split("=")[0].strip() == k)
+            lines[i] = f"{k} = {v}"
+        return "\n".join(lines) + "\n"
+
+    q, c = "qwen3_8b_sft_seq4096", "codonfm_encodon_1b"
+    big = 2**63 - 1
+    recipes = [
+        ("packing.examples_per_push", recipe(q, examples_per_push=big)),
+        ("padding.pad_to_multiple_of", recipe(q, pad_to_multiple_of=big)),
+        ("batch.micro_batch_size", recipe(c, micro_batch_size=big)),
+        ("padding.static_length", recipe("olmo2_7b_dpo_16k", static_length=big)),
+        ("data.vision.spatial_merge", recipe("megatron_bridge_vlm_in_batch_seq4096", spatial_merge=2**31)),
+        ("batch.grad_acc", recipe(c, grad_acc=2**20)),
+        ("packing.examples_per_push", recipe(q, examples_per_push=2**20)),
+        ("parallel.num_gpus", recipe(q, num_gpus=2**40)),
+        ("padding.pad_to_multiple_of", recipe(c, pad_to_multiple_of=2**30)),
+        ("model.heads", recipe(q, heads=2**32)),
+        ("model.layers", recipe(q, layers=2**42, hidden=2**43, ffn=2**43)),
+        ("batch.seq_length", recipe(c, micro_batch_size=4, seq_length=1_073_742_424)),
+        ("timing.step_time_s", recipe(q, step_time_s="1e-320")),
+        ("timing.peak_tflops_per_gpu", recipe(q, peak_tflops_per_gpu="1e-320")),
+    ]
+    for i, (key, text) in enumerate(recipes):
+        path = d / f"r{i}.toml"
+        path.write_text(text)
+        expect_2(f"metrics {key} ({path.name})", ["metrics", "--recipe", str(path)], [key, str(path)])
+
+    # FIFOs where a file is read: named, never waited on.
+    good = ROOT / "examples/batches/good/hf_flatten.safetensors"
+    fifo = d / "fifo.toml"
+    os.mkfifo(fifo)
+    qwen = str(ROOT / "golden/tests/recipes" / f"{q}.toml")
+    expect_2("metrics --recipe FIFO", ["metrics", "--recipe", str(fifo)], [str(fifo)], 10)
+    expect_2("metrics --expect FIFO", ["metrics", "--recipe", qwen, "--expect", str(fifo)], [str(fifo)], 10)
+    expect_2("check --expect FIFO", ["check", "--expect", str(fifo), str(good)], [str(fifo)], 10)
+    for kind in ("fifo", "dir"):
+        sub = d / f"expected-{kind}"
+        sub.mkdir()
+        shutil.copy(good, sub / "good.safetensors")
+        (os.mkfifo if kind == "fifo" else os.mkdir)(sub / "expected.toml")
+        expect_2(f"check DIR with an expected.toml {kind}", ["check", str(sub)], [str(sub / "expected.toml")], 10)
+
+    # A garbage file 22 levels of 200-character names down: past PATH_MAX, reported, not skipped.
+    deep = d / "deep"
+    deep.mkdir()
+    shutil.copy(good, deep / "good.safetensors")
+    fd = os.open(deep, os.O_RDONLY)
+    for level in range(22):
+        name = f"{level:0>200}"
+        os.mkdir(name, dir_fd=fd)
+        fd, old = os.open(name, os.O_RDONLY, dir_fd=fd), fd
+        os.close(old)
+    out = os.open("garbage.safetensors", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+    os.write(out, b"not a safetensors file")
+    os.close(out)
+    os.close(fd)
+    expect_2("check a tree past PATH_MAX", ["check", "--quiet", str(deep)], ["PATH_MAX"])
+    expect_2("metrics --batch a tree past PATH_MAX", ["metrics", "--recipe", qwen, "--batch", str(deep)], ["PATH_MAX"])
+
+    # A 1 TiB sparse file whose header length says 2^63: rejected by its first 8 bytes.
+    huge = d / "huge.safetensors"
+    with open(huge, "wb") as f:
+        f.write(struct.pack("<Q", 2**63))
+        f.truncate(1 << 40)
+    expect_2("check a 1 TiB garbage file", ["check", str(huge)], ["header", str(huge)])
+    return f"issue24    {len(recipes)} hostile recipes, 5 FIFOs, a deep tree, a huge file, {time.time() - t0:.1f} s"
+
+
 def main() -> int:
     if PYTHON is not None:
         return finish(time.time(), [python_group])
     if not os.path.exists(BIN):
         print(f"hostile: no binary at {BIN} (cargo build -p thdcheck first)", file=sys.stderr)
         return 2
-    return finish(time.time(), [files_group, semantic_group, cli_group, adapters_group])
+    return finish(time.time(), [files_group, semantic_group, cli_group, adapters_group,
+                                recipes_and_trees_group])
 
 
 def finish(t0: float, groups: list) -> int:
