@@ -5,7 +5,7 @@ gate, in one CI step of well under a minute. Python standard library only.
     python3 ci/hostile.py [THDCHECK_BINARY]       # default: target/debug/thdcheck
     python3 ci/hostile.py --python VENV/bin/python  # the Python package's group only
 
-Five groups, each input run under a time limit and judged by what came back:
+Six groups, each input run under a time limit and judged by what came back:
 - files: every committed batch (examples/batches, corpus/real/batches) mutated deterministically
   (truncated, header bytes flipped, data bytes flipped, the header length, shapes, dtypes and
   offsets rewritten, huge shapes) plus non-files (a FIFO, symlink loops, an empty file, text):
