@@ -2168,3 +2168,28 @@ fn fuzz_an_adapter_that_exits_while_its_child_holds_stdout_is_a_crash() {
     assert_eq!(v["failure"]["kind"], "crash", "{v}");
     assert!(v["failure"]["detail"].as_str().unwrap().contains("exit status: 3"), "{v}");
 }
+
+/// A string where the batch reader reads a tensor is a `schema` fault (it was read as an absent
+/// key and judged: `qk-offsets ... = end`); a string under a key nothing reads is left out, as a
+/// dump leaves it out.
+#[test]
+fn fuzz_collator_a_string_where_a_tensor_belongs_is_schema() {
+    let with = |key: &str, value: &str| {
+        format!(
+            "import json, sys\nsys.path.insert(0, 'adapters/python/examples')\n\
+             import flatten_collator as fc\nfor l in sys.stdin:\n    r = json.loads(l)\n    \
+             b = fc.collate(r['examples'], r['max_seq_length'])\n    b[{key:?}] = {value}\n    \
+             print(json.dumps({{'thdcheck': 1, 'id': r['id'], 'batch': b}}), flush=True)"
+        )
+    };
+    for key in ["cu_seq_lens_q", "cu_seq_lens_k", "labels", "position_ids"] {
+        let script = with(key, "'end'");
+        let v =
+            fuzz_json(&["collator", "--json", "--cases", "8", "--", "python3", "-c", &script], 1);
+        assert_eq!(v["failure"]["kind"], "schema", "{key}: {v}");
+        assert!(v["failure"]["detail"].as_str().unwrap().contains(key), "{key}: {v}");
+    }
+    let script = with("source", "'alpaca'");
+    let v = fuzz_json(&["collator", "--json", "--cases", "8", "--", "python3", "-c", &script], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+}

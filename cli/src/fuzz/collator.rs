@@ -218,6 +218,21 @@ fn check(
         detail: format!("the answer breaks the protocol: `batch` {e}"),
         response: None,
     })?;
+    if let Some(key) = unread_value_read_as_tensor(batch, read, opts) {
+        let what = match &batch[key] {
+            Value::String(s) => format!("a string ({:?})", s.chars().take(40).collect::<String>()),
+            _ => "an object".to_owned(),
+        };
+        return Err(Failure {
+            kind: "schema",
+            checks: vec![],
+            detail: format!(
+                "the answer breaks the protocol: `batch` `{key}` is {what}, where `thdcheck \
+                 check` reads a tensor"
+            ),
+            response: None,
+        });
+    }
     let file = BatchFile::from_bytes(bytes).map_err(unreadable)?;
     let parsed = parse(file, read).map_err(unreadable)?;
     let report = FileReport::new(&parsed, opts);
@@ -284,6 +299,56 @@ fn check(
             documents(r, &rejected, req.max_seq_length, rewrites, "rejected")
         }
     }
+}
+
+/// A key whose value the batch leaves out as a dump does (a string, an object) although the
+/// reader reads it: with a tensor in its place, the batch reads otherwise (another dialect,
+/// other offsets, another error). Left out, such a key reads as absent and the batch is judged
+/// without it (`cu_seq_lens_q: "end"` was a `qk-offsets` violation).
+fn unread_value_read_as_tensor<'a>(
+    batch: &'a serde_json::Map<String, Value>,
+    read: &ReadOptions,
+    opts: &CheckOptions,
+) -> Option<&'a str> {
+    let left_out: Vec<&String> = batch
+        .iter()
+        .filter(|(_, v)| matches!(v, Value::String(_) | Value::Object(_)))
+        .map(|(k, _)| k)
+        .collect();
+    if left_out.is_empty() {
+        return None;
+    }
+    // How the batch reads: its dialect and every rule's outcome, or the error's class (the
+    // keys a missing-key error lists are not part of it).
+    let reading = |batch: &serde_json::Map<String, Value>| -> String {
+        let parsed = batch_to_safetensors(batch)
+            .and_then(BatchFile::from_bytes)
+            .and_then(|file| parse(file, read));
+        match parsed {
+            Err(crate::Error::MissingKey { key, .. }) => format!("missing {key}"),
+            Err(crate::Error::UnknownDialect { .. }) => "unknown dialect".into(),
+            Err(e) => e.to_string(),
+            Ok(p) => {
+                let report = FileReport::new(&p, opts);
+                let outcomes: Vec<String> = report
+                    .all_checks()
+                    .map(|c| format!("{} {} {}", c.rule, c.is_violated(), c.detail))
+                    .collect();
+                format!("{:?} {} {}", p.dialect, p.packs.len(), outcomes.join("\n"))
+            }
+        }
+    };
+    let base = reading(batch);
+    left_out
+        .into_iter()
+        .find(|key| {
+            [Value::from(0), Value::from(vec![0])].into_iter().any(|probe| {
+                let mut with = batch.clone();
+                with.insert((*key).clone(), probe);
+                reading(&with) != base
+            })
+        })
+        .map(String::as_str)
 }
 
 /// The pack's real segments are exactly the examples, in order ([`check_documents`]), with the
