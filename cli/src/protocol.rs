@@ -238,6 +238,9 @@ pub enum BadResponse {
     Schema(String),
     /// The adapter's own function raised; the adapter reported it.
     AdapterError(String),
+    /// The answer carries an earlier request's id: stale output (an adapter that wrote two
+    /// lines for one request), so what is wrong with it depends on the requests before.
+    Stale(String),
 }
 
 /// What an answer may hold beyond what its request holds, in JSON values ([`json_values`]):
@@ -391,14 +394,17 @@ struct Envelope {
     invalid: Option<Shown>,
 }
 
-/// Reads a response line: checks the envelope (version, id) and decodes the payload straight
-/// into `T` (never through a `serde_json::Value` of the whole line, which costs 30 times it).
+/// Reads a response line to the request `id` of protocol `version` (the request's: [`VERSION`],
+/// or [`SESSION_VERSION`] in a packer session): checks the envelope (version, id) and decodes
+/// the payload straight into `T` (never through a `serde_json::Value` of the whole line, which
+/// costs 30 times it). Request ids grow: an answer with a smaller id is an earlier request's.
 ///
 /// # Errors
 /// [`BadResponse`] saying what is wrong with the line.
 pub fn parse_response<T: for<'de> Deserialize<'de>>(
     line: &str,
     id: u64,
+    version: u64,
 ) -> std::result::Result<T, BadResponse> {
     let schema = |e: serde_json::Error| {
         if e.is_data() { BadResponse::Schema(e.to_string()) } else { not_json(&e, line) }
@@ -409,11 +415,11 @@ pub fn parse_response<T: for<'de> Deserialize<'de>>(
     }
     let env: Envelope = serde_json::from_str(line).map_err(schema)?;
     match env.thdcheck.as_ref().and_then(Value::as_u64) {
-        Some(VERSION | SESSION_VERSION) => {}
+        Some(v) if v == version => {}
         Some(other) => {
             return Err(BadResponse::Schema(format!(
-                "protocol version {other}, expected {VERSION} (or {SESSION_VERSION} in a packer \
-                 session)"
+                "protocol version {other}, expected {version}, the request's ({VERSION}, or \
+                 {SESSION_VERSION} in a packer session)"
             )));
         }
         None => {
@@ -424,6 +430,14 @@ pub fn parse_response<T: for<'de> Deserialize<'de>>(
     }
     match env.id.as_ref().and_then(Value::as_u64) {
         Some(got) if got == id => {}
+        Some(got) if got < id => {
+            return Err(BadResponse::Stale(format!(
+                "response id {got}, expected {id}: the answer to an earlier request, so the \
+                 adapter's answers are out of step with its requests (it wrote more than one \
+                 line for an earlier request) and what is wrong here depends on the requests \
+                 before it"
+            )));
+        }
         Some(got) => return Err(BadResponse::Schema(format!("response id {got}, expected {id}"))),
         None => return Err(BadResponse::Schema("missing \"id\"".into())),
     }

@@ -2193,3 +2193,61 @@ fn fuzz_collator_a_string_where_a_tensor_belongs_is_schema() {
     let v = fuzz_json(&["collator", "--json", "--cases", "8", "--", "python3", "-c", &script], 0);
     assert_eq!(v["result"], "pass", "{v}");
 }
+
+/// An answer carrying an earlier request's id is stale output (the adapter wrote two lines for
+/// one request): its fault depends on the requests before it, so it is `flaky`, not `schema`.
+#[test]
+fn fuzz_a_stale_answer_is_flaky() {
+    let twice = format!(
+        "{SINGLETON_PACKER}for l in sys.stdin:\n    r = json.loads(l)\n    \
+         reply(r, **answer(r))\n    reply(r, **answer(r))"
+    );
+    let v = fuzz_json(&["packer", "--json", "--cases", "8", "--", "python3", "-c", &twice], 1);
+    assert_eq!(v["failure"]["kind"], "flaky", "{v}");
+    let twice = "import json, sys\nsys.path.insert(0, 'adapters/python/examples')\n\
+                 import flatten_collator as fc\nfor l in sys.stdin:\n    r = json.loads(l)\n    \
+                 b = json.dumps({'thdcheck': 1, 'id': r['id'], 'batch': \
+                 fc.collate(r['examples'], r['max_seq_length'])})\n    print(b)\n    \
+                 print(b, flush=True)";
+    let v = fuzz_json(&["collator", "--json", "--cases", "8", "--", "python3", "-c", twice], 1);
+    assert_eq!(v["failure"]["kind"], "flaky", "{v}");
+}
+
+/// The protocol version of an answer is the request's: 1 to a one-shot request, 2 in a packer
+/// session; and a session's `start` is answered with nothing (an empty payload).
+#[test]
+fn fuzz_an_answer_of_the_wrong_version_or_a_start_answered_with_packs_is_schema() {
+    let as_version = |version: u64| {
+        format!(
+            "{SINGLETON_PACKER}for l in sys.stdin:\n    r = json.loads(l)\n    \
+             r['thdcheck'] = {version}\n    reply(r, **answer(r))"
+        )
+    };
+    let base = ["packer", "--json", "--cases", "8", "--fitting-only"];
+    let v = fuzz_json(&[&base[..], &["--", "python3", "-c", &as_version(2)]].concat(), 1);
+    assert_eq!(v["failure"]["kind"], "schema", "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("version 2"), "{v}");
+    let v =
+        fuzz_json(&[&base[..], &["--session", "--", "python3", "-c", &as_version(1)]].concat(), 1);
+    assert_eq!(v["failure"]["kind"], "schema", "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("version 1"), "{v}");
+    // The right version passes (the packer itself is correct).
+    let v =
+        fuzz_json(&[&base[..], &["--session", "--", "python3", "-c", &as_version(2)]].concat(), 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    for start in ["{'packs': [[0]]}", "{'dropped': [3]}", "{'rejected': 'no'}", "{'pending': 2}"] {
+        let script = format!(
+            "{SINGLETON_PACKER}for l in sys.stdin:\n    r = json.loads(l)\n    \
+             reply(r, **({start} if r['op'] == 'start' else answer(r)))"
+        );
+        let v = fuzz_json(&[&base[..], &["--session", "--", "python3", "-c", &script]].concat(), 1);
+        assert_eq!(v["failure"]["kind"], "schema", "{start}: {v}");
+        assert!(v["failure"]["detail"].as_str().unwrap().contains("start"), "{start}: {v}");
+    }
+    let empty = format!(
+        "{SINGLETON_PACKER}for l in sys.stdin:\n    r = json.loads(l)\n    \
+         reply(r, **({{'packs': []}} if r['op'] == 'start' else answer(r)))"
+    );
+    let v = fuzz_json(&[&base[..], &["--session", "--", "python3", "-c", &empty]].concat(), 0);
+    assert_eq!(v["result"], "pass", "{v}");
+}

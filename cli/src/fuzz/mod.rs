@@ -31,7 +31,8 @@ use adapter::{Adapter, Reply};
 /// Why a case failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
-    /// `violation`, `crash`, `hang`, `not-json`, `schema` or `adapter-error`.
+    /// `violation`, `crash`, `hang`, `too-long`, `not-json`, `schema`, `adapter-error` or
+    /// `flaky`.
     pub kind: &'static str,
     /// The checks violated (for `violation`).
     pub checks: Vec<String>,
@@ -391,8 +392,13 @@ fn drive<T: Target>(
                     if let Err(bad) = crate::protocol::check_answer_size(&l, limit) {
                         return Err(bad_response(bad, &l));
                     }
-                    // `id\nline`, the line moved, not copied (it may be hundreds of MB).
-                    l.insert_str(0, &format!("{id}\n"));
+                    // `id version\nline`, the line moved, not copied (it may be hundreds of
+                    // MB). The answer's version is the request's.
+                    let version = payload
+                        .get("thdcheck")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(crate::protocol::VERSION);
+                    l.insert_str(0, &format!("{id} {version}\n"));
                     Ok(l)
                 }
                 Reply::Garbage { kind, detail } => {
@@ -801,19 +807,23 @@ fn tail(stderr: &str) -> String {
     format!("; stderr:\n{}", keep.join("\n"))
 }
 
-/// Reads a response from `send`'s `"id\nline"` output, mapping protocol errors to failures.
-/// The line is returned as a report shows it ([`clip`]): what a failure keeps of an answer.
+/// Reads a response from `send`'s `"id version\nline"` output, mapping protocol errors to
+/// failures. The line is returned as a report shows it ([`clip`]): what a failure keeps of an
+/// answer.
 pub fn response<R: for<'de> serde::Deserialize<'de>>(
     send: &mut dyn FnMut() -> Result<String, Failure>,
 ) -> Result<(R, String), Failure> {
     let mut line = send()?;
     let cut = line.find('\n');
-    let id: u64 = cut.and_then(|c| line[..c].parse().ok()).unwrap_or(0);
+    let head = cut.map_or("", |c| &line[..c]);
+    let (id, version) = head.split_once(' ').unwrap_or((head, ""));
+    let id: u64 = id.parse().unwrap_or(0);
+    let version: u64 = version.parse().unwrap_or(crate::protocol::VERSION);
     if let Some(c) = cut {
         // In place: the answer is not copied.
         line.drain(..=c);
     }
-    match crate::protocol::parse_response::<R>(&line, id) {
+    match crate::protocol::parse_response::<R>(&line, id, version) {
         Ok(r) => Ok((r, clip(&line))),
         Err(bad) => Err(bad_response(bad, &line)),
     }
@@ -827,6 +837,7 @@ fn bad_response(bad: BadResponse, line: &str) -> Failure {
         BadResponse::AdapterError(d) => {
             ("adapter-error", format!("the adapter reported an error: {d}"))
         }
+        BadResponse::Stale(d) => ("flaky", format!("a stale answer: {d}")),
     };
     Failure { kind, checks: vec![], detail, response: Some(clip(line)) }
 }

@@ -367,6 +367,13 @@ impl PackerTarget {
             };
             let epoch = match request {
                 PackerSessionRequest::Start { .. } => {
+                    // A new packer holds nothing: it can emit, drop or refuse nothing yet.
+                    if let Some(what) = start_answer_holds(&resp) {
+                        return Err(with(Failure::schema(
+                            format!("the answer to `start` holds {what}; it has nothing to say"),
+                            "",
+                        )));
+                    }
                     answers.push((resp, line));
                     continue;
                 }
@@ -544,6 +551,27 @@ impl PackerTarget {
             e.small_packs += packs;
             e.small_optimum += properties::harness::optimal_bins(&lens, cap32) as u64 + over;
         }
+    }
+}
+
+/// What an answer to a session's `start` holds beyond the envelope (`packs: []` is nothing).
+fn start_answer_holds(resp: &PackerResponse) -> Option<&'static str> {
+    if !resp.packs().is_empty() {
+        Some("packs")
+    } else if !resp.dropped.is_empty() {
+        Some("dropped examples")
+    } else if !resp.oversize.is_empty() {
+        Some("oversize examples")
+    } else if !resp.padding.is_empty() {
+        Some("padding packs")
+    } else if resp.ranks.as_ref().is_some_and(|r| !r.is_empty()) {
+        Some("ranks")
+    } else if resp.rejected.is_some() {
+        Some("a refusal")
+    } else if resp.pending.is_some() {
+        Some("`pending`")
+    } else {
+        None
     }
 }
 
