@@ -13,7 +13,7 @@ use crate::pack::BatchData;
 use crate::shards::{GroupBatch, read_group};
 use crate::tensors::BatchFile;
 use anyhow::{Context, Result, bail};
-use properties::checks::{Factor, LoggedKind, Number, Tolerance, check_logged};
+use properties::checks::{Factor, LoggedKind, Number, Tolerance, check_logged, check_logged_text};
 use serde_json::{Map, Value, json};
 use thd::SeqLens;
 use thd::metrics::megatron::{SeqlenStats, num_floating_point_operations};
@@ -724,14 +724,10 @@ fn compare_file(
                     Ok(()) => Status::Ok,
                     Err(v) => Status::Mismatch(Box::new(v)),
                 },
-                _ if value == *e => Status::Ok,
-                _ => Status::Mismatch(Box::new(
-                    properties::Violation::new(properties::Invariant::TokensCp, "logged value")
-                        .id("logged-tokens")
-                        .expected(e)
-                        .got(&value)
-                        .note("not a number"),
-                )),
+                _ => match check_logged_text(&key, kind, &value.to_string(), &e.to_string()) {
+                    Ok(()) => Status::Ok,
+                    Err(v) => Status::Mismatch(Box::new(v)),
+                },
             }
         };
         let (expected, status) = match expected.get(&record_key) {

@@ -428,3 +428,37 @@ fn a_huge_garbage_file_is_rejected_by_its_header_without_reading_it() {
     }
     assert_all(failures);
 }
+
+/// A logged value that is not a number is judged by the rule of its kind: a rate's
+/// `logged-rate` (MFU-PAD), a count's `logged-tokens` (TOKENS-CP). Every such value used to be a
+/// TOKENS-CP `logged-tokens` mismatch, whatever its key.
+#[test]
+fn a_logged_value_that_is_not_a_number_is_its_kinds_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let logged = dir.path().join("logged.json");
+    std::fs::write(&logged, r#"{"throughput.mfu_pct.useful": "n/a", "tokens.real": "many"}"#)
+        .unwrap();
+    let (_, r) = metrics(
+        dir.path(),
+        "r",
+        &recipe("qwen3_8b_sft_seq4096"),
+        &["--json", "--expect", logged.to_str().unwrap()],
+    );
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    let ids: Vec<(String, String)> = doc["comparison"]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["key"].as_str().unwrap().into(), v["detail"]["id"].as_str().unwrap().into()))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            ("throughput.mfu_pct.useful".to_owned(), "logged-rate".to_owned()),
+            ("tokens.real".to_owned(), "logged-tokens".to_owned())
+        ],
+        "{}",
+        r.stdout
+    );
+}

@@ -164,3 +164,31 @@ pub fn check_logged(
     };
     Err(v)
 }
+
+/// The rule for a logged value that is not a number (a string, `null`, a list) where the step
+/// has one: it holds only if the value is the expected one, written the same way. The rule is
+/// the kind's (a count's `logged-tokens`, FLOPs' `logged-flops`, a rate's `logged-rate`), as for
+/// a number.
+///
+/// # Errors
+/// The kind's violation at the key, noting that the logged value is not a number.
+///
+/// # Example
+/// ```
+/// use properties::checks::{LoggedKind, check_logged_text};
+/// let v = check_logged_text("mfu", LoggedKind::Rate, "\"n/a\"", "41.5").unwrap_err();
+/// assert_eq!(v.id, "logged-rate");
+/// assert!(check_logged_text("tag", LoggedKind::Count, "\"x\"", "\"x\"").is_ok());
+/// ```
+pub fn check_logged_text(key: &str, kind: LoggedKind, logged: &str, expected: &str) -> Checked {
+    if logged == expected {
+        return Ok(());
+    }
+    Err(kind
+        .rule()
+        .violation()
+        .at(Location::default().key(key))
+        .expected(expected)
+        .got(logged)
+        .note("not a number"))
+}

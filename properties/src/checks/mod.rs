@@ -56,7 +56,7 @@ pub use layout::{
     cross_doc_label, layout_rules, mask, max_seqlen, mock_nonempty, num_real_seqs, offsets,
     padded_slots, position_ids, qk_offsets, row_slots, seq_idx, token_counts,
 };
-pub use logged::{Factor, LoggedKind, Number, Tolerance, check_logged};
+pub use logged::{Factor, LoggedKind, Number, Tolerance, check_logged, check_logged_text};
 pub use loss::{LossRecord, check_loss};
 pub use mfu_pad::{MetricRecord, check_mfu_pad};
 pub use packer::{
