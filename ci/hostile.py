@@ -378,6 +378,15 @@ def alive(marker: str) -> bool:
     return False
 
 
+# A stdlib packer for the adapter-driver faults: `answer(r)` is a correct payload (one pack per
+# example, over-long ones dropped; nothing for a session's start, end_epoch, finish), `reply`
+# writes it under the request's version and id.
+ONCE = ("import json, os, sys\n"
+        "def answer(r):\n    ex = r.get('examples', []); cap = r.get('capacity', 1 << 30)\n"
+        "    return {'packs': [[e['id']] for e in ex if e['len'] <= cap], 'dropped': [e['id'] for e in ex if e['len'] > cap]}\n"
+        "def reply(r, **p):\n    sys.stdout.write(json.dumps(dict({'thdcheck': r['thdcheck'], 'id': r['id']}, **p)) + '\\n'); sys.stdout.flush()\n")
+
+
 def adapters_group(tmp: Path) -> str:
     t0 = time.time()
     marker = f"thdcheck-hostile-{os.getpid()}"
@@ -404,6 +413,24 @@ def adapters_group(tmp: Path) -> str:
                   "    print(json.dumps({'thdcheck': 2, 'id': r['id'], 'packs': [[e['id']] for e in r.get('examples', [])]}), flush=True)", ["--session", "--fitting-only"]),
         ("schema", "import sys, json\nfor l in sys.stdin: print(json.dumps({'thdcheck': 2, 'id': json.loads(l)['id'], 'packs': {'a': 1}}), flush=True)", ["--session"]),
         ("schema", "import sys, json\nfor l in sys.stdin: print(json.dumps({'thdcheck': 3, 'id': json.loads(l)['id'], 'packs': []}), flush=True)", ["--session"]),
+        # The adapter driver (issue 24, item 2): gone before the next request (thdcheck once
+        # died of SIGPIPE, exit 141), half a line then gone, a child holding stdout after the
+        # adapter exits (once a hang), the wrong version either way, a session `start` answered
+        # with packs, two answers per request (stale ids), a flood of empty packs, and children
+        # that leave the process group (a new session, a double-fork daemon holding stdout).
+        ("crash", f"{ONCE}r = json.loads(sys.stdin.readline())\nos.close(0)\nreply(r, **answer(r))", []),
+        ("not-json", "import os, sys\nsys.stdin.readline()\nos.close(0)\nsys.stdout.write('{\"thdch'); sys.stdout.flush()", []),
+        ("crash", "import subprocess, sys\nsys.stdin.readline()\nsubprocess.Popen(['sleep', '300'])\nsys.exit(3)", ["--timeout-ms", "20000", "--startup-timeout-ms", "20000"]),
+        ("schema", f"{ONCE}for l in sys.stdin:\n    r = json.loads(l); r['thdcheck'] = 2; reply(r, **answer(r))", []),
+        ("schema", f"{ONCE}for l in sys.stdin:\n    r = json.loads(l); r['thdcheck'] = 1; reply(r, **answer(r))", ["--session", "--fitting-only"]),
+        ("schema", f"{ONCE}for l in sys.stdin:\n    r = json.loads(l); reply(r, **({{'packs': [[0]]}} if r['op'] == 'start' else answer(r)))", ["--session", "--fitting-only"]),
+        ("flaky", f"{ONCE}for l in sys.stdin:\n    r = json.loads(l); reply(r, **answer(r)); reply(r, **answer(r))", []),
+        ("schema", "import sys, json\nfor l in sys.stdin: sys.stdout.write(('{\"thdcheck\":1,\"id\":%d,\"packs\":[' + '[],' * 1000000 + '[]]}\\n') % json.loads(l)['id']); sys.stdout.flush()", []),
+        ("hang", f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}'], start_new_session=True)\n"
+                 "sys.stdin.readline()\ntime.sleep(300)", ["--timeout-ms", "300", "--startup-timeout-ms", "300"]),
+        ("crash", "import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+                  f"        os.execvp(sys.executable, [sys.executable, '-c', 'import time; time.sleep(300)', '{marker}'])\n"
+                  "    os._exit(0)\nos.wait()\nsys.stdin.readline()\nsys.exit(3)", ["--timeout-ms", "20000", "--startup-timeout-ms", "20000"]),
     ]
     for kind, script, extra in faults:
         args = ["fuzz", "packer", "--json", "--cases", "8", "--max-shrink-runs", "4", *extra, "--", "python3", "-c", script]
