@@ -124,7 +124,9 @@ pub struct FuzzArgs {
     /// A failing run lists every other class it met ("also failing").
     #[arg(long, value_name = "CLASS")]
     pub ignore: Vec<String>,
-    /// At most this many runs to shrink a failure (a crashing adapter is restarted per run).
+    /// At most this many runs after the first failure: shrinking it, replaying it, and the scan
+    /// of fresh cases for other failing classes (at most 256; none after a crash, a hang, a
+    /// too-long or not-json answer). A crashing adapter is restarted per run.
     #[arg(long, default_value_t = 1000)]
     pub max_shrink_runs: u32,
     /// Collator contract: sft (flatten) or dpo (chosen/rejected/concatenated keys).
