@@ -235,17 +235,38 @@ impl fmt::Display for Location {
 ///
 /// # Example
 /// ```
-/// use properties::{Invariant, Location, Violation};
-/// let v = Violation::new(Invariant::Layout, "position ids restart at 0 in every segment")
-///     .at(Location::default().segment(1).token(3))
-///     .expected(0)
-///     .got(3);
+/// use properties::Location;
+/// use properties::checks::POSITION_IDS;
+/// let v = POSITION_IDS.violation().at(Location::default().segment(1).token(3)).expected(0).got(3);
+/// assert_eq!(v.id, "position-ids");
 /// assert_eq!(
 ///     v.to_string(),
-///     "LAYOUT: position ids restart at 0 in every segment\n  at: segment 1, token 3\n  expected: 0\n  got: 3"
+///     "LAYOUT: position ids restart at each segment start\n  at: segment 1, token 3\n  expected: 0\n  got: 3"
 /// );
 /// ```
+///
+/// Only `properties` builds one (`Violation::new` is crate-private and the struct cannot be
+/// written literally elsewhere): a verdict outside this crate comes from a registered rule's
+/// [`crate::checks::Rule::violation`] or a `check_*` function, never from a caller's own code.
+/// These two doc tests prove it by failing to compile:
+///
+/// ```compile_fail
+/// let v = properties::Violation::new(properties::Invariant::Layout, "a verdict of my own");
+/// ```
+///
+/// ```compile_fail
+/// let v = properties::Violation {
+///     id: "",
+///     invariant: properties::Invariant::Layout,
+///     rule: String::from("a verdict of my own"),
+///     at: Box::default(),
+///     expected: String::new(),
+///     got: String::new(),
+///     note: None,
+/// };
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Violation {
     /// The id of the rule (`position-ids`, `packer-conservation`, ...; see
     /// [`crate::checks::RULES`]), empty for a check that has no rule id of its own.
@@ -267,8 +288,9 @@ pub struct Violation {
 }
 
 impl Violation {
-    /// A violation of `rule` of `invariant`, with no location or values yet.
-    pub fn new(invariant: Invariant, rule: impl Into<String>) -> Self {
+    /// A violation of `rule` of `invariant`, with no location or values yet (crate-private:
+    /// callers get violations from the rules).
+    pub(crate) fn new(invariant: Invariant, rule: impl Into<String>) -> Self {
         Self {
             id: "",
             invariant,
@@ -337,8 +359,10 @@ impl Violation {
     ///
     /// # Example
     /// ```
-    /// use properties::{Invariant, Location, Violation};
-    /// let v = Violation::new(Invariant::Layout, "position ids restart at each segment start")
+    /// use properties::Location;
+    /// use properties::checks::POSITION_IDS;
+    /// let v = POSITION_IDS
+    ///     .violation()
     ///     .at(Location::default().segment(1).token(4).key("position_ids"))
     ///     .expected(0)
     ///     .got(4);

@@ -7,7 +7,10 @@ use crate::pack::BatchData;
 use crate::protocol::{CollatorExample, CollatorMode, CollatorRequest, batch_to_safetensors};
 use crate::tensors::BatchFile;
 use crate::{CheckOptions, FileReport};
-use properties::checks::{Outcome, check_documents, check_static_shape};
+use properties::checks::{
+    Outcome, check_documents, check_dpo_concatenated_present, check_packs_present,
+    check_static_shape,
+};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
@@ -274,17 +277,12 @@ fn check(
                     CollatorExample::Pair { .. } => None,
                 })
                 .collect();
-            let pack =
-                parsed.packs.first().ok_or_else(|| Failure::violation("documents", "no pack"))?;
-            documents(pack, &docs, req.max_seq_length, rewrites, "batch")
+            check_packs_present(parsed.packs.len(), &["batch"]).map_err(Failure::from_violation)?;
+            documents(&parsed.packs[0], &docs, req.max_seq_length, rewrites, "batch")
         }
         CollatorMode::Dpo => {
-            if parsed.dpo.is_none() {
-                return Err(Failure::violation(
-                    "dpo-offsets",
-                    "no concatenated_cu_seq_lens_k in the batch: the DPO contract returns the concatenated keys too",
-                ));
-            }
+            check_dpo_concatenated_present(parsed.dpo.is_some())
+                .map_err(Failure::from_violation)?;
             let (mut chosen, mut rejected) = (Vec::new(), Vec::new());
             for e in examples {
                 if let CollatorExample::Pair { chosen_input_ids, rejected_input_ids, .. } = e {
@@ -292,11 +290,10 @@ fn check(
                     rejected.push(rejected_input_ids.as_slice());
                 }
             }
-            let (Some(c), Some(r)) = (parsed.packs.first(), parsed.packs.get(1)) else {
-                return Err(Failure::violation("documents", "no chosen / rejected packs"));
-            };
-            documents(c, &chosen, req.max_seq_length, rewrites, "chosen")?;
-            documents(r, &rejected, req.max_seq_length, rewrites, "rejected")
+            check_packs_present(parsed.packs.len(), &["chosen", "rejected"])
+                .map_err(Failure::from_violation)?;
+            documents(&parsed.packs[0], &chosen, req.max_seq_length, rewrites, "chosen")?;
+            documents(&parsed.packs[1], &rejected, req.max_seq_length, rewrites, "rejected")
         }
     }
 }

@@ -74,15 +74,6 @@ impl Failure {
             response: Some(response.to_owned()),
         }
     }
-
-    fn violation(check: &str, detail: impl Into<String>) -> Self {
-        Self {
-            kind: "violation",
-            checks: vec![check.to_owned()],
-            detail: format!("{check}: {}", detail.into()),
-            response: None,
-        }
-    }
 }
 
 /// The class of a failure: shrinking keeps it, so a bug cannot turn into another one (an offset

@@ -1,6 +1,8 @@
 //! DPO: the concatenated chosen + rejected row keeps every segment on its own example.
 
-use super::{DPO_SEGMENT_COUNT, DPO_SEGMENT_LENGTH, DPO_SEGMENT_ORDER, DPO_SEGMENT_TOKENS, Rule};
+use super::{
+    DPO_OFFSETS, DPO_SEGMENT_COUNT, DPO_SEGMENT_LENGTH, DPO_SEGMENT_ORDER, DPO_SEGMENT_TOKENS, Rule,
+};
 use crate::{Checked, Location};
 
 /// One expected segment of a concatenated DPO row.
@@ -117,6 +119,29 @@ pub fn check_dpo(view: &DpoView<'_>, expected: &[DpoSegment]) -> Checked {
         crate::checks::first_violation(&[crate::checks::seq_idx(&layout, &mock)])?;
     }
     Ok(())
+}
+
+/// DPO, `dpo-offsets`: a DPO collator's batch carries the concatenated offsets the model reads
+/// (`concatenated_cu_seq_lens_k`): the contract of `thdcheck fuzz collator --mode dpo`.
+///
+/// # Errors
+/// The `dpo-offsets` violation when they are absent.
+///
+/// # Example
+/// ```
+/// use properties::checks::check_dpo_concatenated_present;
+/// assert!(check_dpo_concatenated_present(true).is_ok());
+/// assert_eq!(check_dpo_concatenated_present(false).unwrap_err().id, "dpo-offsets");
+/// ```
+pub fn check_dpo_concatenated_present(present: bool) -> Checked {
+    if present {
+        return Ok(());
+    }
+    Err(DPO_OFFSETS
+        .violation()
+        .expected("concatenated_cu_seq_lens_k in the batch")
+        .got("no concatenated offsets")
+        .note("the DPO contract returns the concatenated keys too"))
 }
 
 /// A DPO batch file's concatenation as plain data: what `dpo-offsets` and `dpo-concat` judge.

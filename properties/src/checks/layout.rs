@@ -846,6 +846,28 @@ pub fn check_layout(view: &LayoutView<'_>) -> Checked {
     first_violation(&layout_rules(view))
 }
 
+/// LAYOUT, documents: a collator's answer holds the packs its contract asks for (`want`: one
+/// for SFT, chosen and rejected for DPO) before its documents can be compared.
+///
+/// # Errors
+/// The `documents` violation, naming what is missing.
+///
+/// # Example
+/// ```
+/// use properties::checks::check_packs_present;
+/// assert!(check_packs_present(1, &["batch"]).is_ok());
+/// assert_eq!(check_packs_present(1, &["chosen", "rejected"]).unwrap_err().id, "documents");
+/// ```
+pub fn check_packs_present(packs: usize, want: &[&str]) -> Checked {
+    if packs >= want.len() {
+        return Ok(());
+    }
+    Err(DOCUMENTS
+        .violation()
+        .expected(format!("{} pack(s): {}", want.len(), want.join(", ")))
+        .got(format!("{packs} pack(s)")))
+}
+
 /// LAYOUT, documents: the real segments are exactly the examples, in order.
 ///
 /// ```text

@@ -48,13 +48,17 @@ pub use cp_shard::{
     ShardView, check_cp_shard, check_reassembly, check_split_accepted, roll_labels, rolled_label,
     zigzag_positions, zigzag_reassemble,
 };
-pub use dpo::{DpoConcat, DpoSegment, DpoView, check_dpo, dpo_concat, dpo_offsets};
+pub use dpo::{
+    DpoConcat, DpoSegment, DpoView, check_dpo, check_dpo_concatenated_present, dpo_concat,
+    dpo_offsets,
+};
 pub use flops::{FlopsStats, MicroBatchView, check_flops, check_flops_additive};
 pub use ints::{Ints, IntsIter};
 pub use layout::{
-    KeyNames, LayoutView, check_documents, check_layout, check_offsets, check_static_shape,
-    cross_doc_label, layout_rules, mask, max_seqlen, mock_nonempty, num_real_seqs, offsets,
-    padded_slots, position_ids, qk_offsets, row_slots, seq_idx, token_counts,
+    KeyNames, LayoutView, check_documents, check_layout, check_offsets, check_packs_present,
+    check_static_shape, cross_doc_label, layout_rules, mask, max_seqlen, mock_nonempty,
+    num_real_seqs, offsets, padded_slots, position_ids, qk_offsets, row_slots, seq_idx,
+    token_counts,
 };
 pub use logged::{Factor, LoggedKind, Number, Tolerance, check_logged, check_logged_text};
 pub use loss::{LossRecord, check_loss};
