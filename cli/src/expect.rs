@@ -95,6 +95,16 @@ impl Expectations {
                         .ok_or_else(|| format!("`{file}`: ids are strings"))
                 })
                 .collect::<std::result::Result<_, _>>()?;
+            // Every id is one a report can name: "error", or a rule of the registry. A misspelt
+            // id would expect a verdict no file can ever get.
+            if let Some(bad) = ids.iter().find(|i| {
+                *i != "error" && !properties::checks::RULES.iter().any(|r| r.id == i.as_str())
+            }) {
+                return Err(format!(
+                    "`{file}`: {bad:?} is not a rule id (the ids of `thdcheck check` reports, \
+                     properties::checks::RULES) nor \"error\""
+                ));
+            }
             let e = if ids.iter().any(|i| i == "error") {
                 Expected::Error
             } else if ids.is_empty() {
@@ -177,5 +187,20 @@ mod tests {
         assert_eq!(e.expected(Path::new("dir/m.safetensors")), Expected::Error);
         assert_eq!(e.expected(Path::new("dir/good.safetensors")), Expected::Pass);
         assert!(Expectations::parse("x = 3", Path::new("e.toml")).is_err());
+    }
+
+    #[test]
+    fn an_id_that_is_no_rule_is_an_error_naming_file_and_id() {
+        let e = Expectations::parse("\"a.safetensors\" = [\"positon-ids\"]", Path::new("e.toml"))
+            .unwrap_err();
+        assert!(
+            e.contains("`a.safetensors`") && e.contains("\"positon-ids\" is not a rule id"),
+            "{e}"
+        );
+        // Every rule of the registry is accepted, and so is "error".
+        for rule in properties::checks::RULES {
+            let text = format!("\"a.safetensors\" = [\"{}\"]", rule.id);
+            assert!(Expectations::parse(&text, Path::new("e.toml")).is_ok(), "{}", rule.id);
+        }
     }
 }

@@ -210,7 +210,7 @@ fn check(
 ) -> Result<(), Failure> {
     let unreadable = |e: crate::Error| Failure {
         kind: "violation",
-        checks: vec!["batch-readable".into()],
+        checks: vec![properties::checks::BATCH_READABLE.id.into()],
         detail: format!("`thdcheck check` cannot read the batch: {e}"),
         response: None,
     };

@@ -422,7 +422,7 @@ impl Target for LoggerTarget {
 fn expected(case: &LoggerCase, peak_tflops: f64) -> Result<BTreeMap<String, Value>, Failure> {
     let internal = |e: String| Failure {
         kind: "violation",
-        checks: vec!["batch-readable".into()],
+        checks: vec![properties::checks::BATCH_READABLE.id.into()],
         detail: format!("thdcheck cannot read its own generated batch (a thdcheck bug): {e}"),
         response: None,
     };

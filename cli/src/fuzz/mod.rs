@@ -210,7 +210,38 @@ pub fn run_in_process(
     run_with(args, Transport::InProcess(answer), out)
 }
 
+/// What an adapter can do besides breaking a rule: the failure kinds `--ignore` may name.
+pub const FAILURE_KINDS: &[&str] =
+    &["violation", "adapter-error", "crash", "hang", "too-long", "not-json", "schema", "flaky"];
+
+/// Checks every `--ignore` value against the failure kinds and the rule registry: a kind
+/// (`crash`), a rule id (`dpo-offsets`), or a kind and a rule id (`violation dpo-offsets`). A
+/// misspelt class would otherwise ignore nothing, silently.
+///
+/// # Errors
+/// The first value that names neither, with what may be named.
+pub fn check_ignore(values: &[String]) -> Result<()> {
+    let rule = |id: &str| properties::checks::RULES.iter().any(|r| r.id == id);
+    for value in values {
+        let known = match value.split_once(' ') {
+            Some((kind, id)) => FAILURE_KINDS.contains(&kind) && rule(id),
+            None => FAILURE_KINDS.contains(&value.as_str()) || rule(value),
+        };
+        if !known {
+            let ids: Vec<&str> = properties::checks::RULES.iter().map(|r| r.id).collect();
+            anyhow::bail!(
+                "--ignore {value:?}: not a failure kind ({}) nor a rule id ({}), nor a kind and \
+                 a rule id (`violation dpo-offsets`)",
+                FAILURE_KINDS.join(", "),
+                ids.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
 fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> Result<u8> {
+    check_ignore(&args.ignore)?;
     match args.target {
         FuzzTarget::Packer => {
             let cfg = packer::PackerConfig {
@@ -831,4 +862,21 @@ fn bad_response(bad: BadResponse, line: &str) -> Failure {
         BadResponse::Stale(d) => ("flaky", format!("a stale answer: {d}")),
     };
     Failure { kind, checks: vec![], detail, response: Some(clip(line)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_ignore;
+
+    #[test]
+    fn ignore_names_a_kind_a_rule_or_both() {
+        let ok = |v: &str| check_ignore(&[v.to_owned()]);
+        for v in ["crash", "adapter-error", "cp-loss", "violation dpo-offsets", "batch-readable"] {
+            assert!(ok(v).is_ok(), "{v}");
+        }
+        for v in ["crsh", "cp loss", "violation nope", "nope dpo-offsets", ""] {
+            let e = ok(v).unwrap_err().to_string();
+            assert!(e.contains(&format!("--ignore {v:?}")) && e.contains("crash"), "{e}");
+        }
+    }
 }

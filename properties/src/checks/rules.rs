@@ -183,6 +183,8 @@ rules! {
     DPO_CONCAT = "dpo-concat", Dpo, "concatenated tensors are chosen ++ rejected";
     /// A collator keeps its documents. [`crate::checks::check_documents`].
     DOCUMENTS = "documents", Layout, "the real segments are exactly the examples, in order";
+    /// A collator's batch is one `thdcheck check` reads. `thdcheck fuzz collator` / `logger`.
+    BATCH_READABLE = "batch-readable", Layout, "the batch a collator returns is one thdcheck check reads (known keys, integer tensors of consistent shapes)";
     /// A static-shape collator fills exactly its length. [`crate::checks::check_static_shape`].
     STATIC_SHAPE = "static-shape", Layout, "with a static max_seq_length the pack holds exactly that many tokens";
     /// Packers conserve their input. [`crate::checks::check_conservation`].
