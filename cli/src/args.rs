@@ -129,6 +129,14 @@ pub struct FuzzArgs {
     /// too-long or not-json answer). A crashing adapter is restarted per run.
     #[arg(long, default_value_t = 1000)]
     pub max_shrink_runs: u32,
+    /// Stop at the first failing class: shrink it and report it, without the scan of fresh
+    /// cases for other failing classes (the Python fuzzers' default).
+    #[arg(long, conflicts_with = "also_failing")]
+    pub first_failure: bool,
+    /// At most this many fresh cases in the scan for other failing classes after a failure
+    /// (also bounded by --max-shrink-runs and by 256).
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub also_failing: u32,
     /// Collator contract: sft (flatten) or dpo (chosen/rejected/concatenated keys).
     #[arg(long, value_enum, default_value = "sft")]
     pub mode: crate::protocol::CollatorMode,

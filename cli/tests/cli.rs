@@ -1784,6 +1784,20 @@ fn fuzz_reports_every_failing_class_and_ignore_shrinks_the_next() {
     assert_eq!(v["failure"]["checks"], serde_json::json!([other]), "{v}");
 }
 
+/// `--first-failure` stops at the first class (no scan of fresh cases, 0 scan runs);
+/// `--also-failing N` bounds the scan to N fresh cases; the other class is still found within 8.
+#[test]
+fn fuzz_first_failure_skips_the_scan_and_also_failing_bounds_it() {
+    let bad = example_adapter("mask_from_ids_collator");
+    let base = ["collator", "--json", "--cases", "64", "--pad-to-multiple-of", "8"];
+    let v = fuzz_json(&[&base[..], &["--first-failure", "--", "python3", &bad]].concat(), 1);
+    assert_eq!(v["scan_runs"], 0, "{v}");
+    assert!(v.get("also_failing").is_none_or(|a| a.as_array().is_some_and(Vec::is_empty)), "{v}");
+    let v = fuzz_json(&[&base[..], &["--also-failing", "8", "--", "python3", &bad]].concat(), 1);
+    let scanned = v["scan_runs"].as_u64().unwrap();
+    assert!((1..=8).contains(&scanned), "{v}");
+}
+
 /// `--over-budget`: some requests need more than their `max_seq_length`; a collator that keeps
 /// the longest prefix that fits passes, one that packs everything is caught.
 #[test]

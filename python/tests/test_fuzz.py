@@ -172,6 +172,19 @@ def test_a_packer_index_outside_the_request_is_a_schema_fault():
     assert f["kind"] == "schema" and "indices 0.." in f["detail"], f
 
 
+def test_the_first_failure_is_the_default_and_the_scan_is_asked_for():
+    bad = example("greedy_packer_drops_overflow")
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(bad.pack, cases=64)
+    assert e.value.report["scan_runs"] == 0, e.value.report
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(bad.pack, cases=64, also_failing=16)
+    assert 0 < e.value.report["scan_runs"] <= 16, e.value.report
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(bad.pack, cases=64, first_failure=False)
+    assert e.value.report["scan_runs"] > 0, e.value.report
+
+
 def test_options_are_the_commands_and_bad_ones_are_value_errors():
     # OLMo-core's format: pretraining labels pass under its profile, fail stated as SFT.
     fmt = example("sample_numbers_collator")

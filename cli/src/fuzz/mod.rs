@@ -619,9 +619,11 @@ fn drive<T: Target>(
             let runs = executed.get();
             let budget_left = u64::from(args.max_shrink_runs)
                 .saturating_sub(runs.saturating_sub(passed.get()))
-                .min(u64::from(args.cases.min(256)));
+                .min(u64::from(args.cases.min(256)))
+                .min(u64::from(args.also_failing));
             let blind = ["crash", "hang", "too-long", "not-json"];
-            let scan_runs = if hung.get()
+            let scan_runs = if args.first_failure
+                || hung.get()
                 || blind.contains(&failure.kind)
                 || shrunk_as.as_ref().is_some_and(|g| blind.contains(&g.kind))
             {
@@ -774,6 +776,10 @@ fn drive<T: Target>(
                          --max-shrink-runs){}",
                         if also.is_empty() { ": none found" } else { "" }
                     )
+                } else if args.first_failure {
+                    "0 runs: --first-failure".to_owned()
+                } else if args.also_failing == 0 {
+                    "0 runs: --also-failing 0".to_owned()
                 } else if scan_runs == 0 && budget_left > 0 {
                     format!("0 runs: no scan for other classes after a `{}`", failure.kind)
                 } else {

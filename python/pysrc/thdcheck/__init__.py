@@ -489,6 +489,12 @@ def _fuzz(target: str, handler: Callable[[dict], dict], call: str, options: Mapp
     def answer(line: str) -> str:
         return adapter.answer(handler, line)
 
+    # Stop at the first failing class unless asked for the others (`first_failure=False`,
+    # `also_failing=N`): in a test, the first shrunk failure is what is wanted, at once.
+    options = dict(options)
+    if "also_failing" not in options:
+        options.setdefault("first_failure", True)
+
     report = json.loads(_native.fuzz([target, *_flags(options)], answer))
     if report["result"] == "pass":
         return FuzzResult(report)
