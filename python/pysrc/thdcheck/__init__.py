@@ -25,6 +25,9 @@ from thdcheck._native import BatchError
 __all__ = [
     "BatchError",
     "FuzzFailure",
+    "Guard",
+    "GuardViolation",
+    "ThdcheckWarning",
     "FuzzResult",
     "Outcome",
     "Report",
@@ -36,6 +39,7 @@ __all__ = [
     "fuzz_loss",
     "fuzz_packer",
     "fuzz_packer_session",
+    "guard",
     "metrics",
 ]
 __version__ = _native.__version__
@@ -645,3 +649,6 @@ def metrics(
     finally:
         if tmp is not None:
             os.unlink(tmp.name)
+
+
+from thdcheck.guard import Guard, GuardViolation, ThdcheckWarning, guard  # noqa: E402

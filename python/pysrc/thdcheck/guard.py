@@ -1,0 +1,214 @@
+"""`thdcheck.guard`: the gate on every batch of a live training run.
+
+    loader = DataLoader(ds, batch_size=8, collate_fn=thdcheck.guard(collate, profile="trl"))
+    trainer = Trainer(..., data_collator=thdcheck.guard(DataCollatorWithFlattening()))
+
+A guard wraps a collate function and runs `thdcheck.check` on what it returns (every batch, or
+every `every`-th), with the same options as `check`. What it does on a violation is
+`on_violation`: "raise" (a `GuardViolation`, an `AssertionError` carrying the report), "warn"
+(one `ThdcheckWarning` per rule and process), or "dump" (the batch written as a `.safetensors`
+file that `thdcheck check` replays, beside the report and the command that replays it; then a
+warning per rule). The batch itself is returned unchanged.
+
+A guard is picklable (a `DataLoader` with `num_workers > 0` copies it into every worker; each
+worker then warns once per rule). CPU tensors and arrays are read in place; a tensor on a GPU is
+copied to the CPU only when it can be one the rules read: integer and bool tensors, and float
+tensors no larger than the largest integer tensor (a float padding mask, per-token weights),
+never logits or hidden states.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import warnings
+from typing import Any, Callable, Mapping
+
+__all__ = ["Guard", "GuardViolation", "ThdcheckWarning", "guard"]
+
+
+class ThdcheckWarning(UserWarning):
+    """A batch broke a rule (a guard with `on_violation="warn"` or `"dump"`)."""
+
+
+class GuardViolation(AssertionError):
+    """A batch broke a rule (a guard with `on_violation="raise"`); `report` is its `Report`
+    (None when re-raised from a `DataLoader` worker, which passes the message alone)."""
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+_ACTIONS = ("raise", "warn", "dump")
+
+
+class Guard:
+    """The wrapped collate function (see the module's doc). `stats` counts the batches seen,
+    checked and violated and, per rule id, the violations."""
+
+    def __init__(
+        self,
+        collate_fn: Callable[..., Any],
+        *,
+        every: int = 1,
+        on_violation: str = "raise",
+        dump_dir: str | os.PathLike | None = None,
+        **options: Any,
+    ) -> None:
+        if not callable(collate_fn):
+            raise TypeError(f"guard: {collate_fn!r} is not callable")
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"guard: every={every!r}: expected an integer >= 1")
+        if on_violation not in _ACTIONS:
+            raise ValueError(f"guard: on_violation={on_violation!r}: expected one of {', '.join(_ACTIONS)}")
+        self.collate_fn = collate_fn
+        self.every = every
+        self.on_violation = on_violation
+        self.dump_dir = os.fspath(dump_dir) if dump_dir is not None else "thdcheck-dumps"
+        self.options = dict(options)
+        self.options.pop("name", None)  # each batch is named by its number
+        self.stats = {"batches": 0, "checked": 0, "violated": 0, "rules": {}}
+        self._warned: set = set()
+        # A bad option is an error now, not at the first batch of a long run.
+        from thdcheck import BatchError, check
+
+        try:
+            check({"input_ids": [[0]]}, **self.options)
+        except BatchError:
+            pass  # the options are fine; this one-token batch is not what they describe
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        batch = self.collate_fn(*args, **kwargs)
+        self.stats["batches"] += 1
+        if (self.stats["batches"] - 1) % self.every == 0:
+            self._check(batch)
+        return batch
+
+    def _check(self, batch: Any) -> None:
+        from thdcheck import check
+
+        self.stats["checked"] += 1
+        name = f"batch {self.stats['batches'] - 1}"
+        report = check(_readable(batch), name=name, **self.options)
+        if report.ok:
+            return
+        self.stats["violated"] += 1
+        for rule in report.violated:
+            self.stats["rules"][rule] = self.stats["rules"].get(rule, 0) + 1
+        message = f"thdcheck guard: {name} violates {', '.join(report.violated)}"
+        if self.on_violation == "raise":
+            raise GuardViolation(f"{message}\n{report}", report)
+        if self.on_violation == "dump":
+            path = self._dump(batch, report, name)
+            message += f"; dumped to {path} (replay: {_replay(path, self.options)})"
+        new = [r for r in report.violated if r not in self._warned]
+        if new:
+            self._warned.update(new)
+            warnings.warn(f"{message}\n{report}", ThdcheckWarning, stacklevel=3)
+
+    def _dump(self, batch: Mapping[str, Any], report: Any, name: str) -> str:
+        os.makedirs(self.dump_dir, exist_ok=True)
+        stem = f"thdcheck-{os.getpid()}-{self.stats['batches'] - 1:06d}"
+        path = os.path.join(self.dump_dir, stem + ".safetensors")
+        write_safetensors(path, _readable(batch), self.options.get("metadata"))
+        with open(os.path.join(self.dump_dir, stem + ".txt"), "w") as f:
+            f.write(f"{report}\nreplay: {_replay(path, self.options)}\n")
+        return path
+
+    def __repr__(self) -> str:
+        return f"<thdcheck.Guard of {self.collate_fn!r}: {self.stats}>"
+
+
+def guard(collate_fn: Callable[..., Any], **options: Any) -> Guard:
+    """Wraps `collate_fn` in a `Guard`: `every=1`, `on_violation="raise"|"warn"|"dump"`,
+    `dump_dir="thdcheck-dumps"`, and the options of `thdcheck.check` (`profile`,
+    `pad_token_id`, `cp_size`, ...)."""
+    return Guard(collate_fn, **options)
+
+
+def _is_torch(value: Any) -> bool:
+    return type(value).__module__.startswith("torch") and hasattr(value, "data_ptr")
+
+
+def _readable(batch: Any) -> Any:
+    """The batch as the rules need it: tensors on a GPU copied to the CPU only when they can be
+    read by a rule (see the module's doc); everything else as it is."""
+    if not isinstance(batch, Mapping):
+        return batch
+    devices = [v for v in batch.values() if _is_torch(v) and v.device.type != "cpu"]
+    if not devices:
+        return batch
+    widest = max(
+        (v.numel() for v in batch.values() if _is_torch(v) and not v.is_floating_point()),
+        default=0,
+    )
+    out = {}
+    for key, value in batch.items():
+        if _is_torch(value) and value.device.type != "cpu":
+            if value.is_floating_point() and value.numel() > widest:
+                continue  # logits, hidden states: no rule reads them
+            value = value.detach().to("cpu")
+        out[key] = value
+    return out
+
+
+def _replay(path: str, options: Mapping[str, Any]) -> str:
+    flags = []
+    for key, value in options.items():
+        if key in ("metadata", "name") or value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif key == "map":
+            flags += [f"--map {k}={v}" for k, v in value.items()]
+        else:
+            flags.append(f"{flag} {value}")
+    return " ".join(["thdcheck check", path, *flags])
+
+
+_DUMP_DTYPES = {
+    "I64": ("<i8", 8), "I32": ("<i4", 4), "I16": ("<i2", 2), "I8": ("|i1", 1), "U8": ("|u1", 1),
+    "U16": ("<u2", 2), "U32": ("<u4", 4), "U64": ("<u8", 8), "BOOL": ("|b1", 1),
+    "F64": ("<f8", 8), "F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("bf16", 2),
+}
+
+
+def write_safetensors(path: str, batch: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> None:
+    """Writes the tensors of `batch` (everything `thdcheck.check` reads as a tensor, converted
+    the same way) as the `.safetensors` file `safetensors.torch.save_file` would write, so that
+    `thdcheck check` replays the verdict; no `safetensors` package needed."""
+    from thdcheck import _metadata, _tensors
+
+    header: dict = {}
+    chunks = []
+    offset = 0
+    for key, code, shape, data in _tensors(batch, "batch"):
+        raw = data if isinstance(data, bytes) else _owned_bytes(data)
+        header[key] = {"dtype": code, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    meta = _metadata(metadata)
+    if meta:
+        header["__metadata__"] = meta
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned, as save_file writes it
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for c in chunks:
+            f.write(c)
+
+
+def _owned_bytes(held: tuple) -> bytes:
+    """The bytes of `(owner, data_ptr, nbytes)`: a numpy array or a CPU torch tensor."""
+    owner, _ptr, nbytes = held
+    if hasattr(owner, "tobytes"):
+        return owner.tobytes()
+    # A torch tensor: through its untyped storage view, without numpy.
+    flat = owner.reshape(-1)
+    import ctypes
+
+    return ctypes.string_at(flat.data_ptr(), nbytes)
