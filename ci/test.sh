@@ -34,7 +34,14 @@ cargo test --workspace
 step "Python package: build the wheel in a fresh venv and run its tests (python/README.md)"
 venv=$(mktemp -d)/venv
 python3 -m venv "$venv"
-"$venv/bin/pip" install -q ./python pytest numpy
+# The wheel is built once (maturin, as the release workflow does) and installed offline; the
+# tests and the installed command run against it.
+"$venv/bin/pip" install -q maturin
+dist=$(dirname "$venv")/dist
+(cd python && "$venv/bin/maturin" build --release -q -o "$dist")
+"$venv/bin/pip" install -q --no-index "$dist"/thdcheck-*.whl
+"$venv/bin/pip" install -q pytest numpy
+"$venv/bin/thdcheck" check examples/batches >/dev/null   # the command the wheel installs
 "$venv/bin/python" -m pytest -q python/tests
 python3 ci/hostile.py --python "$venv/bin/python"   # hostile values, each in a child interpreter
 cargo fmt --manifest-path python/Cargo.toml -- --check

@@ -28,6 +28,7 @@
 
 pub mod args;
 pub mod checks;
+pub mod command;
 pub mod dialect;
 pub mod error;
 pub mod expect;

@@ -7,32 +7,9 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-mod check_cmd;
-mod cli;
-mod selfcheck;
-
-use cli::{Cli, Command};
-
 fn main() -> ExitCode {
     restore_sigpipe();
-    let cli = Cli::parse();
-    let outcome = match cli.command {
-        Command::Selfcheck { seed, cases, zoo } => {
-            selfcheck::run(seed, cases, zoo).map(|ok| if ok { 0 } else { 1 })
-        }
-        Command::Check(args) => check_cmd::run(&args),
-        Command::Fuzz(args) => thdcheck::fuzz::run(&args),
-        Command::Metrics(args) => thdcheck::metrics_cmd::run(&args),
-    };
-    match outcome {
-        Ok(code) => ExitCode::from(code),
-        Err(err) => {
-            eprintln!("thdcheck: error: {err:#}");
-            ExitCode::from(2)
-        }
-    }
+    ExitCode::from(thdcheck::command::main(std::env::args_os()))
 }
 
 /// Rust ignores SIGPIPE, so `thdcheck check dir | head` would panic in `println!` once `head`

@@ -254,12 +254,21 @@ fn metrics(
     Ok(doc.to_string())
 }
 
+/// The `thdcheck` command in this process: `argv` is the whole command line (program name
+/// first); prints as the binary does and returns its exit code. The console script that
+/// `pip install` puts on PATH calls this (`thdcheck.__main__`). The GIL is released meanwhile.
+#[pyfunction]
+fn main(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.detach(|| thdcheck::command::main(argv))
+}
+
 /// The extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(fuzz, m)?)?;
     m.add_function(wrap_pyfunction!(metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add("BatchError", m.py().get_type::<BatchError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

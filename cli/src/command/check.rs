@@ -4,18 +4,18 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::expect::{Expectations, Expected, matches};
+use crate::tensors::BatchFile;
+use crate::{CheckOptions, FileReport, ReadOptions, check_file};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
-use thdcheck::expect::{Expectations, Expected, matches};
-use thdcheck::tensors::BatchFile;
-use thdcheck::{CheckOptions, FileReport, ReadOptions, check_file};
 
-use crate::cli::CheckArgs;
+use super::cli::CheckArgs;
 
 /// What happened to one file.
 struct Outcome {
     path: PathBuf,
-    result: Result<FileReport, thdcheck::Error>,
+    result: Result<FileReport, crate::Error>,
     expected: Expected,
     expect_source: Option<PathBuf>,
 }
@@ -140,13 +140,13 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         let meta =
             std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
         if meta.is_dir() {
-            let e = path.join(thdcheck::expect::FILE_NAME);
+            let e = path.join(crate::expect::FILE_NAME);
             // Anything named expected.toml is read: one that is a FIFO, a directory or a
             // dangling link is an error, never a silently ignored expectation.
             if !args.no_expect && args.expect.is_none() && std::fs::symlink_metadata(&e).is_ok() {
                 expectations.push(Expectations::load(&e)?);
             }
-            thdcheck::files::walk(path, &mut files, &mut unreadable_dirs)?;
+            crate::files::walk(path, &mut files, &mut unreadable_dirs)?;
         } else if meta.is_file() {
             files.push(path.clone());
         } else {
@@ -186,7 +186,7 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         let o = Outcome {
             expected: Expected::Pass,
             expect_source: None,
-            result: Err(thdcheck::Error::Io { path: path.clone(), source }),
+            result: Err(crate::Error::Io { path: path.clone(), source }),
             path,
         };
         printer.outcome(&o)?;
@@ -236,14 +236,14 @@ fn cp_groups(
         .into_iter()
         .map(|((dir, size), files)| {
             let path = dir.join("cp-group");
-            let result = thdcheck::shards::read_group(&dir, size, &files, read).and_then(|g| {
+            let result = crate::shards::read_group(&dir, size, &files, read).and_then(|g| {
                 let pack = match g.batch {
-                    thdcheck::shards::GroupBatch::Lost { global, cp, key } => {
-                        thdcheck::checks::lost_tokens_report(&global, cp, &key)
+                    crate::shards::GroupBatch::Lost { global, cp, key } => {
+                        crate::checks::lost_tokens_report(&global, cp, &key)
                     }
-                    thdcheck::shards::GroupBatch::Whole(pack) => {
-                        let opts = thdcheck::checks::with_metadata(*opts, &g.metadata)?;
-                        thdcheck::checks::check_pack(&pack, &opts)
+                    crate::shards::GroupBatch::Whole(pack) => {
+                        let opts = crate::checks::with_metadata(*opts, &g.metadata)?;
+                        crate::checks::check_pack(&pack, &opts)
                     }
                 };
                 Ok(FileReport {

@@ -1,7 +1,7 @@
-//! The command line: the subcommands; their arguments are in the library (`thdcheck::args`).
+//! The command line: the subcommands; their arguments are in the library (`crate::args`).
 
+pub use crate::args::*;
 use clap::{Parser, Subcommand};
-pub use thdcheck::args::*;
 
 /// Check packed-sequence (THD, varlen, cu_seqlens) training pipelines against an exact oracle.
 #[derive(Debug, Parser)]

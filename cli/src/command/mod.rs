@@ -1,0 +1,54 @@
+//! The `thdcheck` command as a library function, so that the binary and the Python package's
+//! console script (`thdcheck` installed by `pip install thdcheck`) run the same code: the
+//! subcommands' definitions (`cli`), `check` and `selfcheck`; `fuzz` and `metrics` are
+//! [`crate::fuzz`] and [`crate::metrics_cmd`].
+//!
+//! Exit codes: **0** every check passed; **1** a check or invariant failed; **2** usage, config
+//! or I/O error (clap's own usage errors too).
+
+mod check;
+pub mod cli;
+mod selfcheck;
+
+use std::ffi::OsString;
+
+use clap::Parser;
+use cli::{Cli, Command};
+
+/// Runs the command line `argv` (the program name first) and returns the exit code, printing
+/// as the `thdcheck` binary prints. `--help` and `--version` print and return 0; a usage error
+/// prints clap's message and returns 2.
+///
+/// # Example
+/// ```
+/// assert_eq!(thdcheck::command::main(["thdcheck", "--version"]), 0);
+/// assert_eq!(thdcheck::command::main(["thdcheck", "no-such-command"]), 2);
+/// ```
+pub fn main<I, T>(argv: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let outcome = match cli.command {
+        Command::Selfcheck { seed, cases, zoo } => {
+            selfcheck::run(seed, cases, zoo).map(|ok| if ok { 0 } else { 1 })
+        }
+        Command::Check(args) => check::run(&args),
+        Command::Fuzz(args) => crate::fuzz::run(&args),
+        Command::Metrics(args) => crate::metrics_cmd::run(&args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("thdcheck: error: {err:#}");
+            2
+        }
+    }
+}
