@@ -1846,15 +1846,26 @@ fn fuzz_loss_passes_the_reduced_sums_and_catches_the_mean_of_rank_means() {
     let v = fuzz_json(&["loss", "--json", "--cases", "48", "--", "python3", &good], 0);
     assert_eq!((v["result"].as_str(), v["cases"].as_u64()), (Some("pass"), Some(48)), "{v}");
 
-    // The mean of per-rank means: NaN as soon as a rank (here the only one) has no valid label.
+    // The mean of per-rank means: wrong on ranks with unequal counts (cp-loss-reduction), and
+    // NaN as soon as a rank has no valid label (cp-loss-finite): two rules, each shrunk alone.
     let bad = example_adapter("cp_loss_mean_of_rank_means");
     let v = fuzz_json(&["loss", "--json", "--cases", "48", "--", "python3", &bad], 1);
     let f = &v["failure"];
     assert_eq!(
         (f["kind"].as_str(), &f["checks"]),
-        (Some("violation"), &serde_json::json!(["cp-loss"])),
+        (Some("violation"), &serde_json::json!(["cp-loss-reduction"])),
         "{v}"
     );
+    assert!(f["request"]["cp_size"].as_u64().unwrap() >= 2, "{f}");
+    let also = serde_json::to_string(&v["also_failing"]).unwrap();
+    assert!(also.contains("cp-loss-finite"), "{v}");
+    let ignore = ["--ignore", "cp-loss-reduction"];
+    let v = fuzz_json(
+        &[&["loss", "--json", "--cases", "48"][..], &ignore, &["--", "python3", &bad]].concat(),
+        1,
+    );
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["cp-loss-finite"]), "{v}");
     assert!(f["detail"].as_str().unwrap().contains("never NaN"), "{f}");
     assert!(loss_rows(f) <= 4, "not shrunk: {f}");
     assert!(f.get("requests").is_none(), "shrunk to one CP size: {f}");
@@ -1869,15 +1880,67 @@ fn fuzz_loss_passes_the_reduced_sums_and_catches_the_mean_of_rank_means() {
                       serve_loss(loss)";
     let v = fuzz_json(&["loss", "--json", "--cases", "48", "--", "python3", "-c", skip_empty], 1);
     let f = &v["failure"];
-    assert_eq!(f["checks"], serde_json::json!(["cp-loss"]), "{v}");
+    assert_eq!(f["checks"], serde_json::json!(["cp-loss-reduction"]), "{v}");
     assert!(f["detail"].as_str().unwrap().contains("Σ_r nll_r / Σ_r count_r"), "{f}");
     assert!(f["request"]["cp_size"].as_u64().unwrap() >= 2, "{f}");
     assert!(loss_rows(f) <= 8, "not shrunk: {f}");
 
-    let o = run_expect(&["fuzz", "loss", "--cases", "48", "--", "python3", &bad], 1);
+    let o = run_expect(
+        &[&["fuzz", "loss", "--cases", "48"][..], &ignore, &["--", "python3", &bad]].concat(),
+        1,
+    );
     let out = stdout(&o);
-    assert!(out.contains("violation     cp-loss: the reported loss is finite"), "{out}");
+    assert!(out.contains("violation     cp-loss-finite: the reported loss is finite"), "{out}");
     assert!(out.contains("replay        echo '"), "{out}");
+}
+
+/// One CP loss with three bugs: each rank drops its last valid target (the parts miss the
+/// global count), a rank with nothing valid gives NaN, and the loss is the mean of the ranks'
+/// means. Each is a rule of its own: `--ignore` the class shrunk to shrink the next on its own,
+/// and the three ignored pass.
+#[test]
+fn fuzz_loss_shrinks_each_cp_loss_rule_on_its_own() {
+    let bad = example_adapter("cp_loss_three_bugs");
+    let fuzz = |ignored: &[String]| {
+        let mut args: Vec<&str> = vec!["loss", "--json", "--cases", "48"];
+        for i in ignored {
+            args.extend(["--ignore", i.as_str()]);
+        }
+        args.extend(["--", "python3", &bad]);
+        fuzz_json(&args, if ignored.len() == 3 { 0 } else { 1 })
+    };
+    let mut ignored: Vec<String> = Vec::new();
+    while ignored.len() < 3 {
+        let v = fuzz(&ignored);
+        let f = &v["failure"];
+        let checks = f["checks"].as_array().unwrap();
+        let class = checks[0].as_str().unwrap().to_owned();
+        assert!(!ignored.contains(&class), "{class} was ignored: {v}");
+        // What is ignored is not reported. (The minimal case of the dropped target is one valid
+        // label, dropped: that rank is then empty, and its NaN is reported next to it.)
+        assert!(checks.iter().all(|c| !ignored.iter().any(|i| c == i.as_str())), "{v}");
+        let detail = f["detail"].as_str().unwrap();
+        match class.as_str() {
+            "cp-loss-parts" => {
+                assert!(detail.contains("counts add up to the global count"), "{f}");
+                assert_eq!(f["request"]["cp_size"], 1, "{f}");
+                assert!(loss_rows(f) <= 2, "not shrunk: {f}");
+            }
+            "cp-loss-finite" => {
+                assert!(detail.contains("never NaN") && detail.contains("got NaN"), "{f}");
+                assert!(loss_rows(f) <= 2, "not shrunk: {f}");
+            }
+            "cp-loss-reduction" => {
+                assert!(detail.contains("of the parts reported"), "{f}");
+                assert!(f["request"]["cp_size"].as_u64().unwrap() >= 2, "{f}");
+                assert!(loss_rows(f) <= 8, "not shrunk: {f}");
+            }
+            other => panic!("{other}: not a cp-loss rule: {v}"),
+        }
+        ignored.push(class);
+    }
+    let v = fuzz(&ignored);
+    assert_eq!(v["result"], "pass", "{v}");
 }
 
 /// AReaL #1242's class: the loss is right, but the count logged is one rank's.

@@ -1,7 +1,8 @@
 """A buggy CP-local loss: every rank takes the mean over its own valid labels, and the loss is
 the mean of the ranks' means. A rank with no valid label divides 0 by 0 (NaN, as torch's
 `nll.sum() / mask.sum()` gives), and ranks with unequal counts are weighted wrongly: the global
-loss is Σ nll / Σ count, not the mean of the means. `thdcheck fuzz loss` catches it (cp-loss)."""
+loss is Σ nll / Σ count, not the mean of the means. `thdcheck fuzz loss` catches both, each a
+rule of its own: cp-loss-reduction, and with `--ignore cp-loss-reduction` cp-loss-finite."""
 
 import os
 import sys

@@ -1,7 +1,7 @@
 //! CP-local losses: one global packed batch, sent at every CP size in {1, 2, 4, 8} (one request
 //! each) as every rank's zigzag shard of f64 logits and of labels rolled before the split. The
-//! loss the adapter reports must be the oracle's global loss (CP-LOSS: [`check_cp_loss`] with
-//! the parts it reports, [`check_reported_loss`] without), and the valid-token count it
+//! loss the adapter reports must be the oracle's global loss (CP-LOSS: [`cp_loss_violations`]
+//! with the parts it reports, [`check_reported_loss`] without), and the valid-token count it
 //! reports, if any, the global count at every CP size (TOKENS-CP: [`check_tokens_cp`]).
 //!
 //! The expected loss is `oracle::cross_entropy` on the unsharded batch (each segment's real
@@ -11,8 +11,8 @@
 use crate::protocol::{LossRequest, LossResponse, LossShard, quote_non_finite};
 use candle_core::{Device, Tensor};
 use properties::checks::{
-    LossRecord, PartLoss, Split, TokenCounts, TokenRecord, check_cp_loss, check_reported_loss,
-    check_tokens_cp, roll_labels, zigzag_positions,
+    LossRecord, PartLoss, Split, TokenCounts, TokenRecord, check_reported_loss, check_tokens_cp,
+    cp_loss_violations, roll_labels, zigzag_positions,
 };
 use properties::strategies::{mix, noise};
 use proptest::prelude::*;
@@ -124,7 +124,7 @@ impl Target for LossTarget {
     }
 
     fn invariants(&self) -> &'static str {
-        "cp-loss at cp 1, 2, 4, 8 against the oracle's global loss; tokens-cp when n_valid_tokens is reported"
+        "cp-loss-parts, -finite and -reduction at cp 1, 2, 4, 8 against the oracle's global loss; tokens-cp when n_valid_tokens is reported"
     }
 
     /// Vocabularies of 2..=8, a seed for labels and logits, and a [`CpBatch`]; every case is
@@ -193,14 +193,18 @@ impl Target for LossTarget {
                 Some(parts) => {
                     let parts: Vec<PartLoss> =
                         parts.iter().map(|p| PartLoss { nll: p.nll, count: p.count }).collect();
-                    check_cp_loss(Split::Cp(cp), &parts, resp.loss, &global, self.rtol)
+                    cp_loss_violations(Split::Cp(cp), &parts, resp.loss, &global, self.rtol)
                 }
-                None => check_reported_loss(Split::Cp(cp), resp.loss, &global, self.rtol),
+                None => check_reported_loss(Split::Cp(cp), resp.loss, &global, self.rtol)
+                    .err()
+                    .into_iter()
+                    .collect(),
             };
-            if let Err(v) = checked
-                && !violations.iter().any(|(w, _)| w.id == v.id)
-            {
-                violations.push((v, line.clone()));
+            // Each rule once, from the first answer that breaks it.
+            for v in checked {
+                if !violations.iter().any(|(w, _)| w.id == v.id) {
+                    violations.push((v, line.clone()));
+                }
             }
             if let Some(n) = resp.n_valid_tokens {
                 // The adapter reports only the valid-token count and the loss: the other counts
@@ -214,7 +218,7 @@ impl Target for LossTarget {
             let expected = TokenCounts { n_valid_tokens: global.count, ..Default::default() };
             let by_cp: Vec<(usize, TokenRecord)> =
                 records.iter().map(|(c, r, _)| (*c, *r)).collect();
-            // The loss is judged by cp-loss above; here only the counts (the loss of every
+            // The loss is judged by the cp-loss rules above; here only the counts (the loss of every
             // record is the global one, so tokens-cp's loss rule cannot fire twice).
             let by_cp: Vec<(usize, TokenRecord)> = by_cp
                 .into_iter()

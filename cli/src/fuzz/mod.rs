@@ -877,10 +877,12 @@ mod tests {
     #[test]
     fn ignore_names_a_kind_a_rule_or_both() {
         let ok = |v: &str| check_ignore(&[v.to_owned()]);
-        for v in ["crash", "adapter-error", "cp-loss", "violation dpo-offsets", "batch-readable"] {
+        for v in
+            ["crash", "adapter-error", "cp-loss-finite", "violation dpo-offsets", "batch-readable"]
+        {
             assert!(ok(v).is_ok(), "{v}");
         }
-        for v in ["crsh", "cp loss", "violation nope", "nope dpo-offsets", ""] {
+        for v in ["crsh", "cp loss", "cp-loss", "violation nope", "nope dpo-offsets", ""] {
             let e = ok(v).unwrap_err().to_string();
             assert!(e.contains(&format!("--ignore {v:?}")) && e.contains("crash"), "{e}");
         }

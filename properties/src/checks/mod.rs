@@ -12,7 +12,7 @@
 //! | LAYOUT | [`check_layout`], [`check_documents`] |
 //! | ATTN | [`check_attention`], [`check_isolation`] |
 //! | LOSS | [`check_loss`] |
-//! | CP-LOSS | [`check_cp_loss`], [`check_reported_loss`] |
+//! | CP-LOSS | [`check_cp_loss`] (every broken rule: [`cp_loss_violations`]), [`check_reported_loss`] |
 //! | CP-SHARD | [`check_cp_shard`], [`check_reassembly`], [`check_split_accepted`] |
 //! | WORK | [`check_work`] |
 //! | MFU-PAD | [`check_mfu_pad`] |
@@ -43,7 +43,7 @@ pub use batch::{
     BatchFacts, BatchOptions, BatchReport, batch_facts, check_batch, cp_shard, label_targets,
     mock_marked, mock_segments, pad_labels, pad_multiple,
 };
-pub use cp_loss::{PartLoss, Split, check_cp_loss, check_reported_loss};
+pub use cp_loss::{PartLoss, Split, check_cp_loss, check_reported_loss, cp_loss_violations};
 pub use cp_shard::{
     ShardView, check_cp_shard, check_reassembly, check_split_accepted, roll_labels, rolled_label,
     zigzag_positions, zigzag_reassemble,

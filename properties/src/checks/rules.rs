@@ -203,9 +203,14 @@ rules! {
     LOGGED_FLOPS = "logged-flops", Flops, "logged FLOPs and attention sums are the step's exact values";
     /// A logged rate is the step's. [`crate::checks::check_logged`].
     LOGGED_RATE = "logged-rate", MfuPad, "a logged rate (TFLOP/s, MFU, tokens/s) is the step's, within the tolerance";
-    /// CP-local sums reassemble the global loss. [`crate::checks::check_cp_loss`],
+    /// The parts' sums are the global sums. [`crate::checks::check_cp_loss`].
+    CP_LOSS_PARTS = "cp-loss-parts", CpLoss, "the parts' valid-label counts and Σ NLL add up to the global ones";
+    /// The reduced loss is never NaN. [`crate::checks::check_cp_loss`],
     /// [`crate::checks::check_reported_loss`].
-    CP_LOSS = "cp-loss", CpLoss, "the parts' sums add up to the global sums and the reported loss is Σ_r nll_r / Σ_r count_r (0 when nothing is valid)";
+    CP_LOSS_FINITE = "cp-loss-finite", CpLoss, "the reported loss is finite, and 0 when nothing is valid (an empty part contributes 0, never NaN)";
+    /// The reduced loss is the sum of the sums over the sum of the counts.
+    /// [`crate::checks::check_cp_loss`], [`crate::checks::check_reported_loss`].
+    CP_LOSS_REDUCTION = "cp-loss-reduction", CpLoss, "the reported loss is Σ_r nll_r / Σ_r count_r, the global loss (not the mean of the parts' means)";
     /// Counts and the loss do not move with the CP size. [`crate::checks::check_tokens_cp`].
     TOKENS_CP = "tokens-cp", TokensCp, "token counts and the reported loss are the same for every cp size";
     /// A rank's labels are the targets rolled on the full sequence. [`crate::checks::check_cp_shard`].
