@@ -513,7 +513,10 @@ fn fuzz_packer_session_checks_first_fit_per_call() {
     let next_fit = example_adapter("streaming_packer");
     let v = first_fit(&["python3", &next_fit], 1);
     assert_eq!(v["failure"]["checks"], serde_json::json!(["packer-first-fit"]), "{v}");
-    assert!(v["failure"]["detail"].as_str().unwrap().contains("among the packs of call"), "{v}");
+    let detail = v["failure"]["detail"].as_str().unwrap();
+    assert!(detail.contains("among the packs of call"), "{v}");
+    // The call is shown as the JSON the adapter read, not as Rust's `Push { .. Single { .. } }`.
+    assert!(detail.contains(r#""examples":[{"#) && !detail.contains("Example {"), "{detail}");
 }
 
 #[test]

@@ -87,6 +87,9 @@ fn caught(name: &str, snapshot: &str) {
     let entry = CATALOGUE.iter().find(|e| e.name == name).expect("catalogued");
     assert_eq!(v.invariant, entry.caught_by, "{name} was caught by the wrong invariant:\n{text}");
     assert_registered(name, &v);
+    // The violation is read by users: no Rust `Option` in it (the case dump above it is Rust's).
+    let said = format!("{v}");
+    assert!(!said.contains("Some(") && !said.contains("None,"), "{name}: {said}");
     insta::assert_snapshot!(snapshot, text);
 }
 

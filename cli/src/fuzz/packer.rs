@@ -403,7 +403,9 @@ impl PackerTarget {
                 check_pairwise_full(&call_packs, cap)
                     .map_err(|v| {
                         let mut f = Failure::from_violation(v);
-                        f.detail += &format!(" (among the packs of call {call}, {request:?})");
+                        // The request as the adapter read it, not as Rust's Debug.
+                        let sent = serde_json::to_string(request).unwrap_or_default();
+                        f.detail += &format!(" (among the packs of call {call}: {sent})");
                         f
                     })
                     .map_err(with)?;

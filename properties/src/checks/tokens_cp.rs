@@ -105,9 +105,39 @@ pub fn check_tokens_cp(
         };
         if !same_ppl {
             return Err(v("the reported perplexity is the same for every cp size")
-                .expected(format!("{:?} (cp={})", first.ppl_avg, records[0].0))
-                .got(format!("{:?}", r.ppl_avg)));
+                .expected(format!("{} (cp={})", ppl(first.ppl_avg), records[0].0))
+                .got(ppl(r.ppl_avg)));
         }
     }
     Ok(())
+}
+
+/// A reported perplexity in words: the value, or that there is none (never `Some(..)`).
+fn ppl(p: Option<f64>) -> String {
+    p.map_or_else(|| "no perplexity reported".to_owned(), |p| p.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The perplexity is printed as a value or in words, never as Rust's `Some(..)` / `None`.
+    #[test]
+    fn a_perplexity_reads_without_option_syntax() {
+        let rec = |ppl_avg| TokenRecord {
+            n_tokens: 8,
+            n_valid_tokens: 5,
+            loss: 0.44,
+            ppl_avg,
+            ..Default::default()
+        };
+        let expected = TokenCounts { n_tokens: 8, n_valid_tokens: 5, ..Default::default() };
+        for (a, b) in [(Some(1.5), Some(2.5)), (Some(1.5), None), (None, Some(2.5))] {
+            let v =
+                check_tokens_cp(&expected, 0.44, &[(1, rec(a)), (2, rec(b))], 1e-12).unwrap_err();
+            let text = format!("{v} {}", v.summary());
+            assert!(!text.contains("Some(") && !text.contains("None"), "{text}");
+            assert!(text.contains(&format!("{} (cp=1)", ppl(a))), "{text}");
+        }
+    }
 }

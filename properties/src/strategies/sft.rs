@@ -236,6 +236,29 @@ pub enum Padding {
     },
 }
 
+/// The padding in words, for a violation's context (never Rust's `None` / `Some(..)`).
+impl std::fmt::Display for Padding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Padding::None => f.write_str("no padding"),
+            Padding::Static { extra } => write!(f, "static padding (+{extra})"),
+            Padding::Mock { multiple_of, max_mock_len: None } => {
+                write!(f, "a mock segment to a multiple of {multiple_of}")
+            }
+            Padding::Mock { multiple_of, max_mock_len: Some(m) } => {
+                write!(f, "mock segments of at most {m} tokens to a multiple of {multiple_of}")
+            }
+            Padding::Cp { cp } => write!(f, "CP padding (cp={cp})"),
+            Padding::CpThenMock { cp, multiple_of } => {
+                write!(
+                    f,
+                    "CP padding (cp={cp}), then a mock segment to a multiple of {multiple_of}"
+                )
+            }
+        }
+    }
+}
+
 /// Examples and the padding a collator is asked to add.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollateCase {

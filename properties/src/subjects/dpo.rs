@@ -86,6 +86,10 @@ pub fn run_dpo(subject: &dyn DpoCollator, case: &DpoCase) -> Checked {
         seq_idx: out.seq_idx.as_deref(),
     };
     check_dpo(&view, &want).map_err(|v| {
-        v.within(format!("{}, max_seq_length {:?}", subject.name(), case.max_seq_length))
+        let budget = match case.max_seq_length {
+            Some(m) => format!("max_seq_length {m}"),
+            None => "no max_seq_length".to_owned(),
+        };
+        v.within(format!("{}, {budget}", subject.name()))
     })
 }

@@ -144,7 +144,7 @@ pub fn run_layout(subject: &dyn Collator, case: &CollateCase) -> Checked {
     let out = subject
         .collate(&examples, &case.padding, case.position_base)
         .map_err(|e| failed(Invariant::Layout, subject.name(), e))?;
-    let ctx = format!("{}, {:?}", subject.name(), case.padding);
+    let ctx = format!("{}, {}", subject.name(), case.padding);
     let view = out.view(case.position_base);
     check_layout(&view).map_err(|v| v.within(&ctx))?;
     let docs: Vec<&[i64]> = examples.iter().map(|e| e.input_ids.as_slice()).collect();

@@ -186,8 +186,15 @@ pub fn run_mfu_pad(subject: &dyn ThroughputLogger, case: &MfuCase) -> Checked {
         variants.iter().map(|(l, b)| Ok((l.clone(), rec(b)?))).collect::<Result<Vec<_>, _>>()?;
     check_mfu_pad(&baseline, &records, true).map_err(|v| {
         v.within(format!(
-            "{name}, {:?}, {:?}, causal {:?}",
-            case.formula, case.view, case.dims.causal
+            "{name}, {:?}, {:?}, causal attention counted {}",
+            case.formula,
+            case.view,
+            match case.dims.causal {
+                // The enum's `None` would read as Rust's `Option::None` in a report.
+                thd::metrics::CausalConvention::None => "as the full square",
+                thd::metrics::CausalConvention::Half => "as half the square",
+                thd::metrics::CausalConvention::ExactTriangle => "as the exact triangle",
+            }
         ))
     })
 }
