@@ -519,6 +519,16 @@ fn fuzz_packer_session_checks_first_fit_per_call() {
     assert!(detail.contains(r#""examples":[{"#) && !detail.contains("Example {"), "{detail}");
 }
 
+/// The Python helper seeds the global `random` from the request's seed before every call, so a
+/// packer that shuffles with it (never seeding it itself) answers the same request the same
+/// way: packer-deterministic holds, and the shrunk case replays.
+#[test]
+fn fuzz_packer_replays_a_shuffle_of_the_global_random() {
+    let shuffles = example_adapter("global_shuffle_packer");
+    let v = fuzz_json(&["packer", "--json", "--cases", "64", "--", "python3", &shuffles], 0);
+    assert_eq!((v["result"].as_str(), v["cases"].as_u64()), (Some("pass"), Some(64)), "{v}");
+}
+
 #[test]
 fn fuzz_loss_accepts_a_loud_refusal_of_a_batch_with_nothing_to_learn_only() {
     // AReaL asserts that the global loss weight is positive: an error on a batch without a

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import sys
 
 import pytest
 
@@ -235,3 +236,31 @@ def test_loggers_cp_losses_and_cp_splits_in_process():
     assert thdcheck.fuzz_cp_split(example("cp_split").split, cases=32).cases == 32
     with pytest.raises(thdcheck.FuzzFailure):
         thdcheck.fuzz_cp_split(example("cp_split_roll_after_split").split, cases=64)
+
+
+def test_the_helper_seeds_the_global_rngs_from_the_request(monkeypatch):
+    import random
+    import types
+
+    from thdcheck import adapter
+
+    calls = []
+    numpy = types.SimpleNamespace(random=types.SimpleNamespace(seed=lambda s: calls.append(("numpy", s))))
+    torch = types.SimpleNamespace(manual_seed=lambda s: calls.append(("torch", s)))
+    monkeypatch.setitem(sys.modules, "numpy", numpy)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    adapter.seed_globals({"seed": 7})
+    first = random.random()
+    adapter.seed_globals({"seed": 7})
+    assert random.random() == first
+    assert calls == [("numpy", 7), ("torch", 7)] * 2
+    calls.clear()
+    adapter.seed_globals({"op": "push", "examples": []})  # no seed: nothing seeded
+    assert calls == []
+    # Neither numpy nor torch is imported by the helper.
+    monkeypatch.delitem(sys.modules, "numpy")
+    monkeypatch.delitem(sys.modules, "torch")
+    adapter.seed_globals({"seed": 2**63 + 5})
+    assert "numpy" not in sys.modules and "torch" not in sys.modules
+    # A packer shuffling with the global random passes packer-deterministic, in process too.
+    assert thdcheck.fuzz_packer(example("global_shuffle_packer").pack, cases=32).cases == 32

@@ -34,6 +34,10 @@ and the valid-token count it would log. Split functions (``serve_cp_split``) get
 and a CP size, and return every rank's ``input_ids``, ``labels`` and ``position_ids``; raising
 refuses the layout.
 
+Before each call of your function on a request with a ``seed`` (the packer requests), the global
+RNGs are seeded from it: Python's ``random``, and numpy's and torch's if already imported (see
+``seed_globals``), so a shuffle on the global ``random`` replays.
+
 An exception in your function is answered as ``{"error": traceback}``, which thdcheck reports
 (and shrinks) as an adapter error (for ``serve_cp_split``: as a refusal). Print debugging output
 to stderr, never stdout.
@@ -63,6 +67,27 @@ def _plain(value):
     return value
 
 
+def seed_globals(request):
+    """Seed the global RNGs from the request's ``seed``, when it has one (packer requests do; in
+    a session, ``start``): Python's ``random``, and numpy's and torch's when the adapter has
+    already imported them (never imported here). A function that shuffles with the global
+    ``random`` then answers the same request the same way, as thdcheck's replay and its
+    ``packer-deterministic`` check expect. An RNG of the function's own (``random.Random()``)
+    is not touched."""
+    seed = request.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        return
+    import random
+
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and hasattr(numpy, "random"):
+        numpy.random.seed(seed % 2**32)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "manual_seed"):
+        torch.manual_seed(seed % 2**64)
+
+
 def answer(handler, line):
     """The response line to one request line: ``handler(request) -> dict`` (the payload).
 
@@ -74,6 +99,7 @@ def answer(handler, line):
         reply["error"] = "unsupported protocol version %r" % (version,)
     else:
         try:
+            seed_globals(request)
             reply.update(_plain(handler(request)))
         except Rejected as e:  # a refusal the function declared (``rejects=``)
             reply["rejected"] = "%s: %s" % (type(e.cause).__name__, e.cause)

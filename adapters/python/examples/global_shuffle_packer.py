@@ -1,0 +1,36 @@
+"""A greedy packer that shuffles the examples with Python's global `random` and never seeds it
+itself (it ignores the `seed` argument), as many training scripts do. The helper seeds the
+global `random` (and numpy's and torch's, when they are already imported) from the request's
+`seed` before every call, so the shuffle replays: `thdcheck fuzz packer` passes
+(packer-deterministic holds). A packer with an unseeded `random.Random()` of its own would
+still fail it."""
+
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from thdcheck_adapter import serve_packer  # noqa: E402
+
+
+def pack(lengths, capacity, seed):
+    order = list(range(len(lengths)))
+    random.shuffle(order)  # the global RNG, seeded by the helper
+    packs, dropped, current, load = [], [], [], 0
+    for i in order:
+        n = lengths[i]
+        if n > capacity:
+            dropped.append(i)
+            continue
+        if load + n > capacity:
+            packs.append(current)
+            current, load = [], 0
+        current.append(i)
+        load += n
+    if current:
+        packs.append(current)
+    return packs, dropped
+
+
+if __name__ == "__main__":
+    serve_packer(pack)
