@@ -44,6 +44,17 @@ def expected(root: Path) -> dict:
     return out
 
 
+def every_file(root: Path):
+    """Every batch file under root, CP rank files included, with its expected verdict (None for
+    a CP rank file: the command judges it as its group, not alone)."""
+    exp = expected(root)
+    for p in sorted(root.rglob("*.safetensors")):
+        rel = p.relative_to(root).as_posix()
+        tensors, meta = load(p)
+        cp_rank = "cp_rank" in meta or "cp_rank" in tensors
+        yield rel, tensors, meta, None if cp_rank else exp.get(rel, [])
+
+
 def cases(root: Path):
     """Every batch file under root that is checked alone (CP rank files are judged as their
     group, which this package does not reassemble), with its expected verdict."""

@@ -17,14 +17,17 @@ import numpy as np
 import pytest
 
 import thdcheck
-from _batches import REPO, cases
+from _batches import REPO, every_file
 
 try:
     import torch
 except ImportError:  # CI has no torch: the torch containers are skipped there
     torch = None
 
-CASES = list(cases(REPO / "examples/batches")) + list(cases(REPO / "corpus/real/batches"))
+# Every committed batch, CP rank files included (a rank file alone has no verdict of its own in
+# expected.toml, but its report must still not depend on the container: the numpy scalars of
+# AReaL's rank files raised a bogus `cp_rank` error).
+CASES = list(every_file(REPO / "examples/batches")) + list(every_file(REPO / "corpus/real/batches"))
 
 
 class Foreign:
@@ -110,7 +113,8 @@ def test_every_committed_batch_in_every_container_gets_the_commands_report(conta
     differ = []
     for rel, tensors, meta, want in CASES:
         verdict, text = _report(tensors, meta, rel)
-        assert verdict == want, (rel, verdict, want)  # the command's verdict (expected.toml)
+        if want is not None:
+            assert verdict == want, (rel, verdict, want)  # the command's verdict (expected.toml)
         held = {k: wrap(v) for k, v in tensors.items()}
         # Churn the allocator between building the containers and reading them: memory freed
         # behind the binding's back is reused by these arrays.
