@@ -23,7 +23,7 @@ impl MetricRecord {
 }
 
 /// `1234567` → `1,234,567`.
-fn group(n: u128) -> String {
+pub(crate) fn group(n: u128) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {

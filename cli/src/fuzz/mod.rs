@@ -836,7 +836,7 @@ fn tail(stderr: &str) -> String {
 }
 
 /// Reads a response from `send`'s `"id version\nline"` output, mapping protocol errors to
-/// failures. The line is returned as a report shows it ([`clip`]): what a failure keeps of an
+/// failures. The line is returned as a report shows it (`clip`): what a failure keeps of an
 /// answer.
 pub fn response<R: for<'de> serde::Deserialize<'de>>(
     send: &mut dyn FnMut() -> Result<String, Failure>,
