@@ -172,7 +172,7 @@ pub struct FuzzArgs {
     /// Logger: the FLOPs formula the logger implements (the request says which; the model's
     /// causal convention follows it: Megatron halves, bionemo's perf_logger does not).
     #[arg(long, value_enum, default_value = "megatron-lm")]
-    pub formula: crate::fuzz::Formula,
+    pub formula: Formula,
     /// Logger: the largest CP size generated (1, 2 or 4), e.g. 1 for a logger whose CP
     /// accounting is known to be unfinished.
     #[arg(long, default_value_t = 4, value_parser = clap::builder::TypedValueParser::map(
@@ -188,7 +188,7 @@ pub struct FuzzArgs {
     /// pad_to_multiple_of mock segment, marked by num_real_seqs), cp-pad (slots padded to 2·cp),
     /// bshd (one document per row of [B, S], no offsets).
     #[arg(long = "layout", value_enum, value_name = "LAYOUT")]
-    pub layouts: Vec<crate::fuzz::LayoutKind>,
+    pub layouts: Vec<LayoutKind>,
     /// Logger and loss: relative tolerance of the floats judged (logged rates; the reported
     /// loss and Σ NLL against the oracle's f64 loss). Default: 1e-9 for a loss (another order
     /// of the same f64 arithmetic; use 1e-5 for a float32 loss), 1e-6 for a logger (float32
@@ -199,7 +199,7 @@ pub struct FuzzArgs {
     /// Collator: which requests ask for a static max_seq_length (`never` for a collator that
     /// does not pad to one, such as transformers' DataCollatorWithFlattening).
     #[arg(long, value_enum, default_value = "sometimes")]
-    pub static_length: crate::fuzz::StaticLength,
+    pub static_length: StaticLength,
     /// Collator: one request in four has a max_seq_length below what its examples need; the
     /// collator must keep the longest prefix of examples that fits (`documents` expects it).
     #[arg(long)]
@@ -377,4 +377,42 @@ fn positive_f64(s: &str) -> Result<f64, String> {
         Ok(v) => Err(format!("{v} is not a finite number > 0")),
         Err(e) => Err(format!("{s:?} is not a number: {e}")),
     }
+}
+
+// The value enums of the fuzz options live here, beside the arguments that take them, so that
+// the arguments depend on nothing of the engines that read them.
+
+/// Which requests carry a static `max_seq_length` (`--static-length`): a collator that never
+/// pads to one (transformers' `DataCollatorWithFlattening`, bionemo's) gets `never`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum StaticLength {
+    /// Half the requests, at or above what the examples need.
+    #[default]
+    Sometimes,
+    /// No request: `max_seq_length` is always null.
+    Never,
+    /// Every request.
+    Always,
+}
+
+/// The FLOPs formula a logger implements (`--formula`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Formula {
+    /// Megatron-LM / Megatron-Bridge `num_floating_point_operations` (causal half).
+    MegatronLm,
+    /// bionemo `perf_logger.py` (PR #1548): never halves for causal attention.
+    BionemoPerfLogger,
+}
+
+/// The layouts `--layout` can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LayoutKind {
+    /// One row, the documents back to back.
+    Flat,
+    /// A mock pad segment fills the pack to a multiple of m ∈ {8, 16} (bionemo).
+    MockPad,
+    /// Every document's slot padded to a multiple of 2·cp (context parallelism).
+    CpPad,
+    /// One document per right-padded row of [B, S], no offsets.
+    Bshd,
 }

@@ -15,8 +15,8 @@ use thd::LabelConvention;
 use properties::checks::{DpoConcat, Ints as IntSlice, KeyNames};
 
 use crate::pack::{BatchData, validate_offsets};
-use crate::report::plural;
 use crate::tensors::{BatchFile, Column, Ints};
+use crate::words::plural;
 use crate::{Error, Result};
 
 /// The families of key names a batch file can use.

@@ -41,6 +41,7 @@ pub mod protocol;
 pub mod report;
 pub mod shards;
 pub mod tensors;
+pub mod words;
 
 pub use checks::CheckOptions;
 pub use dialect::{Dialect, ReadOptions};

@@ -8,6 +8,7 @@ use properties::checks::Outcome;
 
 use crate::checks::{CheckOptions, PackReport, Status, check_pack, dpo_outcomes};
 use crate::dialect::{Dialect, Parsed};
+use crate::words::plural;
 
 /// Everything checked in one file.
 #[derive(Debug, Clone, Serialize)]
@@ -151,9 +152,4 @@ fn render_check(out: &mut String, indent: &str, c: &Outcome) {
         Status::Skipped => "skipped",
     };
     let _ = writeln!(out, "{indent}{status:<9}{:<16} {}", c.rule, c.detail);
-}
-
-/// `"1 segment"`, `"3 segments"`.
-pub fn plural(n: usize, one: &str) -> String {
-    if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") }
 }

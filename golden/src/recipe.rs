@@ -50,7 +50,6 @@ use serde::{Deserialize, Serialize};
 use thd::metrics::{CausalConvention, FlopsFormula, HardwareView, ModelDims};
 
 use crate::dist::LengthDist;
-use crate::table::group as grouped;
 use crate::{Error, Result};
 
 /// Each model dimension (`layers`, `hidden`, `heads`, `kv_heads`, `head_dim`, `ffn`, `vocab`,
@@ -75,6 +74,19 @@ pub const MAX_LOSS_SAMPLE_LOGITS: u64 = 1 << 26;
 pub const MAX_APPROX_TOKENS: u64 = 1 << 40;
 /// Patches of one image after its sides are rounded up to a multiple of `spatial_merge`.
 pub const MAX_IMAGE_PATCHES: u64 = u32::MAX as u64;
+
+/// `1234567` → `1,234,567` (the tables' numbers and the limits in recipe errors).
+pub(crate) fn grouped(n: u128) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
 
 /// Which training stack the recipe comes from (informational; it selects nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 
 use std::fmt::{self, Display, Write as _};
 
+use crate::recipe::grouped as group;
 use crate::record::{FlopsSet, MetricRecord, Rates, Ratios, Sums};
 
 impl MetricRecord {
@@ -20,19 +21,6 @@ impl MetricRecord {
     pub fn to_table(&self) -> String {
         self.to_string()
     }
-}
-
-/// `1234567` → `1,234,567`.
-pub(crate) fn group(n: u128) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn sums_row(f: &mut fmt::Formatter<'_>, name: &str, s: &Sums) -> fmt::Result {

@@ -36,18 +36,7 @@ pub struct CollatorTarget {
     pub over_budget: bool,
 }
 
-/// Which requests carry a static `max_seq_length` (`--static-length`): a collator that never
-/// pads to one (transformers' `DataCollatorWithFlattening`, bionemo's) gets `never`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum StaticLength {
-    /// Half the requests, at or above what the examples need.
-    #[default]
-    Sometimes,
-    /// No request: `max_seq_length` is always null.
-    Never,
-    /// Every request.
-    Always,
-}
+pub use crate::args::StaticLength;
 
 /// Rewrites of the examples' tokens a collator declares; `documents` allows exactly these.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -40,14 +40,7 @@ pub enum Layout {
     Bshd,
 }
 
-/// The FLOPs formula a logger implements (`--formula`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Formula {
-    /// Megatron-LM / Megatron-Bridge `num_floating_point_operations` (causal half).
-    MegatronLm,
-    /// bionemo `perf_logger.py` (PR #1548): never halves for causal attention.
-    BionemoPerfLogger,
-}
+pub use crate::args::{Formula, LayoutKind};
 
 impl Formula {
     fn thd(self) -> FlopsFormula {
@@ -63,19 +56,6 @@ impl Formula {
             Formula::BionemoPerfLogger => CausalConvention::None,
         }
     }
-}
-
-/// The layouts `--layout` can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LayoutKind {
-    /// One row, the documents back to back.
-    Flat,
-    /// A mock pad segment fills the pack to a multiple of m ∈ {8, 16} (bionemo).
-    MockPad,
-    /// Every document's slot padded to a multiple of 2·cp (context parallelism).
-    CpPad,
-    /// One document per right-padded row of [B, S], no offsets.
-    Bshd,
 }
 
 /// One generated step.
