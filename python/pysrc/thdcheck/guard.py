@@ -169,13 +169,6 @@ def _replay(path: str, options: Mapping[str, Any]) -> str:
     return " ".join(["thdcheck check", path, *flags])
 
 
-_DUMP_DTYPES = {
-    "I64": ("<i8", 8), "I32": ("<i4", 4), "I16": ("<i2", 2), "I8": ("|i1", 1), "U8": ("|u1", 1),
-    "U16": ("<u2", 2), "U32": ("<u4", 4), "U64": ("<u8", 8), "BOOL": ("|b1", 1),
-    "F64": ("<f8", 8), "F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("bf16", 2),
-}
-
-
 def write_safetensors(path: str, batch: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> None:
     """Writes the tensors of `batch` (everything `thdcheck.check` reads as a tensor, converted
     the same way) as the `.safetensors` file `safetensors.torch.save_file` would write, so that
