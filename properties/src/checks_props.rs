@@ -6,8 +6,8 @@ use proptest::prelude::*;
 use thd::LabelConvention;
 
 use crate::checks::{
-    DpoSegment, DpoView, Ints, LayoutView, ShardView, check_cp_shard, check_documents, check_dpo,
-    check_layout,
+    DpoSegment, DpoView, Ints, LayoutView, ShardView, batch_facts, check_cp_shard, check_documents,
+    check_dpo, check_layout,
 };
 
 fn small() -> impl Strategy<Value = i64> {
@@ -15,6 +15,37 @@ fn small() -> impl Strategy<Value = i64> {
 }
 
 proptest! {
+    /// The count of valid labels is the obvious one: every label that is not -100, less each
+    /// row's first position when labels are unshifted (Hugging Face shifts within each row), for
+    /// `[B, S]` batches and flat ones alike.
+    #[test]
+    fn valid_labels_are_counted_the_obvious_way(
+        rows in 1usize..5,
+        width in 1usize..9,
+        seed in vec(prop_oneof![Just(-100i64), 0i64..5], 40),
+        shifted in any::<bool>(),
+    ) {
+        let labels: Vec<i64> = seed.iter().copied().cycle().take(rows * width).collect();
+        let convention =
+            if shifted { LabelConvention::Shifted } else { LabelConvention::Unshifted };
+        let cu = [0, (rows * width) as i64];
+        let view = LayoutView {
+            num_tokens: rows * width,
+            rows,
+            cu_seqlens: &cu,
+            labels: Some(Ints::from(labels.as_slice())),
+            label_convention: convention,
+            ..Default::default()
+        };
+        let w = if rows > 1 { width } else { rows * width };
+        let want = labels
+            .iter()
+            .enumerate()
+            .filter(|&(t, &x)| x != -100 && (shifted || t % w != 0))
+            .count() as u64;
+        prop_assert_eq!(batch_facts(&view, &[false]).valid_labels, Some(want));
+    }
+
     #[test]
     fn layout_checks_never_panic(
         t in 0usize..12,

