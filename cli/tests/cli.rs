@@ -1675,6 +1675,17 @@ fn fuzz_hang_kills_what_the_adapter_spawned_and_costs_one_timeout() {
     assert!(gone(read_pid(&pidfile)), "the adapter's child survived the hang");
 }
 
+/// Sends `sig` to a thdcheck this test started and waits for it: it must not exit successfully.
+#[cfg(unix)]
+fn signal_and_wait(thdcheck: &mut std::process::Child, sig: libc::c_int) {
+    // SAFETY: a signal to the process this test started.
+    unsafe {
+        libc::kill(thdcheck.id() as i32, sig);
+    }
+    let status = thdcheck.wait().unwrap();
+    assert!(!status.success(), "thdcheck exited successfully after signal {sig}");
+}
+
 /// SIGTERM to thdcheck takes the adapter's process group with it.
 #[test]
 #[cfg(unix)]
@@ -1691,12 +1702,7 @@ fn fuzz_sigterm_kills_the_adapter_group() {
         .spawn()
         .unwrap();
     let child = read_pid(&pidfile);
-    // SAFETY: a signal to the process this test started.
-    unsafe {
-        libc::kill(thdcheck.id() as i32, libc::SIGTERM);
-    }
-    let status = thdcheck.wait().unwrap();
-    assert!(!status.success());
+    signal_and_wait(&mut thdcheck, libc::SIGTERM);
     assert!(gone(child), "the adapter's child survived SIGTERM to thdcheck");
 }
 
@@ -2199,12 +2205,7 @@ fn fuzz_descendants_in_a_new_session_do_not_outlive_thdcheck() {
             .spawn()
             .unwrap();
         let sleeper = read_pid(&pidfile);
-        // SAFETY: a signal to the process this test started.
-        unsafe {
-            libc::kill(thdcheck.id() as i32, sig);
-        }
-        let status = thdcheck.wait().unwrap();
-        assert!(!status.success());
+        signal_and_wait(&mut thdcheck, sig);
         assert!(gone(sleeper), "a new-session descendant survived signal {sig}");
     }
 }

@@ -148,6 +148,19 @@ fn metrics(dir: &Path, name: &str, text: &str, extra: &[&str]) -> (PathBuf, Run)
     (path, r)
 }
 
+/// Runs `metrics --recipe` on every `(name, recipe text, dotted key)` case and asserts that each
+/// exits 2 naming its key and its file, listing every case that does not.
+fn each_exits_2_naming(dir: &Path, cases: &[(&str, String, &str)]) {
+    let mut failures = Vec::new();
+    for (name, text, dotted) in cases {
+        let (path, r) = metrics(dir, name, text, &[]);
+        if let Err(e) = exit_2_naming(&r, &[dotted, &path.display().to_string()]) {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    assert_all(failures);
+}
+
 const MAX_I64: u64 = i64::MAX as u64;
 
 #[test]
@@ -197,14 +210,7 @@ fn recipes_past_what_the_simulation_holds_exit_2_naming_the_key() {
             "loss_sample.vocab",
         ),
     ];
-    let mut failures = Vec::new();
-    for (name, text, dotted) in cases {
-        let (path, r) = metrics(dir.path(), name, &text, &[]);
-        if let Err(e) = exit_2_naming(&r, &[dotted, &path.display().to_string()]) {
-            failures.push(format!("{name}: {e}"));
-        }
-    }
-    assert_all(failures);
+    each_exits_2_naming(dir.path(), &cases);
 }
 
 #[test]
@@ -231,14 +237,7 @@ fn products_that_would_wrap_exit_2_naming_the_key() {
             "batch.seq_length",
         ),
     ];
-    let mut failures = Vec::new();
-    for (name, text, dotted) in cases {
-        let (path, r) = metrics(dir.path(), name, &text, &[]);
-        if let Err(e) = exit_2_naming(&r, &[dotted, &path.display().to_string()]) {
-            failures.push(format!("{name}: {e}"));
-        }
-    }
-    assert_all(failures);
+    each_exits_2_naming(dir.path(), &cases);
 }
 
 #[test]

@@ -9,27 +9,17 @@ import os
 import random
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from greedy_packer import pack as greedy  # noqa: E402
 from thdcheck_adapter import serve_packer  # noqa: E402
 
 
 def pack(lengths, capacity, seed):
     order = list(range(len(lengths)))
     random.shuffle(order)  # the global RNG, seeded by the helper
-    packs, dropped, current, load = [], [], [], 0
-    for i in order:
-        n = lengths[i]
-        if n > capacity:
-            dropped.append(i)
-            continue
-        if load + n > capacity:
-            packs.append(current)
-            current, load = [], 0
-        current.append(i)
-        load += n
-    if current:
-        packs.append(current)
-    return packs, dropped
+    packs, dropped = greedy([lengths[i] for i in order], capacity, seed)
+    return [[order[j] for j in p] for p in packs], [order[j] for j in dropped]
 
 
 if __name__ == "__main__":
