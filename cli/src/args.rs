@@ -2,10 +2,12 @@
 //! Python package, which parses its keyword arguments with the same definitions.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 
 use crate::Dialect;
+use crate::profile::Profile;
 
 /// `thdcheck metrics --help`: exit codes and the record's keys.
 pub const METRICS_AFTER_HELP: &str = "Exit codes: 0 the record was printed (and every logged value \
@@ -166,7 +168,8 @@ pub struct FuzzArgs {
     #[arg(long)]
     pub pairs: bool,
     /// Packer: generate only examples that fit the capacity (padded), for a packer that refuses
-    /// longer ones; without it, a refusal is accepted only for a request holding one.
+    /// longer ones; without it, a refusal is accepted only for a request holding one. Also the
+    /// profile's `[fuzz] fitting_only = true`.
     #[arg(long)]
     pub fitting_only: bool,
     /// Logger: the FLOPs formula the logger implements (the request says which; the model's
@@ -197,9 +200,10 @@ pub struct FuzzArgs {
     #[arg(long, value_name = "RTOL", allow_hyphen_values = true, value_parser = non_negative_f64)]
     pub rtol: Option<f64>,
     /// Collator: which requests ask for a static max_seq_length (`never` for a collator that
-    /// does not pad to one, such as transformers' DataCollatorWithFlattening).
-    #[arg(long, value_enum, default_value = "sometimes")]
-    pub static_length: StaticLength,
+    /// does not pad to one, such as transformers' DataCollatorWithFlattening). Default: the
+    /// profile's `[fuzz] static_length`, else `sometimes`.
+    #[arg(long, value_enum)]
+    pub static_length: Option<StaticLength>,
     /// Collator: one request in four has a max_seq_length below what its examples need; the
     /// collator must keep the longest prefix of examples that fits (`documents` expects it).
     #[arg(long)]
@@ -223,6 +227,11 @@ pub struct FuzzArgs {
     /// The adapter command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// `--profile NAME|FILE`.
+fn parse_profile(s: &str) -> Result<Arc<Profile>, String> {
+    Profile::resolve(s, None).map_err(|e| e.to_string())
 }
 
 /// `thdcheck check --help`: exit codes.
@@ -252,9 +261,10 @@ pub struct BatchOpts {
     /// Label convention, if not the dialect's (hf, dpo: unshifted; te: shifted).
     #[arg(long, value_enum)]
     pub labels: Option<Labels>,
-    /// Empty-slot sentinel of seq_lens and trailing cu_seqlens entries.
-    #[arg(long, default_value_t = -1000, allow_hyphen_values = true)]
-    pub sentinel: i64,
+    /// Empty-slot sentinel of seq_lens and trailing cu_seqlens entries (default -1000, or the
+    /// profile's).
+    #[arg(long, allow_hyphen_values = true)]
+    pub sentinel: Option<i64>,
     /// The models' first position id (RoBERTa/ESM: padding_idx + 1). Without it, position ids
     /// may start at 0, or at one base shared by every segment (noted in the report).
     #[arg(long, allow_hyphen_values = true)]
@@ -268,10 +278,11 @@ pub struct BatchOpts {
     /// Also read from the file's metadata (`ignore_index`).
     #[arg(long, allow_hyphen_values = true)]
     pub ignore_index: Option<i64>,
-    /// The stack that wrote the batch, where its contract is not in the keys (also metadata
-    /// `profile`; Megatron-Bridge is detected from its keys). See docs/batch-files.md.
-    #[arg(long, value_enum)]
-    pub profile: Option<crate::dialect::Profile>,
+    /// The stack's contract: a built-in profile's name (`thdcheck profile list`) or a profile
+    /// file (`.toml`, docs/profiles.md). Also metadata `profile`, then `[tool.thdcheck]` in
+    /// pyproject.toml; OLMo-core and Megatron-Bridge are also told by their keys.
+    #[arg(long, value_name = "NAME|FILE", value_parser = parse_profile)]
+    pub profile: Option<Arc<Profile>>,
     /// What the loss trains, where the batch cannot say it (also metadata `objective`; the
     /// olmo_core profile implies pretrain): `pretrain` trains across documents on purpose, so
     /// a label that is the next document's first token is noted, not flagged.
@@ -298,21 +309,33 @@ pub struct BatchOpts {
 impl BatchOpts {
     /// What the keys cannot say: dialect, renames, label convention, sentinel, position base,
     /// pad id, second ignore value, profile.
-    pub fn read_options(&self) -> crate::ReadOptions {
-        crate::ReadOptions {
+    ///
+    /// # Errors
+    /// [`crate::Error::Profile`] for a `pyproject.toml` whose `[tool.thdcheck]` profile does
+    /// not parse (read only when `--profile` is not given).
+    pub fn read_options(&self) -> crate::Result<crate::ReadOptions> {
+        let default_profile = match self.profile {
+            Some(_) => None,
+            None => match std::env::current_dir() {
+                Ok(dir) => crate::profile::from_pyproject(&dir)?,
+                Err(_) => None,
+            },
+        };
+        Ok(crate::ReadOptions {
             dialect: self.dialect,
             map: self.map.clone(),
             labels: self.labels.map(|l| match l {
                 Labels::Unshifted => thd::LabelConvention::Unshifted,
                 Labels::Shifted => thd::LabelConvention::Shifted,
             }),
-            sentinel: Some(self.sentinel),
+            sentinel: self.sentinel,
             position_base: self.position_base,
             pad_token_id: self.pad_token_id,
             ignore_index: self.ignore_index,
-            profile: self.profile,
+            profile: self.profile.clone(),
+            default_profile,
             objective: self.objective,
-        }
+        })
     }
 
     /// The options of the batch rules: CP size, pad multiple, causal or masked LM.
@@ -321,7 +344,7 @@ impl BatchOpts {
             cp_size: self.cp_size.map(|c| c as usize),
             pad_to_multiple_of: self.pad_to_multiple_of.map(|m| m as usize),
             causal: self.causal,
-            masked_lm: self.mlm,
+            masked_lm: self.mlm || self.objective == Some(crate::dialect::Objective::Mlm),
         }
     }
 }

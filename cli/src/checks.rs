@@ -52,9 +52,31 @@ pub fn with_metadata(
     }
     // `mlm = true` (or an encoder stated `causal = false`): labels are not shifted targets.
     let flag = |key: &str, want: &[&str]| meta.get(key).is_some_and(|v| want.contains(&v.trim()));
-    opts.masked_lm |=
-        flag("mlm", &["1", "true", "True"]) || flag("causal", &["0", "false", "False"]);
+    opts.masked_lm |= flag("mlm", &["1", "true", "True"])
+        || flag("causal", &["0", "false", "False"])
+        || flag("objective", &["mlm"]);
     Ok(opts)
+}
+
+/// Fills what neither the command line nor the metadata stated from the profile: its
+/// `attention` (causal: useful work is the triangle) and an `mlm` objective or bidirectional
+/// attention (labels are targets at their own position).
+pub fn with_profile(
+    mut opts: CheckOptions,
+    profile: Option<&crate::profile::Profile>,
+) -> CheckOptions {
+    use crate::dialect::Objective;
+    use crate::profile::Attention;
+    let Some(p) = profile else { return opts };
+    if opts.causal || opts.masked_lm {
+        return opts;
+    }
+    match (p.attention, p.objective) {
+        (_, Some(Objective::Mlm)) | (Some(Attention::Bidirectional), _) => opts.masked_lm = true,
+        (Some(Attention::Causal), _) => opts.causal = true,
+        _ => {}
+    }
+    opts
 }
 
 /// The facts and rule outcomes of one pack.

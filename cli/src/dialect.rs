@@ -9,18 +9,23 @@
 use std::collections::BTreeSet;
 
 use safetensors::Dtype;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thd::LabelConvention;
 
 use properties::checks::{DpoConcat, Ints as IntSlice, KeyNames};
 
+use std::sync::Arc;
+
 use crate::pack::{BatchData, validate_offsets};
+use crate::profile::{
+    DocumentsFact, LabelsFact, MaskFact, OffsetsEnd, PaddingSegments, Profile, TrailingRepeats,
+};
 use crate::tensors::{BatchFile, Column, Ints};
 use crate::words::plural;
 use crate::{Error, Result};
 
 /// The families of key names a batch file can use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Dialect {
     /// Hugging Face / bionemo `DataCollatorWithFlattening`: `cu_seq_lens_q`, `max_length_q`.
@@ -52,46 +57,8 @@ impl Dialect {
     }
 }
 
-/// The stack that wrote a batch, where its contract differs from what the keys say
-/// (`docs/batch-files.md` states each contract with the upstream file and commit it was read
-/// from). Megatron-Bridge is also detected from its keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-#[clap(rename_all = "snake_case")]
-pub enum Profile {
-    /// Hugging Face transformers `DataCollatorWithFlattening` / TRL padding-free.
-    Transformers,
-    /// bionemo-framework recipes' collators.
-    Bionemo,
-    /// open-instruct's padding-free collators (SFT, DPO).
-    OpenInstruct,
-    /// NeMo Automodel's `process_input_for_thd` / CP path.
-    Automodel,
-    /// TransformerEngine's THD helpers.
-    Te,
-    /// Megatron-Bridge's packed batches: the pack padding is a final segment by design.
-    MegatronBridge,
-    /// AReaL: `pad_packed_tensor_dict` appends the padding as a final segment by design, and
-    /// must not append an empty one (#1103).
-    Areal,
-    /// TRL's padding-free `DataCollatorForLanguageModeling` (`trl/trainer/sft_trainer.py`):
-    /// `pad_to_multiple_of` pads with position-0 tokens, each a segment of its own, by design
-    /// (TRL's own test asserts it).
-    Trl,
-    /// axolotl's multipack collators (`src/axolotl/utils/collators/batching.py`): the padding
-    /// of each row is one final segment by design since #2739 (positions `range(r)`).
-    Axolotl,
-    /// LLM Foundry / Composer binpacking (`llmfoundry/data/packing.py`).
-    LlmFoundry,
-    /// OLMo-core (`olmo_core/data/collator.py` `DataCollator`): documents as `doc_lens` per row,
-    /// no `labels` (the train module derives them from `input_ids` with `get_labels`, across
-    /// documents: a pretraining objective), the padding of a packed instance one final document
-    /// per row.
-    OlmoCore,
-}
-
 /// What the loss trains, where the batch cannot say it (`--objective`, metadata `objective`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Objective {
     /// Each document is its own example: a prediction of the next document's first token is a
@@ -100,49 +67,9 @@ pub enum Objective {
     /// The token stream is trained across documents on purpose (pretraining: OLMo-core,
     /// axolotl's pretraining path): such predictions are noted, not flagged.
     Pretrain,
-}
-
-impl Profile {
-    /// The name used in `--profile` and metadata `profile`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Profile::Transformers => "transformers",
-            Profile::Bionemo => "bionemo",
-            Profile::OpenInstruct => "open_instruct",
-            Profile::Automodel => "automodel",
-            Profile::Te => "te",
-            Profile::MegatronBridge => "megatron_bridge",
-            Profile::Areal => "areal",
-            Profile::Trl => "trl",
-            Profile::Axolotl => "axolotl",
-            Profile::LlmFoundry => "llm_foundry",
-            Profile::OlmoCore => "olmo_core",
-        }
-    }
-
-    /// The objective the stack trains when nothing says otherwise: OLMo-core's `get_labels`
-    /// shifts each row as one stream (pretraining).
-    pub fn objective(self) -> Objective {
-        if self == Profile::OlmoCore { Objective::Pretrain } else { Objective::Sft }
-    }
-
-    /// Whether the stack gives the kernels its pack padding as a final segment on purpose.
-    pub fn padding_segment_by_design(self) -> bool {
-        matches!(
-            self,
-            Profile::MegatronBridge
-                | Profile::Areal
-                | Profile::Trl
-                | Profile::Axolotl
-                | Profile::OlmoCore
-        )
-    }
-
-    /// Whether only one padding segment per row, at its end, is by design (axolotl after
-    /// #2739; one segment per pad token is the bug).
-    pub fn padding_segment_per_row(self) -> bool {
-        self == Profile::Axolotl
-    }
+    /// Masked LM (ESM, BERT): labels are targets at their own position, never shifted across
+    /// a boundary (as `--mlm`).
+    Mlm,
 }
 
 /// How to read a file: what the keys cannot say.
@@ -165,8 +92,12 @@ pub struct ReadOptions {
     /// A label value the loss ignores besides -100 (TE's `pad_thd_sequences_for_cp` takes any
     /// `padding_label_id`): read as -100.
     pub ignore_index: Option<i64>,
-    /// The stack that wrote the file (`None`: detected from the keys where they tell).
-    pub profile: Option<Profile>,
+    /// The stack's contract (`--profile`, metadata `profile`; `None`: detected from the keys
+    /// where they tell, else the defaults of packed training).
+    pub profile: Option<Arc<Profile>>,
+    /// The profile to use when neither the options nor the file name one (the `[tool.thdcheck]`
+    /// table of `pyproject.toml`); key detection comes after it.
+    pub default_profile: Option<Arc<Profile>>,
     /// What the loss trains (`None`: the profile's, else `sft`).
     pub objective: Option<Objective>,
 }
@@ -174,7 +105,39 @@ pub struct ReadOptions {
 impl ReadOptions {
     /// Whether the objective trains across documents by design: stated, or the profile's.
     pub fn pretrain(&self) -> bool {
-        self.objective.or(self.profile.map(Profile::objective)) == Some(Objective::Pretrain)
+        self.objective.or(self.fact(|p| p.objective)) == Some(Objective::Pretrain)
+    }
+
+    /// The profile named by the options or the project (`pyproject.toml`), before any file is
+    /// read: what `fuzz` takes its defaults from.
+    pub fn stated_profile(&self) -> Option<&Arc<Profile>> {
+        self.profile.as_ref().or(self.default_profile.as_ref())
+    }
+
+    /// A fact of the profile, if one is in force and states it.
+    pub fn fact<T>(&self, f: impl Fn(&Profile) -> Option<T>) -> Option<T> {
+        self.profile.as_deref().and_then(f)
+    }
+
+    /// Where the profile puts padding segments.
+    fn padding_segments(&self) -> PaddingSegments {
+        self.profile.as_deref().map_or(PaddingSegments::None, Profile::padding_segments)
+    }
+
+    /// Fills what neither the command line nor the file's metadata set from the profile's
+    /// facts (the resolution order of `docs/profiles.md`).
+    fn fill_from_profile(&mut self) {
+        let Some(p) = self.profile.clone() else { return };
+        self.dialect = self.dialect.or(p.format);
+        self.position_base = self.position_base.or(p.position_base);
+        self.pad_token_id = self.pad_token_id.or(p.pad_token_id);
+        self.ignore_index = self.ignore_index.or(p.ignore_index);
+        self.sentinel = self.sentinel.or(p.sentinel);
+        self.labels = self.labels.or(match p.labels {
+            Some(LabelsFact::Unshifted) => Some(LabelConvention::Unshifted),
+            Some(LabelsFact::Shifted) => Some(LabelConvention::Shifted),
+            Some(LabelsFact::FromInputIds) | None => None,
+        });
     }
 
     /// Fills what the command line left unset from the file's `__metadata__`: `position_base`,
@@ -223,16 +186,26 @@ impl ReadOptions {
                 })
                 .transpose()
         }
-        if o.profile.is_none() {
-            o.profile = choice(
-                meta,
-                "profile",
-                "transformers, bionemo, open_instruct, automodel, te, megatron_bridge, areal, trl, \
-                 axolotl, llm_foundry or olmo_core",
-            )?;
+        if o.profile.is_none()
+            && let Some(v) = meta.get("profile")
+        {
+            // A path names its own errors (file, line, field); a bare word that is no
+            // built-in profile is a bad metadata value.
+            o.profile = Some(match Profile::resolve(v, None) {
+                Err(Error::Profile { origin, .. }) if origin == "--profile" => {
+                    return Err(Error::Value {
+                        key: "__metadata__.profile".into(),
+                        index: 0,
+                        value: v.clone(),
+                        expected: "a built-in profile name (`thdcheck profile list`) or a path \
+                                   to a profile file",
+                    });
+                }
+                other => other?,
+            });
         }
         if o.objective.is_none() {
-            o.objective = choice(meta, "objective", "sft or pretrain")?;
+            o.objective = choice(meta, "objective", "sft, pretrain or mlm")?;
         }
         if o.labels.is_none()
             && let Some(v) = meta.get("labels")
@@ -250,6 +223,10 @@ impl ReadOptions {
                 }
             });
         }
+        if o.profile.is_none() {
+            o.profile = o.default_profile.clone();
+        }
+        o.fill_from_profile();
         Ok(o)
     }
 }
@@ -267,6 +244,8 @@ pub struct Parsed {
     pub cp_shard: Option<(usize, usize)>,
     /// Notes about the file as a whole.
     pub notes: Vec<String>,
+    /// The stack's contract the file was read under, if any.
+    pub profile: Option<Arc<Profile>>,
 }
 
 /// Detects the dialect from the keys (after renaming).
@@ -321,19 +300,21 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
         file.rename(from, to)?;
     }
     let mut notes = Vec::new();
-    // OLMo-core is told by its keys: `doc_lens` or `label_mask`, and no labels (its train
-    // module derives them).
+    // A stack told by its keys (its profile's `[[detect]]`), when nothing names one.
     if opts.profile.is_none()
-        && let Some(key) = first_present(&file, &["doc_lens", "label_mask"])
-        && !file.contains("labels")
+        && let Some((p, why)) = Profile::detect(|k| file.contains(k))
     {
-        opts.profile = Some(Profile::OlmoCore);
         notes.push(format!(
-            "OLMo-core batch (`{key}`, no labels): read under its profile (--profile olmo_core)"
+            "read under the `{}` profile, told by its keys ({why}): {}",
+            p.name, p.stack
         ));
+        opts.profile = Some(p);
+        opts.fill_from_profile();
+    }
+    if let Some(p) = opts.profile.clone() {
+        apply_profile_map(&mut file, &p, &mut notes)?;
     }
     let opts = &opts;
-    let mb = megatron_bridge(&mut file, opts.profile, &mut notes)?;
     let dialect = match opts.dialect {
         Some(d) => d,
         None => detect(file.keys())?,
@@ -367,13 +348,13 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
                 ));
                 (0..rows)
                     .map(|r| {
-                        let mut p = te_pack(&file.row(r, rows)?, sentinel, opts, 1, mb)?;
+                        let mut p = te_pack(&file.row(r, rows)?, sentinel, opts, 1)?;
                         p.part = Some(format!("chunk {r}"));
                         Ok(p)
                     })
                     .collect::<Result<Vec<_>>>()?
             }
-            None => vec![te_pack(&file, sentinel, opts, cp_shard.map_or(1, |(_, s)| s), mb)?],
+            None => vec![te_pack(&file, sentinel, opts, cp_shard.map_or(1, |(_, s)| s))?],
         },
         Dialect::Dpo => {
             let chosen = hf_pack(&file, "chosen_", Some("chosen"), opts, 1)?;
@@ -385,7 +366,7 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
             packs
         }
     };
-    Ok(Parsed { dialect, packs, dpo, cp_shard, notes })
+    Ok(Parsed { dialect, packs, dpo, cp_shard, notes, profile: opts.profile.clone() })
 }
 
 fn missing(file: &BatchFile, key: &str, dialect: Dialect) -> Error {
@@ -575,7 +556,7 @@ fn offsets(
     key: &str,
     tokens: usize,
     sentinel: Option<i64>,
-    mb: bool,
+    first_negative: bool,
     notes: &mut Vec<String>,
 ) -> Result<Vec<i64>> {
     let Ints { shape, mut values } = file.ints(key)?;
@@ -608,12 +589,12 @@ fn offsets(
             ));
             values.truncate(a);
         }
-    } else if mb && let Some(first) = values.iter().position(|&v| v < 0) {
-        // Without the argmin, Megatron-Bridge cuts at the first negative entry
-        // (`gpt_step._trim_padded_cu_seqlens_for_cp`, 067f987df).
+    } else if first_negative && let Some(first) = values.iter().position(|&v| v < 0) {
+        // Without the argmin, the profile's `offsets_end = "first-negative"` cuts at the first
+        // negative entry (Megatron-Bridge's `gpt_step._trim_padded_cu_seqlens_for_cp`).
         notes.push(format!(
-            "`{key}`: cut at its first negative entry, index {first} ({} sentinel entries, \
-             Megatron-Bridge without `{argmin}`)",
+            "`{key}`: cut at its first negative entry, index {first} ({} sentinel entries; \
+             the profile's offsets end there without `{argmin}`)",
             values.len() - first
         ));
         values.truncate(first);
@@ -709,14 +690,22 @@ fn hf_pack(
     // Sample numbers per token: LLM Foundry's `sequence_id` (-1 on padding), or axolotl's
     // multipack `attention_mask` (1, 2, 3 … per pack, 0 on padding).
     let numbered = if no_offsets {
-        sample_numbers(file, &ids_key, tokens, opts.profile == Some(Profile::Axolotl))?
+        sample_numbers(
+            file,
+            &ids_key,
+            tokens,
+            opts.fact(|p| p.attention_mask) == Some(MaskFact::SampleNumbers),
+        )?
     } else {
         None
     };
     let mut numbered_mask = None;
     let mut from_positions = false;
     let doc_lens = no_offsets && file.contains("doc_lens");
-    let olmo = part.is_none() && opts.profile == Some(Profile::OlmoCore);
+    let row_pad_tail =
+        part.is_none() && opts.fact(|p| p.documents) == Some(DocumentsFact::RowPadTail);
+    let derived_labels =
+        part.is_none() && opts.fact(|p| p.labels) == Some(LabelsFact::FromInputIds);
     let cu = if file.contains(&cu_key) {
         offsets(file, &cu_key, shard_bound(tokens, scale), None, false, &mut notes)?
     } else if doc_lens {
@@ -765,7 +754,7 @@ fn hf_pack(
         ));
         bshd = Some(storage);
         real
-    } else if no_offsets && olmo {
+    } else if no_offsets && row_pad_tail {
         // OLMo-core's padded instances (`NumpyPaddedFSLDataset`): one document per row, padded
         // with the pad id; no mask, no `doc_lens`.
         let (real, storage) = pad_tail_rows(input_ids.ints(), rows, opts.pad_token_id);
@@ -817,7 +806,9 @@ fn hf_pack(
         };
     let labels = match &labels_key {
         Some(key) => opt_tokens(file, key, &ids_key, tokens)?,
-        None if olmo => Some(olmo_core_labels(file, input_ids.ints(), rows, &mut notes)?.into()),
+        None if derived_labels => {
+            Some(derived_input_labels(file, input_ids.ints(), rows, &mut notes)?.into())
+        }
         None => None,
     };
     let seq_idx_key = k("seq_idx");
@@ -829,7 +820,7 @@ fn hf_pack(
             format!("{key} (sample numbers)"),
             format!("{key} (samples, padding at each row's end)"),
         ),
-        None if rows_read && olmo => {
+        None if rows_read && row_pad_tail => {
             ("input_ids (each row before its pad tail)".to_owned(), "the rows".to_owned())
         }
         None if rows_read => {
@@ -848,7 +839,7 @@ fn hf_pack(
             mask: mask_key.clone(),
             labels: match &labels_key {
                 Some(key) => key.clone(),
-                None if olmo => "labels (input_ids under label_mask)".to_owned(),
+                None if derived_labels => "labels (input_ids under label_mask)".to_owned(),
                 None => k("labels"),
             },
             position_ids: pos_key.clone(),
@@ -876,8 +867,8 @@ fn hf_pack(
         row_slots: None,
         notes,
         input_ids,
-        padding_segment_by_design: opts.profile.is_some_and(Profile::padding_segment_by_design),
-        padding_segment_per_row: opts.profile.is_some_and(Profile::padding_segment_per_row),
+        padding_segment_by_design: opts.padding_segments() != PaddingSegments::None,
+        padding_segment_per_row: opts.padding_segments() == PaddingSegments::PerRow,
         boundaries_from_positions: from_positions,
         rows_are_sequences: rows_read && numbered_key.is_none(),
         cross_doc_labels_by_design: opts.pretrain(),
@@ -978,7 +969,7 @@ fn max_doc_len(file: &BatchFile, rows: usize) -> Result<Option<i64>> {
 /// The labels OLMo-core's train module derives (`olmo_core/data/utils.py` `get_labels`):
 /// `input_ids`, -100 where `label_mask` is false, `attention_mask` is 0 or the row's
 /// `instance_mask` is false, shifted left within each row by the loss (unshifted here).
-fn olmo_core_labels(
+fn derived_input_labels(
     file: &BatchFile,
     input_ids: IntSlice<'_>,
     rows: usize,
@@ -1020,7 +1011,8 @@ fn mask_key_name(prefix: &str) -> String {
 
 /// Per-token sample numbers, if the file has them: `sequence_id` (LLM Foundry's binpacking,
 /// `llmfoundry/data/packing.py`: 0, 1, 2 … per sample of a row, -1 on padding), or an integer
-/// `attention_mask` holding a value above 1, or any integer one under the `axolotl` profile
+/// `attention_mask` holding a value above 1, or any integer one under a profile whose
+/// `attention_mask = "sample-numbers"`
 /// (axolotl's multipack collators: 1, 2, 3 … per sample, 0 on padding; a pack of one sample is
 /// all ones). Returns the key, the numbers and the padding value.
 ///
@@ -1030,7 +1022,7 @@ fn sample_numbers(
     file: &BatchFile,
     ids_key: &str,
     tokens: usize,
-    axolotl: bool,
+    numbered_mask: bool,
 ) -> Result<Option<(String, Vec<i64>, i64)>> {
     for (key, pad) in [("sequence_id", -1), ("attention_mask", 0)] {
         if !file.contains(key) {
@@ -1045,7 +1037,7 @@ fn sample_numbers(
         let Ints { shape, values } = file.ints(key)?;
         token_rows(key, &shape)?;
         same_tokens(key, values.len(), ids_key, tokens)?;
-        if key == "sequence_id" || axolotl || values.iter().any(|&v| v > 1) {
+        if key == "sequence_id" || numbered_mask || values.iter().any(|&v| v > 1) {
             return Ok(Some((key.to_owned(), values, pad)));
         }
     }
@@ -1167,39 +1159,38 @@ fn shard_bound(tokens: usize, scale: usize) -> usize {
 /// `cu_seqlens_argmin`, `cu_seqlens_unpadded` for the real lengths beside the padded
 /// `cu_seqlens`; `gpt_step.get_packed_seq_params`, `067f987df`): renamed to the TE names.
 /// Returns whether the file is one.
-fn megatron_bridge(
-    file: &mut BatchFile,
-    profile: Option<Profile>,
-    notes: &mut Vec<String>,
-) -> Result<bool> {
-    let stated = profile == Some(Profile::MegatronBridge);
-    let keyed = file.contains("cu_seqlens_argmin")
-        || file.contains("cu_seqlens_unpadded")
-        || (file.contains("tokens") && !file.contains("input_ids"));
-    if !(stated || keyed) {
-        return Ok(false);
-    }
+/// Renames the stack's key names to the format's: first each `[map_when.KEY]` group whose key
+/// is in the file (its renames read the original names together), then `map`. A rename whose
+/// source is absent, or whose target is already in the file, is skipped: a profile describes
+/// every file of its stack.
+fn apply_profile_map(file: &mut BatchFile, p: &Profile, notes: &mut Vec<String>) -> Result<()> {
     let mut renamed = Vec::new();
-    let mut rename = |file: &mut BatchFile, from: &str, to: &str| -> Result<()> {
-        if file.contains(from) && !file.contains(to) {
-            file.rename(from, to)?;
+    let mut groups: Vec<Vec<(&String, &String)>> = p
+        .map_when
+        .iter()
+        .filter(|(when, _)| file.contains(when))
+        .map(|(_, m)| m.iter().collect())
+        .collect();
+    groups.push(p.map.iter().collect());
+    for group in groups {
+        let moving: Vec<(&String, &String)> =
+            group.into_iter().filter(|(from, _)| file.contains(from)).collect();
+        let taken = |to: &str| file.contains(to) && !moving.iter().any(|(f, _)| f.as_str() == to);
+        let moving: Vec<(&String, &String)> =
+            moving.iter().copied().filter(|(_, to)| !taken(to)).collect();
+        // Out of the way first, so that `a → b, b → c` reads the original `b`.
+        for (i, (from, _)) in moving.iter().enumerate() {
+            file.rename(from, &format!("\u{0}profile-map-{i}"))?;
+        }
+        for (i, (from, to)) in moving.iter().enumerate() {
+            file.rename(&format!("\u{0}profile-map-{i}"), to)?;
             renamed.push(format!("{from} → {to}"));
         }
-        Ok(())
-    };
-    rename(file, "tokens", "input_ids")?;
-    if file.contains("cu_seqlens_unpadded") {
-        rename(file, "cu_seqlens", "cu_seqlens_padded")?;
-        rename(file, "cu_seqlens_argmin", "cu_seqlens_padded_argmin")?;
-        rename(file, "cu_seqlens_unpadded", "cu_seqlens")?;
-        rename(file, "cu_seqlens_unpadded_argmin", "cu_seqlens_argmin")?;
     }
-    notes.push(if renamed.is_empty() {
-        "Megatron-Bridge batch".into()
-    } else {
-        format!("Megatron-Bridge batch: read {}", renamed.join(", "))
-    });
-    Ok(true)
+    if !renamed.is_empty() {
+        notes.push(format!("profile `{}`: read {}", p.name, renamed.join(", ")));
+    }
+    Ok(())
 }
 
 /// Document offsets from position ids: a document starts at token 0, at every row start of a
@@ -1225,14 +1216,8 @@ fn restarts(pos: &[i64], rows: usize, tokens: usize) -> Vec<i64> {
 }
 
 /// A TE / Megatron / Automodel pack.
-/// `mb`: the file is Megatron-Bridge's (see [`megatron_bridge`]).
-fn te_pack(
-    file: &BatchFile,
-    sentinel: i64,
-    opts: &ReadOptions,
-    scale: usize,
-    mb: bool,
-) -> Result<BatchData> {
+fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) -> Result<BatchData> {
+    let mb = opts.fact(|p| p.offsets_end) == Some(OffsetsEnd::FirstNegative);
     let d = Dialect::Te;
     if !file.contains("input_ids") {
         return Err(missing(file, "input_ids", d));
@@ -1282,8 +1267,9 @@ fn te_pack(
         None => None,
     };
     let (mut cu, mut cu_padded) = (cu, cu_padded);
-    if mb {
-        // Megatron-Bridge #5400 pads ragged rows with zero-length repeats of the last offset.
+    if opts.fact(|p| p.trailing_repeats) == Some(TrailingRepeats::RowPadding) {
+        // The profile's ragged rows are padded with zero-length repeats of the last offset
+        // (Megatron-Bridge #5400).
         let mut repeats = 0;
         while cu.len() > 2
             && cu[cu.len() - 1] == cu[cu.len() - 2]
@@ -1300,7 +1286,7 @@ fn te_pack(
         }
         if repeats > 0 {
             notes.push(format!(
-                "`{cu_name}`: {} of the last offset dropped (Megatron-Bridge pads ragged rows so, #5400)",
+                "`{cu_name}`: {} of the last offset dropped (the profile's ragged-row padding)",
                 plural(repeats, "zero-length repeat")
             ));
         }
@@ -1312,7 +1298,7 @@ fn te_pack(
     };
     // Megatron-Bridge's legacy collate_fn returns `attention_mask = [1] * batch size` (sft.py,
     // until fb9ec5f85): unused at cp = 1, sliced along the tokens under CP (#4519).
-    if mb
+    if opts.fact(|p| p.attention_mask) == Some(MaskFact::RowFlags)
         && mask_key == Some("attention_mask")
         && let Some(e) = file.entry("attention_mask")
         && e.shape.len() == 1
@@ -1391,9 +1377,8 @@ fn te_pack(
         row_slots,
         notes,
         input_ids,
-        padding_segment_by_design: mb
-            || opts.profile.is_some_and(Profile::padding_segment_by_design),
-        padding_segment_per_row: opts.profile.is_some_and(Profile::padding_segment_per_row),
+        padding_segment_by_design: opts.padding_segments() != PaddingSegments::None,
+        padding_segment_per_row: opts.padding_segments() == PaddingSegments::PerRow,
         boundaries_from_positions: false,
         rows_are_sequences: false,
         cross_doc_labels_by_design: opts.pretrain(),

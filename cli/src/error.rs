@@ -61,6 +61,17 @@ pub enum Error {
         /// The keys of the file, sorted.
         keys: Vec<String>,
     },
+    /// A profile that does not parse, or names what is not there: the file (or option), the
+    /// line, the field and the values allowed.
+    #[error("{origin}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Profile {
+        /// The file, `built-in profiles/NAME.toml`, `--profile` or `profile=`.
+        origin: String,
+        /// The 1-based line, where the parser knows it.
+        line: Option<usize>,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
     /// `--map FROM=TO` names a key the file does not have.
     #[error("--map {from}={to}: the file has no key `{from}`")]
     MapSource {

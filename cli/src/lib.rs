@@ -37,6 +37,7 @@ pub mod fuzz;
 pub mod loggers;
 pub mod metrics_cmd;
 pub mod pack;
+pub mod profile;
 pub mod protocol;
 pub mod report;
 pub mod shards;
@@ -68,5 +69,6 @@ pub fn check_file(
 ) -> Result<FileReport> {
     let opts = checks::with_metadata(*opts, file.metadata())?;
     let parsed = dialect::parse(file, read)?;
+    let opts = checks::with_profile(opts, parsed.profile.as_deref());
     Ok(FileReport::new(&parsed, &opts))
 }

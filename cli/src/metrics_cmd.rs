@@ -80,7 +80,7 @@ fn compute(args: &MetricsArgs, in_memory: Vec<(String, BatchFile)>) -> Result<Co
         }
         None
     } else {
-        let read = args.read.read_options();
+        let read = args.read.read_options()?;
         let mut mbs = load_micro_batches(&args.batches, &read)?;
         for (label, file) in in_memory {
             let metadata = file.metadata().clone();

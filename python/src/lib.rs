@@ -10,7 +10,8 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use safetensors::Dtype;
-use thdcheck::dialect::{Dialect, Objective, Profile};
+use thdcheck::dialect::{Dialect, Objective};
+use thdcheck::profile::Profile;
 use thdcheck::tensors::{BatchFile, SharedTensor};
 use thdcheck::{CheckOptions, ReadOptions};
 
@@ -111,9 +112,9 @@ fn choice<T: ValueEnum>(what: &str, v: Option<&str>) -> PyResult<Option<T>> {
 /// report, the JSON report and the violated rule ids.
 #[pyfunction]
 #[pyo3(signature = (
-    tensors, *, name, metadata, dialect=None, map=None, labels=None, sentinel=-1000,
-    position_base=None, pad_token_id=None, ignore_index=None, profile=None, objective=None,
-    cp_size=None, pad_to_multiple_of=None, causal=false, mlm=false
+    tensors, *, name, metadata, dialect=None, map=None, labels=None, sentinel=None,
+    position_base=None, pad_token_id=None, ignore_index=None, profile=None, profile_json=None,
+    objective=None, cp_size=None, pad_to_multiple_of=None, causal=false, mlm=false
 ))]
 #[allow(clippy::too_many_arguments)]
 fn check(
@@ -123,11 +124,12 @@ fn check(
     dialect: Option<&str>,
     map: Option<Vec<(String, String)>>,
     labels: Option<&str>,
-    sentinel: i64,
+    sentinel: Option<i64>,
     position_base: Option<i64>,
     pad_token_id: Option<i64>,
     ignore_index: Option<i64>,
     profile: Option<&str>,
+    profile_json: Option<&str>,
     objective: Option<&str>,
     cp_size: Option<usize>,
     pad_to_multiple_of: Option<usize>,
@@ -140,6 +142,18 @@ fn check(
             return Err(PyValueError::new_err(format!("{what}={v:?}: expected 1..=65536")));
         }
     }
+    // A name or a path (`profile=`), a dict (sent as JSON), else the project's
+    // `[tool.thdcheck]` from the working directory: the command's resolution order.
+    let bad = |e: thdcheck::Error| PyValueError::new_err(e.to_string());
+    let profile = match (profile, profile_json) {
+        (Some(spec), _) => Some(Profile::resolve(spec, None).map_err(bad)?),
+        (None, Some(json)) => Some(Profile::from_json(json).map_err(bad)?),
+        (None, None) => None,
+    };
+    let default_profile = match (&profile, std::env::current_dir()) {
+        (None, Ok(dir)) => thdcheck::profile::from_pyproject(&dir).map_err(bad)?,
+        _ => None,
+    };
     let read = ReadOptions {
         dialect: choice::<Dialect>("dialect", dialect)?,
         map: map.unwrap_or_default(),
@@ -153,14 +167,16 @@ fn check(
                 )));
             }
         },
-        sentinel: Some(sentinel),
+        sentinel,
         position_base,
         pad_token_id,
         ignore_index,
-        profile: choice::<Profile>("profile", profile)?,
+        profile,
+        default_profile,
         objective: choice::<Objective>("objective", objective)?,
     };
-    let opts = CheckOptions { cp_size, pad_to_multiple_of, causal, masked_lm: mlm };
+    let masked_lm = mlm || objective == Some("mlm");
+    let opts = CheckOptions { cp_size, pad_to_multiple_of, causal, masked_lm };
     let result = BatchFile::from_buffers(shared, metadata)
         .and_then(|file| thdcheck::check_file(file, &read, &opts));
     let report = result.map_err(|e| BatchError::new_err(format!("{name}: {e}")))?;

@@ -218,7 +218,9 @@ def test_a_self_referencing_list_is_an_error_not_a_hang():
         ({"map": [("a", "b")]}, TypeError, r"map=\[\('a', 'b'\)\]: expected a dict"),
         ({"map": {"a": 1}}, TypeError, r"map: 'a': 1"),
         ({"metadata": "x"}, TypeError, r"metadata='x': expected a dict"),
-        ({"profile": 3}, TypeError, r"profile=3: expected a string"),
+        ({"profile": 3}, TypeError, r"profile=3: expected a built-in profile name"),
+            ({"profile": "nope"}, ValueError, r"\"nope\" is no built-in profile"),
+            ({"profile": {"name": "x", "padding_segments": "some"}}, ValueError, r"profile=: unknown variant `some`, expected one of `none`, `per-row`, `any`"),
     ],
 )
 def test_bad_options_raise_errors_naming_the_option(options, error, match):

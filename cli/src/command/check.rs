@@ -127,7 +127,7 @@ fn indented(text: &str, indent: &str, first: bool) -> String {
 
 /// Runs the command; returns the exit code.
 pub fn run(args: &CheckArgs) -> Result<u8> {
-    let read = args.batch.read_options();
+    let read = args.batch.read_options()?;
     let opts = args.batch.check_options();
     let mut expectations: Vec<Expectations> = Vec::new();
     if let Some(e) = &args.expect {

@@ -64,4 +64,30 @@ pub enum Command {
     /// Python logger's JSON (keys as in --json, nested or dotted) and exits 1 on a mismatch.
     #[command(after_help = METRICS_AFTER_HELP)]
     Metrics(MetricsArgs),
+    /// List, show or suggest stack profiles: a stack's contract as data (docs/profiles.md).
+    #[command(subcommand)]
+    Profile(ProfileCommand),
+}
+
+/// `thdcheck profile …`.
+#[derive(Debug, Subcommand)]
+pub enum ProfileCommand {
+    /// The built-in profiles, one line each.
+    List,
+    /// A profile's facts, each with the upstream file and commit it was read from.
+    Show {
+        /// A built-in profile's name, or a profile file.
+        #[arg(value_name = "NAME|FILE")]
+        profile: String,
+    },
+    /// Read known-good batches of a stack and print the profile they evidence, each fact
+    /// marked as seen in the data or not determinable, ready to review.
+    Suggest {
+        /// The profile's name.
+        #[arg(long, default_value = "mystack")]
+        name: String,
+        /// Known-good batch files (directories: every .safetensors under them).
+        #[arg(required = true, value_name = "FILE")]
+        paths: Vec<std::path::PathBuf>,
+    },
 }

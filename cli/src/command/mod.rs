@@ -8,6 +8,7 @@
 
 mod check;
 pub mod cli;
+mod profile;
 mod selfcheck;
 
 use std::ffi::OsString;
@@ -43,6 +44,7 @@ where
         Command::Check(args) => check::run(&args),
         Command::Fuzz(args) => crate::fuzz::run(&args),
         Command::Metrics(args) => crate::metrics_cmd::run(&args),
+        Command::Profile(cmd) => profile::run(&cmd),
     };
     match outcome {
         Ok(code) => code,

@@ -26,6 +26,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, Test
 use serde_json::{Value, json};
 
 use crate::args::{FuzzArgs, FuzzTarget};
+use crate::profile::StaticLengthFact;
 use adapter::{Adapter, Reply};
 
 /// Why a case failed.
@@ -242,6 +243,10 @@ pub fn check_ignore(values: &[String]) -> Result<()> {
 
 fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> Result<u8> {
     check_ignore(&args.ignore)?;
+    // The stack's profile carries its fuzz defaults; an option given on the command line wins.
+    let read = args.batch.read_options()?;
+    let profile = read.stated_profile().cloned();
+    let fuzz = profile.as_ref().map(|p| p.fuzz.clone()).unwrap_or_default();
     match args.target {
         FuzzTarget::Packer => {
             let cfg = packer::PackerConfig {
@@ -253,7 +258,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                     dp_size: args.dp_size,
                 },
                 pairs: args.pairs,
-                fitting_only: args.fitting_only,
+                fitting_only: args.fitting_only || fuzz.fitting_only == Some(true),
             };
             drive(&packer::PackerTarget::new(cfg), args, transport, out)
         }
@@ -281,14 +286,18 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
         FuzzTarget::Collator => drive(
             &collator::CollatorTarget {
                 mode: args.mode,
-                read: args.batch.read_options(),
-                opts: args.batch.check_options(),
+                read: read.clone(),
+                opts: crate::checks::with_profile(args.batch.check_options(), profile.as_deref()),
                 rewrites: collator::Rewrites {
                     mlm: args.batch.mlm,
                     bos: args.add_bos,
                     eos: args.add_eos,
                 },
-                static_length: args.static_length,
+                static_length: args.static_length.unwrap_or(match fuzz.static_length {
+                    Some(StaticLengthFact::Never) => StaticLength::Never,
+                    Some(StaticLengthFact::Always) => StaticLength::Always,
+                    Some(StaticLengthFact::Sometimes) | None => StaticLength::Sometimes,
+                }),
                 over_budget: args.over_budget,
             },
             args,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import operator
+import os
 import struct
 from typing import Any, Callable, Iterable, Mapping
 
@@ -375,6 +376,26 @@ def _str_option(name: str, value: Any) -> str | None:
     return value
 
 
+def _profile_option(profile: Any) -> dict:
+    """`profile=`: a built-in name, a path (str or os.PathLike) to a profile file, or a dict
+    holding the profile's fields (docs/profiles.md), sent to the binding as JSON."""
+    if profile is None:
+        return {}
+    if isinstance(profile, Mapping):
+        try:
+            return {"profile_json": json.dumps(dict(profile))}
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"profile={profile!r}: a profile dict holds TOML values: {e}") from None
+    if isinstance(profile, os.PathLike):
+        return {"profile": os.fspath(profile)}
+    if isinstance(profile, str):
+        return {"profile": profile}
+    raise TypeError(
+        f"profile={profile!r}: expected a built-in profile name, a path to a profile file, or a "
+        "dict of profile fields"
+    )
+
+
 def _key_map(map: Any) -> list:
     """`map={stack's key: key thdcheck reads}` as the binding's pairs."""
     if map is None:
@@ -393,7 +414,7 @@ def _key_map(map: Any) -> list:
 def check(
     batch: Mapping[str, Any],
     *,
-    profile: str | None = None,
+    profile: str | os.PathLike | Mapping[str, Any] | None = None,
     cp_size: int | None = None,
     pad_to_multiple_of: int | None = None,
     pad_token_id: int | None = None,
@@ -405,13 +426,16 @@ def check(
     mlm: bool = False,
     dialect: str | None = None,
     map: Mapping[str, str] | None = None,
-    sentinel: int = -1000,
+    sentinel: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     name: str = "batch",
 ) -> Report:
     """Checks one batch as `thdcheck check` checks a dumped file, and returns its `Report`.
 
     The keyword arguments are the command's options (`--profile`, `--cp-size`, ...);
+    `profile` is a built-in profile's name, a path to a profile file, or a dict of profile
+    fields (docs/profiles.md: `{"name": "mine", "extends": "trl", "pad_token_id": 0}`); without
+    it, the `[tool.thdcheck]` table of the nearest `pyproject.toml` applies, as for the command.
     `metadata` holds what a dump would carry as safetensors metadata (e.g. `{"cp_rank": 0,
     "cp_size": 2}`). Raises `BatchError` (a `ValueError`) naming the key, index and value when
     the batch cannot be read, as the command exits 2.
@@ -424,11 +448,11 @@ def check(
         dialect=_str_option("dialect", dialect),
         map=_key_map(map),
         labels=_str_option("labels", labels),
-        sentinel=_int_option("sentinel", sentinel, *i64),
+        sentinel=None if sentinel is None else _int_option("sentinel", sentinel, *i64),
         position_base=_int_option("position_base", position_base, *i64),
         pad_token_id=_int_option("pad_token_id", pad_token_id, *i64),
         ignore_index=_int_option("ignore_index", ignore_index, *i64),
-        profile=_str_option("profile", profile),
+        **_profile_option(profile),
         objective=_str_option("objective", objective),
         cp_size=_int_option("cp_size", cp_size, 1, 1 << 16),
         pad_to_multiple_of=_int_option("pad_to_multiple_of", pad_to_multiple_of, 1, 1 << 16),

@@ -1,0 +1,290 @@
+//! `thdcheck profile list | show | suggest`: the stack contracts as data (`crate::profile`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+
+use super::cli::ProfileCommand;
+use crate::dialect::{Objective, ReadOptions, parse};
+use crate::profile::{PaddingSegments, Profile};
+use crate::tensors::BatchFile;
+use crate::{CheckOptions, check_file};
+
+/// Runs `thdcheck profile …`; returns the exit code.
+pub fn run(cmd: &ProfileCommand) -> Result<u8> {
+    match cmd {
+        ProfileCommand::List => {
+            for p in Profile::builtins() {
+                let told = if p.detect.is_empty() { "" } else { " (also told by its keys)" };
+                println!("{:<16} {}{told}", p.name, p.stack);
+            }
+            Ok(0)
+        }
+        ProfileCommand::Show { profile } => {
+            let p = Profile::resolve(profile, None)?;
+            print!("{}", show(&p));
+            Ok(0)
+        }
+        ProfileCommand::Suggest { name, paths } => {
+            let files = collect(paths)?;
+            print!("{}", suggest(name, &files)?);
+            Ok(0)
+        }
+    }
+}
+
+/// A profile's facts and their sources, as `profile show` prints them.
+pub fn show(p: &Profile) -> String {
+    let mut out = format!("{} — {}\n  from: {}\n", p.name, p.stack, p.origin);
+    if let Some(base) = &p.extends {
+        let _ = writeln!(out, "  extends: {base}");
+    }
+    let facts = p.facts();
+    if facts.is_empty() {
+        out.push_str("  no facts: the defaults of packed training (docs/profiles.md)\n");
+    }
+    for (field, value) in facts {
+        let _ = writeln!(out, "  {field:<17} {value}");
+        let source = p.sources.iter().find(|(k, _)| {
+            k.as_str() == field || k.strip_prefix(field).is_some_and(|r| r.starts_with('.'))
+        });
+        match source {
+            Some((_, s)) => {
+                let _ = writeln!(out, "  {:<17}   source: {s}", "");
+            }
+            None => {
+                let _ = writeln!(out, "  {:<17}   source: none given", "");
+            }
+        }
+    }
+    for d in &p.detect {
+        let _ = writeln!(
+            out,
+            "  {:<17} keys {:?}{}",
+            "detect",
+            d.present,
+            if d.absent.is_empty() { String::new() } else { format!(", none of {:?}", d.absent) }
+        );
+    }
+    out
+}
+
+fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut bad = Vec::new();
+    for path in paths {
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+        if meta.is_dir() {
+            crate::files::walk(path, &mut files, &mut bad)?;
+        } else {
+            files.push(path.clone());
+        }
+    }
+    if let Some((path, why)) = bad.first() {
+        bail!("{}: {why}", path.display());
+    }
+    if files.is_empty() {
+        bail!("no .safetensors file under {paths:?}");
+    }
+    Ok(files)
+}
+
+/// A fact that changes a verdict: its field, its value as TOML, the rule it silences, and how
+/// to set it.
+type VerdictFact = (&'static str, &'static str, &'static str, fn(&mut Profile));
+
+/// What one fact's evidence is.
+enum Evidence {
+    /// Seen in every file: the value and why.
+    Seen(String, String),
+    /// Not shown by the files: why.
+    Unknown(String),
+}
+
+/// The profile the known-good `files` evidence, as TOML with a comment on each fact.
+///
+/// A fact is written only when every file shows it. The two facts that change a verdict
+/// (`padding_segments`, `objective = "pretrain"`) are written only when the files violate the
+/// rule they silence under the defaults and pass with the fact: a fact that would silence a
+/// violation the batches do not show is never suggested.
+///
+/// # Errors
+/// A file that cannot be read or understood under the defaults.
+pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
+    let mut facts: BTreeMap<&'static str, Evidence> = BTreeMap::new();
+    let mut formats = BTreeMap::new();
+    let (mut unshifted, mut shifted, mut valid) = (0usize, 0usize, 0usize);
+    let mut pad_ids = BTreeMap::new();
+    let mut bases = BTreeMap::new();
+    for path in files {
+        let file = BatchFile::read(path).with_context(|| path.display().to_string())?;
+        let parsed = parse(file, &ReadOptions::default())
+            .with_context(|| format!("{}: unreadable under the defaults", path.display()))?;
+        *formats.entry(parsed.dialect.name()).or_insert(0usize) += 1;
+        for pack in &parsed.packs {
+            let ids = pack.input_ids.ints();
+            if let Some(labels) = &pack.labels {
+                let l = labels.ints();
+                for t in 0..l.len() {
+                    let y = l.at(t);
+                    if y == thd::IGNORE_INDEX {
+                        continue;
+                    }
+                    valid += 1;
+                    unshifted += usize::from(y == ids.at(t));
+                    shifted += usize::from(ids.get(t + 1) == Some(y));
+                }
+            }
+            if let Some(mask) = &pack.real_mask {
+                for (t, real) in mask.iter().enumerate() {
+                    if !real {
+                        *pad_ids.entry(ids.at(t)).or_insert(0usize) += 1;
+                    }
+                }
+            }
+            if let Some(pos) = &pack.position_ids {
+                let p = pos.ints();
+                for w in pack.cu.windows(2).filter(|w| w[1] > w[0]) {
+                    *bases.entry(p.at(w[0] as usize)).or_insert(0usize) += 1;
+                }
+            }
+        }
+    }
+    let n = files.len();
+    facts.insert(
+        "format",
+        match formats.len() {
+            1 => {
+                let (f, _) = formats.iter().next().expect("one");
+                Evidence::Seen(format!("{f:?}"), format!("every file reads as the {f} format"))
+            }
+            _ => Evidence::Unknown(format!("the files read as several formats: {formats:?}")),
+        },
+    );
+    facts.insert(
+        "labels",
+        if valid == 0 {
+            Evidence::Unknown("no valid label in the files".into())
+        } else if unshifted == valid && shifted < valid {
+            Evidence::Seen(
+                "\"unshifted\"".into(),
+                format!("all {valid} valid labels are their own token"),
+            )
+        } else if shifted == valid && unshifted < valid {
+            Evidence::Seen(
+                "\"shifted\"".into(),
+                format!("all {valid} valid labels are the next token"),
+            )
+        } else {
+            Evidence::Unknown(format!(
+                "of {valid} valid labels, {unshifted} are their own token and {shifted} the next \
+                 (masked LM, or a separate target)"
+            ))
+        },
+    );
+    facts.insert(
+        "pad_token_id",
+        match pad_ids.len() {
+            1 => {
+                let (id, count) = pad_ids.iter().next().expect("one");
+                Evidence::Seen(id.to_string(), format!("all {count} masked-out tokens hold it"))
+            }
+            0 => Evidence::Unknown("no mask marks padding in the files".into()),
+            _ => Evidence::Unknown(format!("masked-out tokens hold several ids: {pad_ids:?}")),
+        },
+    );
+    facts.insert(
+        "position_base",
+        match bases.len() {
+            1 => {
+                let (b, count) = bases.iter().next().expect("one");
+                if *b == 0 {
+                    Evidence::Unknown("every segment starts at position 0 (the default)".into())
+                } else {
+                    Evidence::Seen(b.to_string(), format!("all {count} segments start there"))
+                }
+            }
+            0 => Evidence::Unknown("no position_ids in the files".into()),
+            _ => Evidence::Unknown(format!("segments start at several positions: {bases:?}")),
+        },
+    );
+    // Facts that change verdicts: only where the defaults flag some file with the rule the fact
+    // silences, and the fact makes every file pass that rule.
+    let verdict_facts: [VerdictFact; 3] = [
+        ("padding_segments", "\"per-row\"", "mock-marked", |p| {
+            p.padding_segments = Some(PaddingSegments::PerRow)
+        }),
+        ("padding_segments", "\"any\"", "mock-marked", |p| {
+            p.padding_segments = Some(PaddingSegments::Any)
+        }),
+        ("objective", "\"pretrain\"", "cross-doc-label", |p| {
+            p.objective = Some(Objective::Pretrain)
+        }),
+    ];
+    let base = Profile { name: name.to_owned(), ..Profile::default() };
+    let flagged = |profile: &Profile, rule: &str| -> Result<usize> {
+        let read = ReadOptions { profile: Some(Arc::new(profile.clone())), ..Default::default() };
+        let mut count = 0;
+        for path in files {
+            let file = BatchFile::read(path)?;
+            let report = check_file(file, &read, &CheckOptions::default())?;
+            count += usize::from(report.violated().contains(&rule));
+        }
+        Ok(count)
+    };
+    for (field, value, rule, set) in verdict_facts {
+        if matches!(facts.get(field), Some(Evidence::Seen(..))) {
+            continue;
+        }
+        let before = flagged(&base, rule)?;
+        if before == 0 {
+            facts.insert(
+                field,
+                Evidence::Unknown(format!("no file violates `{rule}` under the defaults")),
+            );
+            continue;
+        }
+        let mut with = base.clone();
+        set(&mut with);
+        let after = flagged(&with, rule)?;
+        facts.insert(
+            field,
+            if after == 0 {
+                Evidence::Seen(
+                    value.to_owned(),
+                    format!(
+                        "REVIEW: {before} of {n} files violate `{rule}` under the defaults and \
+                         none with it; state it only if your stack does this on purpose"
+                    ),
+                )
+            } else {
+                Evidence::Unknown(format!(
+                    "{before} of {n} files violate `{rule}`, and {after} still do with \
+                     {field} = {value}: a bug in the batches, or a fact thdcheck cannot state yet"
+                ))
+            },
+        );
+    }
+    let mut out = format!(
+        "# Suggested by `thdcheck profile suggest` from {n} known-good batch file(s): review \
+         every line,\n# and add a [sources] entry citing the upstream code for each fact you \
+         keep.\nname = {name:?}\nstack = \"\"\n"
+    );
+    let mut unknown = String::new();
+    for (field, ev) in &facts {
+        match ev {
+            Evidence::Seen(value, why) => {
+                let _ = writeln!(out, "{field} = {value}    # seen: {why}");
+            }
+            Evidence::Unknown(why) => {
+                let _ = writeln!(unknown, "# {field}: not determinable: {why}");
+            }
+        }
+    }
+    out.push_str(&unknown);
+    Ok(out)
+}

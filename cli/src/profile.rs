@@ -1,0 +1,682 @@
+//! A stack's contract as data: what a verdict depends on that the tensors cannot show.
+//!
+//! A profile is a TOML file (`docs/profiles.md` lists every field and its values). The built-in
+//! ones, one per stack thdcheck was taught, are the files of `cli/profiles/`, embedded in the
+//! binary; every fact they state cites the upstream file and commit it was read from. A user
+//! writes their own and names it with `--profile FILE` (or metadata `profile`, the Python
+//! `profile=`, or `[tool.thdcheck]` in `pyproject.toml`); it may `extends` a built-in one and
+//! change a few facts.
+//!
+//! ```
+//! use thdcheck::profile::Profile;
+//! let p = Profile::parse(
+//!     "name = \"mystack\"\nextends = \"transformers\"\nlabels = \"shifted\"\npad_token_id = 0\n\
+//!      [map]\ncumulative_len = \"cu_seq_lens_q\"\n",
+//!     "mystack.toml",
+//!     None,
+//! )?;
+//! assert_eq!(p.pad_token_id, Some(0));
+//! assert_eq!(p.map["cumulative_len"], "cu_seq_lens_q");
+//! // An unknown field is an error naming the file, the line and the fields allowed.
+//! let err = Profile::parse("name = \"x\"\npading_segments = \"any\"\n", "x.toml", None).unwrap_err();
+//! assert!(err.to_string().starts_with("x.toml:2: unknown field `pading_segments`"), "{err}");
+//! # Ok::<(), thdcheck::Error>(())
+//! ```
+//!
+//! What a default demands: only what packed training itself forbids. A label that reaches into
+//! the next document under an SFT objective, padding counted as useful work and offsets past the
+//! tokens stay violations under every profile unless it states its stack's exception
+//! (`objective = "pretrain"`, `padding_segments`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::dialect::{Dialect, Objective};
+use crate::{Error, Result};
+
+/// The built-in profiles, in detection order: `(file name, text)`.
+const BUILTIN: &[(&str, &str)] = &[
+    ("olmo_core.toml", include_str!("../profiles/olmo_core.toml")),
+    ("megatron_bridge.toml", include_str!("../profiles/megatron_bridge.toml")),
+    ("transformers.toml", include_str!("../profiles/transformers.toml")),
+    ("trl.toml", include_str!("../profiles/trl.toml")),
+    ("bionemo.toml", include_str!("../profiles/bionemo.toml")),
+    ("open_instruct.toml", include_str!("../profiles/open_instruct.toml")),
+    ("automodel.toml", include_str!("../profiles/automodel.toml")),
+    ("te.toml", include_str!("../profiles/te.toml")),
+    ("areal.toml", include_str!("../profiles/areal.toml")),
+    ("axolotl.toml", include_str!("../profiles/axolotl.toml")),
+    ("llm_foundry.toml", include_str!("../profiles/llm_foundry.toml")),
+];
+
+/// How labels relate to the tokens (`labels`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LabelsFact {
+    /// `labels[t]` is token t; the loss shifts them (Hugging Face).
+    Unshifted,
+    /// Already rolled: `logits[t]` predicts `labels[t]` (Megatron, TE).
+    Shifted,
+    /// No labels tensor: the model derives them from `input_ids` across each row, under
+    /// `label_mask` / `attention_mask` / `instance_mask` (OLMo-core's `get_labels`).
+    FromInputIds,
+}
+
+/// What an `attention_mask` holds (`attention_mask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MaskFact {
+    /// 1 on real tokens, 0 on padding (a value above 1 is still read as sample numbers).
+    Padding,
+    /// Any integer mask is the sample number within the row: 1, 2, 3 … per sample, 0 on
+    /// padding (a pack of one sample is all ones).
+    SampleNumbers,
+    /// One value per row is not a token mask: unused at cp = 1, and refused under CP, where
+    /// the split slices it along the tokens.
+    RowFlags,
+}
+
+/// How documents are delimited when the file has no key that delimits them (`documents`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DocumentsFact {
+    /// Offsets, `doc_lens`, sample numbers, position-id restarts or mask rows; without any of
+    /// them the file is unreadable.
+    Keys,
+    /// Without such a key: one document per row, its trailing pad ids the padding.
+    RowPadTail,
+}
+
+/// Where padding may sit as segments of its own (`padding_segments`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PaddingSegments {
+    /// A padding segment is a mock segment: marked or flagged.
+    None,
+    /// One final padding segment per row, by design; one per pad token is flagged.
+    PerRow,
+    /// Final padding segments by design, one per pad token included.
+    Any,
+}
+
+/// How the offsets end before their sentinel entries (`offsets_end`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OffsetsEnd {
+    /// Trailing sentinel entries (`sentinel`) are dropped; `KEY_argmin` cuts them where given.
+    Sentinel,
+    /// Also cut at the first negative entry when there is no `KEY_argmin`.
+    FirstNegative,
+}
+
+/// What trailing zero-length repeats of the last offset are (`trailing_repeats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TrailingRepeats {
+    /// Empty segments, judged by the rules.
+    Segments,
+    /// The padding of ragged rows: dropped, and noted.
+    RowPadding,
+}
+
+/// The attention the model computes (`attention`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Attention {
+    /// Causal: useful work is the triangle Σ s(s+1)/2.
+    Causal,
+    /// Bidirectional (encoders): useful work is Σ s².
+    Bidirectional,
+}
+
+/// Which collator requests ask for a static length (`[fuzz] static_length`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StaticLengthFact {
+    /// Half of them.
+    Sometimes,
+    /// None: the collator never pads to a static length.
+    Never,
+    /// Every request.
+    Always,
+}
+
+/// Keys that tell a built-in profile from the file alone (`[[detect]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Detect {
+    /// Every one of these keys is in the file.
+    #[serde(default)]
+    pub present: Vec<String>,
+    /// None of these is.
+    #[serde(default)]
+    pub absent: Vec<String>,
+}
+
+/// The fuzz defaults of a stack (`[fuzz]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FuzzFacts {
+    /// `--static-length`.
+    pub static_length: Option<StaticLengthFact>,
+    /// `--fitting-only`: the packer refuses an example longer than the capacity.
+    pub fitting_only: Option<bool>,
+}
+
+/// A stack's contract. Every field but `name` is optional: unset, the format's reading and the
+/// defaults of packed training apply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// The name `--profile` takes (lowercase, digits and `_`).
+    pub name: String,
+    /// One line: the stack and the code this contract is read from.
+    #[serde(default)]
+    pub stack: String,
+    /// A built-in profile's name, or a path relative to this file, whose facts this one
+    /// starts from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extends: Option<String>,
+    /// The key family (`hf`, `te`, `dpo`); unset: detected from the keys.
+    pub format: Option<Dialect>,
+    /// The stack's key names → the format's (`tokens = "input_ids"`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub map: BTreeMap<String, String>,
+    /// Renames applied only when a key is present: `[map_when.KEY]`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub map_when: BTreeMap<String, BTreeMap<String, String>>,
+    /// How labels relate to the tokens.
+    pub labels: Option<LabelsFact>,
+    /// A label value the loss ignores besides -100.
+    pub ignore_index: Option<i64>,
+    /// The tokenizer's pad id.
+    pub pad_token_id: Option<i64>,
+    /// The model's first position id.
+    pub position_base: Option<i64>,
+    /// The empty-slot sentinel of `seq_lens` and trailing offsets entries (default -1000).
+    pub sentinel: Option<i64>,
+    /// What an `attention_mask` holds.
+    pub attention_mask: Option<MaskFact>,
+    /// How documents are delimited without a key that delimits them.
+    pub documents: Option<DocumentsFact>,
+    /// How the offsets end.
+    pub offsets_end: Option<OffsetsEnd>,
+    /// What trailing zero-length repeats of the last offset are.
+    pub trailing_repeats: Option<TrailingRepeats>,
+    /// What the loss trains.
+    pub objective: Option<Objective>,
+    /// The attention the model computes.
+    pub attention: Option<Attention>,
+    /// Where padding may sit as segments of its own.
+    pub padding_segments: Option<PaddingSegments>,
+    /// Keys that tell this profile from the file (built-in profiles: detection).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub detect: Vec<Detect>,
+    /// The fuzz defaults.
+    #[serde(default)]
+    pub fuzz: FuzzFacts,
+    /// Where each fact was read from: field name → `owner/repo@commit path: function — what`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: BTreeMap<String, String>,
+    /// Where this profile came from (`built-in`, a path); not a field of the file.
+    #[serde(skip)]
+    pub origin: String,
+}
+
+/// Every field a profile may set, in the order `show` prints them.
+pub const FIELDS: &[&str] = &[
+    "format",
+    "map",
+    "map_when",
+    "labels",
+    "ignore_index",
+    "pad_token_id",
+    "position_base",
+    "sentinel",
+    "attention_mask",
+    "documents",
+    "offsets_end",
+    "trailing_repeats",
+    "objective",
+    "attention",
+    "padding_segments",
+    "fuzz",
+];
+
+fn builtins() -> &'static [Arc<Profile>] {
+    static CELL: OnceLock<Vec<Arc<Profile>>> = OnceLock::new();
+    CELL.get_or_init(|| {
+        BUILTIN
+            .iter()
+            .map(|(file, text)| {
+                // Tested (`every_builtin_profile_parses`): a built-in that does not parse is a
+                // build of thdcheck that cannot be released.
+                let origin = format!("built-in profiles/{file}");
+                Arc::new(Profile::parse(text, &origin, None).unwrap_or_else(|e| panic!("{e}")))
+            })
+            .collect()
+    })
+}
+
+/// Where a TOML error sits: the 1-based line of byte `offset`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+impl Profile {
+    /// The built-in profiles, in detection order.
+    pub fn builtins() -> impl Iterator<Item = &'static Arc<Profile>> {
+        builtins().iter()
+    }
+
+    /// The built-in profile of this name.
+    pub fn builtin(name: &str) -> Option<Arc<Profile>> {
+        builtins().iter().find(|p| p.name == name).cloned()
+    }
+
+    /// The names of the built-in profiles, for messages.
+    pub fn builtin_names() -> String {
+        builtins().iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Parses a profile's text; `origin` names it in errors (`FILE:LINE: …`), `dir` is where a
+    /// relative `extends` path is looked up (`None`: only built-in names).
+    ///
+    /// # Errors
+    /// [`Error::Profile`] naming the origin, the line, the field and the values allowed.
+    pub fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Profile> {
+        Self::parse_depth(text, origin, dir, 0)
+    }
+
+    fn parse_depth(text: &str, origin: &str, dir: Option<&Path>, depth: usize) -> Result<Profile> {
+        let p: Profile = toml::from_str(text).map_err(|e| Error::Profile {
+            origin: origin.to_owned(),
+            line: e.span().map(|s| line_of(text, s.start)),
+            message: e.message().trim().to_owned(),
+        })?;
+        Self::finish(p, text, origin, dir, depth)
+    }
+
+    /// Checks what serde cannot (the name, the sources' fields) and applies `extends`.
+    fn finish(
+        mut p: Profile,
+        text: &str,
+        origin: &str,
+        dir: Option<&Path>,
+        depth: usize,
+    ) -> Result<Profile> {
+        p.origin = origin.to_owned();
+        let line = |field: &str| {
+            text.lines().position(|l| l.trim_start().starts_with(field)).map(|i| i + 1)
+        };
+        if p.name.is_empty()
+            || !p.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            return Err(Error::Profile {
+                origin: origin.to_owned(),
+                line: line("name"),
+                message: format!(
+                    "`name` = {:?}: expected lowercase letters, digits and `_`",
+                    p.name
+                ),
+            });
+        }
+        for key in p.sources.keys() {
+            let field = key.split('.').next().unwrap_or(key);
+            if !FIELDS.contains(&field) && field != "detect" {
+                return Err(Error::Profile {
+                    origin: origin.to_owned(),
+                    line: line(key),
+                    message: format!(
+                        "[sources] `{key}` is not a field; expected one of {}",
+                        FIELDS.join(", ")
+                    ),
+                });
+            }
+        }
+        if let Some(parent) = p.extends.clone() {
+            if depth >= 8 {
+                return Err(Error::Profile {
+                    origin: origin.to_owned(),
+                    line: line("extends"),
+                    message: format!(
+                        "`extends` = {parent:?}: more than 8 profiles deep (a cycle?)"
+                    ),
+                });
+            }
+            let base = match Self::builtin(&parent) {
+                Some(b) => (*b).clone(),
+                None => match dir {
+                    Some(d) if looks_like_path(&parent) => {
+                        let path = d.join(&parent);
+                        Self::load_depth(&path, depth + 1)?
+                    }
+                    _ => {
+                        return Err(Error::Profile {
+                            origin: origin.to_owned(),
+                            line: line("extends"),
+                            message: format!(
+                                "`extends` = {parent:?}: no such built-in profile (expected one \
+                                 of {}, or a path ending in .toml)",
+                                Self::builtin_names()
+                            ),
+                        });
+                    }
+                },
+            };
+            p = base.overlaid_by(p);
+        }
+        Ok(p)
+    }
+
+    /// Reads a profile file.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if it cannot be read; [`Error::Profile`] if it does not parse.
+    pub fn load(path: &Path) -> Result<Profile> {
+        Self::load_depth(path, 0)
+    }
+
+    fn load_depth(path: &Path, depth: usize) -> Result<Profile> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| Error::Io { path: path.to_owned(), source })?;
+        Self::parse_depth(&text, &path.display().to_string(), path.parent(), depth)
+    }
+
+    /// A profile named by the user: a built-in name, or a path to a `.toml` file (relative to
+    /// `dir` when given, else to the working directory).
+    ///
+    /// # Errors
+    /// [`Error::Profile`] for a name that is no built-in profile and no file.
+    pub fn resolve(spec: &str, dir: Option<&Path>) -> Result<Arc<Profile>> {
+        let spec = spec.trim();
+        if let Some(p) = Self::builtin(spec) {
+            return Ok(p);
+        }
+        if looks_like_path(spec) {
+            let path = match dir {
+                Some(d) => d.join(spec),
+                None => PathBuf::from(spec),
+            };
+            return Self::load(&path).map(Arc::new);
+        }
+        Err(Error::Profile {
+            origin: "--profile".into(),
+            line: None,
+            message: format!(
+                "{spec:?} is no built-in profile ({}) and no file (a path ends in .toml or holds \
+                 a `/`)",
+                Self::builtin_names()
+            ),
+        })
+    }
+
+    /// A profile given as JSON (the Python `profile=` dict).
+    ///
+    /// # Errors
+    /// [`Error::Profile`] for a field that does not parse.
+    pub fn from_json(json: &str) -> Result<Arc<Profile>> {
+        let p: Profile = serde_json::from_str(json).map_err(|e| Error::Profile {
+            origin: "profile=".into(),
+            line: None,
+            // serde_json appends " at line 1 column N" of the JSON text the binding wrote.
+            message: e.to_string().split(" at line ").next().unwrap_or_default().to_owned(),
+        })?;
+        Self::finish(p, "", "profile=", None, 0).map(Arc::new)
+    }
+
+    /// The built-in profile whose `[[detect]]` keys the file has, first in detection order.
+    pub fn detect<'a>(keys: impl Fn(&str) -> bool + 'a) -> Option<(Arc<Profile>, String)> {
+        builtins().iter().find_map(|p| {
+            p.detect
+                .iter()
+                .find(|d| d.present.iter().all(|k| keys(k)) && !d.absent.iter().any(|k| keys(k)))
+                .map(|d| {
+                    let mut why = d.present.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>();
+                    why.extend(d.absent.iter().map(|k| format!("no `{k}`")));
+                    (p.clone(), why.join(", "))
+                })
+        })
+    }
+
+    /// This profile with every fact `top` sets put over it (`extends`).
+    fn overlaid_by(self, top: Profile) -> Profile {
+        let mut map = self.map;
+        map.extend(top.map);
+        let mut map_when = self.map_when;
+        map_when.extend(top.map_when);
+        let mut sources = self.sources;
+        sources.extend(top.sources);
+        Profile {
+            name: top.name,
+            stack: if top.stack.is_empty() { self.stack } else { top.stack },
+            extends: top.extends,
+            format: top.format.or(self.format),
+            map,
+            map_when,
+            labels: top.labels.or(self.labels),
+            ignore_index: top.ignore_index.or(self.ignore_index),
+            pad_token_id: top.pad_token_id.or(self.pad_token_id),
+            position_base: top.position_base.or(self.position_base),
+            sentinel: top.sentinel.or(self.sentinel),
+            attention_mask: top.attention_mask.or(self.attention_mask),
+            documents: top.documents.or(self.documents),
+            offsets_end: top.offsets_end.or(self.offsets_end),
+            trailing_repeats: top.trailing_repeats.or(self.trailing_repeats),
+            objective: top.objective.or(self.objective),
+            attention: top.attention.or(self.attention),
+            padding_segments: top.padding_segments.or(self.padding_segments),
+            // Detection keys belong to the stack that has them, not to a profile built on it.
+            detect: top.detect,
+            fuzz: FuzzFacts {
+                static_length: top.fuzz.static_length.or(self.fuzz.static_length),
+                fitting_only: top.fuzz.fitting_only.or(self.fuzz.fitting_only),
+            },
+            sources,
+            origin: top.origin,
+        }
+    }
+
+    /// The facts this profile sets, as `(field, value)` in [`FIELDS`] order (`profile show`,
+    /// the contract table of `docs/batch-files.md`).
+    pub fn facts(&self) -> Vec<(&'static str, String)> {
+        let value = toml::Value::try_from(self).unwrap_or(toml::Value::Table(Default::default()));
+        let table = value.as_table().cloned().unwrap_or_default();
+        let mut out = Vec::new();
+        for &field in FIELDS {
+            match table.get(field) {
+                None => {}
+                Some(toml::Value::Table(t)) if t.is_empty() => {}
+                Some(toml::Value::Table(t)) => {
+                    for (k, v) in t {
+                        out.push((field, format!("{k} = {}", inline(v))));
+                    }
+                }
+                Some(v) => out.push((field, inline(v))),
+            }
+        }
+        out
+    }
+
+    /// Whether padding segments are by design.
+    pub fn padding_segments(&self) -> PaddingSegments {
+        self.padding_segments.unwrap_or(PaddingSegments::None)
+    }
+}
+
+/// The contract table of `docs/batch-files.md`: one row per built-in profile, its facts and
+/// the upstream commits they cite (`THDCHECK_BLESS=1 cargo test -p thdcheck contract_table`
+/// rewrites the docs).
+pub fn contract_table() -> String {
+    let mut out = String::from("| profile | stack | facts | read from |\n|---|---|---|---|\n");
+    for p in Profile::builtins() {
+        let mut facts: Vec<String> =
+            p.facts().into_iter().map(|(f, v)| format!("`{f}` {v}")).collect();
+        for d in &p.detect {
+            let mut keys: Vec<String> = d.present.iter().map(|k| format!("`{k}`")).collect();
+            keys.extend(d.absent.iter().map(|k| format!("no `{k}`")));
+            facts.push(format!("told by {}", keys.join(" + ")));
+        }
+        let mut from: Vec<String> = p
+            .sources
+            .values()
+            .filter_map(|s| s.split_whitespace().next())
+            .map(|r| format!("`{r}`"))
+            .collect();
+        from.dedup();
+        from.sort();
+        from.dedup();
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            p.name,
+            p.stack,
+            if facts.is_empty() { "—".to_owned() } else { facts.join("; ") },
+            from.join(", ")
+        ));
+    }
+    out
+}
+
+fn inline(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Table(t) => {
+            let parts: Vec<String> =
+                t.iter().map(|(k, v)| format!("{k} → {}", inline(v))).collect();
+            parts.join(", ")
+        }
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        toml::Value::Boolean(b) => b.to_string(),
+        toml::Value::Array(a) => {
+            format!("[{}]", a.iter().map(inline).collect::<Vec<_>>().join(", "))
+        }
+        toml::Value::Datetime(d) => format!("{d:?}"),
+    }
+}
+
+fn looks_like_path(spec: &str) -> bool {
+    spec.ends_with(".toml") || spec.contains('/') || spec.contains(std::path::MAIN_SEPARATOR)
+}
+
+/// The `[tool.thdcheck]` table of the nearest `pyproject.toml` from `start` upwards: its
+/// `profile` (a name or a path relative to that file), or the table `[tool.thdcheck.profile]`
+/// itself.
+///
+/// # Errors
+/// [`Error::Profile`] for a `pyproject.toml` whose table does not parse.
+pub fn from_pyproject(start: &Path) -> Result<Option<Arc<Profile>>> {
+    for dir in start.ancestors() {
+        let path = dir.join("pyproject.toml");
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let origin = path.display().to_string();
+        let doc: toml::Table = toml::from_str(&text).map_err(|e| Error::Profile {
+            origin: origin.clone(),
+            line: e.span().map(|s| line_of(&text, s.start)),
+            message: e.message().trim().to_owned(),
+        })?;
+        let Some(tool) = doc.get("tool").and_then(|t| t.get("thdcheck")) else {
+            return Ok(None);
+        };
+        return match tool.get("profile") {
+            None => Ok(None),
+            Some(toml::Value::String(spec)) => Profile::resolve(spec, Some(dir)).map(Some),
+            Some(toml::Value::Table(t)) => {
+                let origin = format!("{origin} [tool.thdcheck.profile]");
+                let p: Profile =
+                    toml::Value::Table(t.clone()).try_into().map_err(|e: toml::de::Error| {
+                        Error::Profile {
+                            origin: origin.clone(),
+                            line: None,
+                            message: e.message().trim().to_owned(),
+                        }
+                    })?;
+                Profile::finish(p, "", &origin, Some(dir), 0).map(|p| Some(Arc::new(p)))
+            }
+            Some(other) => Err(Error::Profile {
+                origin,
+                line: None,
+                message: format!(
+                    "[tool.thdcheck] `profile` = {}: expected a profile name, a path, or a table",
+                    inline(other)
+                ),
+            }),
+        };
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_profile_parses_and_cites_every_fact() {
+        for p in Profile::builtins() {
+            assert!(!p.stack.is_empty(), "{}: no `stack`", p.name);
+            for (field, _) in p.facts() {
+                assert!(
+                    p.sources.keys().any(|k| k == field || k.starts_with(&format!("{field}."))),
+                    "{}: `{field}` cites no source",
+                    p.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn contract_table_of_the_docs_is_the_profiles() {
+        const BEGIN: &str = "<!-- contract-table: begin (generated from cli/profiles) -->";
+        const END: &str = "<!-- contract-table: end -->";
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/batch-files.md");
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let (Some(b), Some(e)) = (doc.find(BEGIN), doc.find(END)) else {
+            panic!("docs/batch-files.md has no {BEGIN} … {END} markers")
+        };
+        let want = format!("\n{}", contract_table());
+        let have = &doc[b + BEGIN.len()..e];
+        if have != want && std::env::var_os("THDCHECK_BLESS").is_some() {
+            let new = format!("{}{BEGIN}{want}{}", &doc[..b], &doc[e..]);
+            std::fs::write(&path, new).unwrap();
+            return;
+        }
+        assert_eq!(
+            have, want,
+            "docs/batch-files.md's contract table differs from cli/profiles; rerun with \
+             THDCHECK_BLESS=1"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_line_field_and_values() {
+        let err = Profile::parse("name = \"x\"\n\nlabels = \"rolled\"\n", "x.toml", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("x.toml:3:"), "{err}");
+        assert!(err.contains("rolled") && err.contains("unshifted"), "{err}");
+        let err = Profile::parse("name = \"x\"\nextends = \"nope\"\n", "x.toml", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("x.toml:2:") && err.contains("transformers"), "{err}");
+        let err = Profile::parse("name = \"X Y\"\n", "x.toml", None).unwrap_err().to_string();
+        assert!(err.starts_with("x.toml:1:"), "{err}");
+    }
+
+    #[test]
+    fn extends_keeps_the_base_facts_and_overrides_a_few() {
+        let p = Profile::parse(
+            "name = \"mine\"\nextends = \"axolotl\"\npad_token_id = 7\n",
+            "mine.toml",
+            None,
+        )
+        .unwrap();
+        let base = Profile::builtin("axolotl").unwrap();
+        assert_eq!(p.attention_mask, base.attention_mask);
+        assert_eq!(p.padding_segments, base.padding_segments);
+        assert_eq!(p.pad_token_id, Some(7));
+        assert!(p.detect.is_empty());
+    }
+}

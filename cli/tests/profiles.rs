@@ -1,0 +1,230 @@
+//! Stack profiles as data: a user's profile file does what a built-in one does, every way of
+//! naming one resolves in the documented order, and a bad one is exit 2 naming the file, the
+//! line, the field and the values allowed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use thdcheck::profile::Profile;
+use thdcheck::tensors::BatchFile;
+use thdcheck::{CheckOptions, ReadOptions, check_file};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn thdcheck_in<I, S>(dir: &Path, args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_thdcheck"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the thdcheck binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn corpus_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut bad = Vec::new();
+    thdcheck::files::walk(&repo().join("corpus/real/batches"), &mut files, &mut bad).unwrap();
+    assert!(bad.is_empty() && files.len() > 90, "{} files, {bad:?}", files.len());
+    files
+}
+
+fn verdict(path: &Path, read: &ReadOptions) -> Result<Vec<&'static str>, String> {
+    let file = BatchFile::read(path).map_err(|e| e.to_string())?;
+    check_file(file, read, &CheckOptions::default())
+        .map(|r| r.violated())
+        .map_err(|e| e.to_string())
+}
+
+/// Every built-in profile, written out by a user as a file of their own under another name,
+/// gives every corpus file of its stack the verdict the built-in one gives: the built-in
+/// profiles hold nothing a user's file cannot.
+#[test]
+fn a_users_copy_of_each_builtin_profile_gives_the_same_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    for builtin in Profile::builtins() {
+        let text =
+            std::fs::read_to_string(repo().join(format!("cli/profiles/{}.toml", builtin.name)))
+                .unwrap()
+                .replace(&format!("name = \"{}\"", builtin.name), "name = \"users_copy\"");
+        let path = dir.path().join(format!("{}_copy.toml", builtin.name));
+        std::fs::write(&path, text).unwrap();
+        let copy = Profile::load(&path).unwrap();
+        let mine = ReadOptions { profile: Some(Arc::new(copy)), ..Default::default() };
+        let theirs = ReadOptions { profile: Some(builtin.clone()), ..Default::default() };
+        for f in corpus_files() {
+            let stack = f.strip_prefix(repo().join("corpus/real/batches")).unwrap();
+            let same_stack = stack.iter().next().and_then(|s| s.to_str()).is_some_and(|s| {
+                s == builtin.name || (s == "transformers_flatten" && builtin.name == "transformers")
+            });
+            if !same_stack {
+                continue;
+            }
+            assert_eq!(
+                verdict(&f, &mine),
+                verdict(&f, &theirs),
+                "{}: {}",
+                builtin.name,
+                f.display()
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 80, "only {compared} files compared");
+}
+
+/// What the profile says changes the verdict: the axolotl padding (one final segment per row)
+/// is flagged under the defaults and passes under a user's profile that states it in two lines.
+#[test]
+fn a_two_line_user_profile_states_a_stacks_padding() {
+    let dir = tempfile::tempdir().unwrap();
+    let batch = repo().join("corpus/real/batches/axolotl/v2_position_ids_v0.18.0.safetensors");
+    let defaults = ReadOptions {
+        profile: Some(Arc::new(Profile { name: "none".into(), ..Profile::default() })),
+        ..Default::default()
+    };
+    assert_eq!(verdict(&batch, &defaults), Ok(vec!["mock-marked"]));
+    let path = dir.path().join("mine.toml");
+    std::fs::write(&path, "name = \"mine\"\npadding_segments = \"per-row\"\n").unwrap();
+    let o = thdcheck_in(dir.path(), ["check", "--profile", "mine.toml", batch.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn a_bad_profile_is_exit_2_naming_the_file_line_field_and_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let batch = repo().join("corpus/real/batches/trl/padding_free_v1.9.0.safetensors");
+    for (body, want) in [
+        (
+            "name = \"x\"\n\npadding_segment = \"any\"\n",
+            "bad.toml:3: unknown field `padding_segment`, expected one of",
+        ),
+        (
+            "name = \"x\"\nlabels = \"rolled\"\n",
+            "bad.toml:2: unknown variant `rolled`, expected one of `unshifted`, `shifted`, `from-input-ids`",
+        ),
+        (
+            "name = \"x\"\npad_token_id = \"zero\"\n",
+            "bad.toml:2: invalid type: string \"zero\", expected i64",
+        ),
+        (
+            "name = \"x\"\nextends = \"nosuch\"\n",
+            "bad.toml:2: `extends` = \"nosuch\": no such built-in profile",
+        ),
+        ("name = \"x\"\nextends = \"bad.toml\"\n", "more than 8 profiles deep"),
+        (
+            "name = \"x\"\n[sources]\nlabel = \"a@b c\"\n",
+            "bad.toml:3: [sources] `label` is not a field",
+        ),
+    ] {
+        std::fs::write(dir.path().join("bad.toml"), body).unwrap();
+        let o =
+            thdcheck_in(dir.path(), ["check", "--profile", "bad.toml", batch.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{body}\n{}", text(&o));
+        assert!(text(&o).contains(want), "{body}\nwant {want:?} in\n{}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{}", text(&o));
+    }
+    let o = thdcheck_in(dir.path(), ["check", "--profile", "nosuch", batch.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("\"nosuch\" is no built-in profile (olmo_core,"), "{}", text(&o));
+}
+
+/// `--profile` beats the file's metadata `profile`, which beats `[tool.thdcheck]` in the
+/// nearest `pyproject.toml`, which beats detection from the keys (docs/profiles.md).
+#[test]
+fn profiles_resolve_in_the_documented_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("a/b");
+    std::fs::create_dir_all(&sub).unwrap();
+    // axolotl's v0.18.0 batch carries no profile in its metadata once copied without it: use
+    // one whose metadata names none. TRL's pad tail is one segment per pad token.
+    let batch = repo().join("corpus/real/batches/trl/padding_free_pad_multiple_v1.9.0.safetensors");
+    let meta = BatchFile::read(&batch).unwrap().metadata().clone();
+    assert_eq!(meta.get("profile").map(String::as_str), Some("trl"));
+    // The metadata's profile (trl) passes it; a stated profile without the padding fact wins.
+    let o = thdcheck_in(&sub, ["check", batch.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = thdcheck_in(&sub, ["check", "--profile", "transformers", batch.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // pyproject.toml two directories up applies only where neither names one: here the
+    // metadata does, so it does not change the verdict.
+    std::fs::write(
+        dir.path().join("pyproject.toml"),
+        "[project]\nname = \"x\"\n[tool.thdcheck.profile]\nname = \"proj\"\nextends = \"transformers\"\n",
+    )
+    .unwrap();
+    let o = thdcheck_in(&sub, ["check", batch.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A batch whose metadata names no profile takes the project's.
+    let axolotl = repo().join("corpus/real/batches/axolotl/v2_position_ids_v0.18.0.safetensors");
+    let plain = dir.path().join("plain.safetensors");
+    let file = BatchFile::read(&axolotl).unwrap();
+    let meta = file.metadata().clone();
+    assert!(!meta.contains_key("profile") || meta["profile"] == "axolotl");
+    let ints: Vec<(String, Vec<usize>, Vec<i64>)> = file
+        .keys()
+        .map(|k| {
+            let v = file.ints(k).unwrap();
+            (k.to_owned(), v.shape.clone(), v.values.clone())
+        })
+        .collect();
+    let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
+        ints.iter().map(|(k, s, v)| (k.as_str(), s.clone(), v.clone())).collect();
+    let kept: Vec<(&str, &str)> = meta
+        .iter()
+        .filter(|(k, _)| *k != "profile")
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    std::fs::write(&plain, thdcheck::tensors::write_ints(&refs, &kept).unwrap()).unwrap();
+    let o = thdcheck_in(&sub, ["check", plain.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "the transformers project profile flags the padding\n{}",
+        text(&o)
+    );
+    std::fs::write(dir.path().join("pyproject.toml"), "[tool.thdcheck]\nprofile = \"axolotl\"\n")
+        .unwrap();
+    let o = thdcheck_in(&sub, ["check", plain.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = thdcheck_in(&sub, ["check", "--profile", "transformers", plain.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+#[test]
+fn profile_list_show_and_suggest() {
+    let o = thdcheck_in(&repo(), ["profile", "list"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), Profile::builtins().count());
+    let o = thdcheck_in(&repo(), ["profile", "show", "axolotl"]);
+    assert!(text(&o).contains("padding_segments  per-row"), "{}", text(&o));
+    assert!(text(&o).contains("source: axolotl-ai-cloud/axolotl@"), "{}", text(&o));
+    // TRL's valid batches: the padding fact is seen, and the objective (no file crosses a
+    // document) is never suggested.
+    let o = thdcheck_in(
+        &repo(),
+        [
+            "profile",
+            "suggest",
+            "corpus/real/batches/trl/padding_free_pad_multiple_v1.9.0.safetensors",
+            "corpus/real/batches/trl/padding_free_v1.9.0.safetensors",
+        ],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("padding_segments = \"any\""), "{out}");
+    assert!(out.contains("labels = \"unshifted\""), "{out}");
+    assert!(!out.contains("objective ="), "{out}");
+    // What it prints is a profile that parses.
+    Profile::parse(&out, "suggested", None).unwrap();
+}
