@@ -730,7 +730,10 @@ fn hf_pack(
         numbered_mask = Some(numbers.iter().map(|&x| x != pad).collect::<Vec<bool>>());
         bshd = Some(storage);
         real
-    } else if no_offsets && file.contains(&pos_key) {
+    } else if no_offsets
+        && file.contains(&pos_key)
+        && !rows_only(file, &pos_key, &k("attention_mask"), rows)?
+    {
         // Only when the file has no offsets at all: offsets under another dialect's name are
         // a missing key here, not something to paper over.
         let (_, pos) = token_tensor(file, &pos_key)?;
@@ -1191,6 +1194,25 @@ fn apply_profile_map(file: &mut BatchFile, p: &Profile, notes: &mut Vec<String>)
         notes.push(format!("profile `{}`: read {}", p.name, renamed.join(", ")));
     }
     Ok(())
+}
+
+/// Whether `position_ids` restart only where a row starts (`arange(S)` per row) beside an
+/// `attention_mask`: a padded batch of one sequence per row (BSHD), whose mask, not its
+/// positions, tells the padding. Read as packed documents, each row's padding would count as
+/// real tokens of its one segment.
+///
+/// # Errors
+/// A `position_ids` tensor that cannot be read.
+fn rows_only(file: &BatchFile, pos_key: &str, mask_key: &str, rows: usize) -> Result<bool> {
+    if !file.contains(mask_key) || rows < 1 {
+        return Ok(false);
+    }
+    let (_, pos) = token_tensor(file, pos_key)?;
+    let cu = restarts(&pos, rows, pos.len());
+    let width = pos.len() / rows;
+    Ok(width > 0
+        && cu.len() == rows + 1
+        && cu.iter().enumerate().all(|(r, &c)| c == (r * width) as i64))
 }
 
 /// Document offsets from position ids: a document starts at token 0, at every row start of a

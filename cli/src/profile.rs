@@ -50,6 +50,12 @@ const BUILTIN: &[(&str, &str)] = &[
     ("areal.toml", include_str!("../profiles/areal.toml")),
     ("axolotl.toml", include_str!("../profiles/axolotl.toml")),
     ("llm_foundry.toml", include_str!("../profiles/llm_foundry.toml")),
+    ("megatron_lm.toml", include_str!("../profiles/megatron_lm.toml")),
+    ("ms_swift.toml", include_str!("../profiles/ms_swift.toml")),
+    ("xtuner.toml", include_str!("../profiles/xtuner.toml")),
+    ("xtuner_v0.toml", include_str!("../profiles/xtuner_v0.toml")),
+    ("slime.toml", include_str!("../profiles/slime.toml")),
+    ("nanotron.toml", include_str!("../profiles/nanotron.toml")),
 ];
 
 /// How labels relate to the tokens (`labels`).

@@ -676,8 +676,8 @@ pub fn mask(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                 .note(
                     "the attention implementations read the mask, not the restarts: each row \
                      becomes one sequence and the documents attend across their boundaries \
-                     (TRL #3673); a mask that numbers the samples (axolotl) is read as such \
-                     with a value above 1 or the axolotl profile",
+                     (TRL #3673); a mask that numbers the samples is read as such with a \
+                     value above 1, or under a profile whose attention_mask = \"sample-numbers\"",
                 ),
         );
     }
