@@ -1,6 +1,6 @@
 """transformers' real `DataCollatorWithFlattening` as a `thdcheck fuzz collator` adapter.
 
-    thdcheck fuzz collator --static-length never -- python adapters/python/real/transformers_flatten_collator.py [OPTION=VALUE ...]
+    thdcheck fuzz collator --profile transformers -- python adapters/python/real/transformers_flatten_collator.py [OPTION=VALUE ...]
 
 OPTION=VALUE pairs go to the constructor as they are (`return_flash_attn_kwargs=true`,
 `return_seq_idx=true`, `separator_id=2`, `return_position_ids=false`); the default constructor

@@ -1,0 +1,91 @@
+"""`profile=`: a built-in name, a path or a dict gives the verdict the command gives with the
+same profile, and without one the nearest pyproject.toml's `[tool.thdcheck]` applies."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import thdcheck
+from _batches import REPO, load
+
+AXOLOTL = REPO / "corpus/real/batches/axolotl/v2_position_ids_v0.18.0.safetensors"
+PER_ROW = 'name = "mine"\npadding_segments = "per-row"\n'
+
+
+def _batch():
+    tensors, meta = load(AXOLOTL)
+    meta = {k: v for k, v in meta.items() if k != "profile"}
+    return tensors, meta
+
+
+def _command(*args: str, cwd: Path) -> int:
+    exe = Path(sys.executable).with_name("thdcheck")
+    cmd = [os.fspath(exe)] if exe.exists() else [sys.executable, "-m", "thdcheck"]
+    return subprocess.run(cmd + list(args), cwd=cwd, capture_output=True, timeout=120).returncode
+
+
+@pytest.mark.parametrize(
+    "profile, violated",
+    [
+        ("axolotl", []),
+        ("transformers", ["mock-marked"]),
+        ({"name": "mine", "padding_segments": "per-row"}, []),
+        ({"name": "mine", "extends": "axolotl", "padding_segments": "none"}, ["mock-marked"]),
+    ],
+)
+def test_a_name_or_a_dict_gives_the_commands_verdict(profile, violated, tmp_path):
+    tensors, meta = _batch()
+    report = thdcheck.check(tensors, metadata=meta, profile=profile)
+    assert report.violated == violated, report.text
+    if isinstance(profile, dict):
+        body = "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in profile.items())
+        (tmp_path / "p.toml").write_text(body)
+        spec = "p.toml"
+    else:
+        spec = profile
+    # The same batch dumped with the same metadata, through the command.
+    np_meta = {str(k): str(v) for k, v in meta.items()}
+    from thdcheck.guard import write_safetensors
+
+    write_safetensors(tmp_path / "b.safetensors", tensors, np_meta)
+    code = _command("check", "--profile", spec, "b.safetensors", cwd=tmp_path)
+    assert code == (1 if violated else 0)
+
+
+def test_a_path_and_pathlike_name_a_profile_file(tmp_path):
+    (tmp_path / "mine.toml").write_text(PER_ROW)
+    tensors, meta = _batch()
+    assert thdcheck.check(tensors, metadata=meta, profile=tmp_path / "mine.toml").violated == []
+    assert thdcheck.check(tensors, metadata=meta, profile=str(tmp_path / "mine.toml")).ok
+
+
+def test_pyproject_tool_thdcheck_applies_when_nothing_names_a_profile(tmp_path, monkeypatch):
+    tensors, meta = _batch()
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert thdcheck.check(tensors, metadata=meta).violated == ["mock-marked"]
+    (tmp_path / "pyproject.toml").write_text('[tool.thdcheck]\nprofile = "axolotl"\n')
+    assert thdcheck.check(tensors, metadata=meta).violated == []
+    # An explicit profile wins over the project's.
+    assert thdcheck.check(tensors, metadata=meta, profile="transformers").violated == [
+        "mock-marked"
+    ]
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.thdcheck.profile]\nname = \"proj\"\npadding_segment = \"any\"\n"
+    )
+    with pytest.raises(ValueError, match=r"pyproject.toml \[tool.thdcheck.profile\]: unknown field `padding_segment`"):
+        thdcheck.check(tensors, metadata=meta)
+
+
+def test_a_bad_profile_names_the_field_and_values(tmp_path):
+    tensors, meta = _batch()
+    (tmp_path / "bad.toml").write_text('name = "x"\n\nlabels = "rolled"\n')
+    with pytest.raises(ValueError, match=r"bad.toml:3: unknown variant `rolled`, expected one of"):
+        thdcheck.check(tensors, metadata=meta, profile=tmp_path / "bad.toml")
+    with pytest.raises(TypeError, match=r"a profile dict holds TOML values"):
+        thdcheck.check(tensors, metadata=meta, profile={"name": "x", "pad_token_id": object()})
