@@ -24,9 +24,10 @@ Contract (clm_collator.py, 2411b022a):
 The model (models/qwen.py, llama.py) reads `position_ids` (documents where they restart) and the
 loss is `masked_mean(loss, label_mask)`.
 
-Every case is under pending/: the labels are `label_ids` (`--map label_ids=labels`) and the
-targets are gated by a separate bool `label_mask` key; the CP rank files are contiguous slices
-whose `position_ids` are longer than their tokens. No bug with a fix touching the collator's
+The single-rank cases are read under the built-in `nanotron` profile (`label_ids`, pretraining:
+the separate bool `label_mask` is not read yet, so the cross-document predictions it removes are
+notes); the CP rank files (pending/) are contiguous slices whose `position_ids` are longer than
+their tokens. No bug with a fix touching the collator's
 layout was found (#339 / 37cc8b0c fixed an UnboundLocalError of `cp_rank` in DataCollatorForCLM).
 """
 

@@ -28,10 +28,10 @@ Contract (data.py `get_batch`, 624b824a8):
 
 Saved: `tokens`, the PackedSeqParams tensors `cu_seqlens_q`, `cu_seqlens_kv`, `max_seqlen_q`,
 `max_seqlen_kv`, and `full_loss_masks` (the per-sample lists are not tensors of the batch).
-Every case is under pending/: the targets are the next tokens under `full_loss_masks` (a separate
-shifted loss-mask key, no labels), read today only as AReaL's `loss_mask` (`--map
-full_loss_masks=loss_mask`, metadata `loss_mask_convention = shifted`, and the padding a final
-segment: `--profile areal`); the `allgather_cp` rank files are contiguous CP shards.
+`thd_cp1` is read under the built-in `slime` profile, which does not map `full_loss_masks` (the
+targets are the next tokens under it): read as AReaL's `loss_mask`, the CP group `thd_cp2` fails
+`label-targets` because the reader rolls each rank's targets before reassembly, so both CP
+cases are under pending/ with the `allgather_cp` rank files (contiguous CP shards).
 No bug with a fix touching `get_batch` / `slice_with_cp` was found (#838 widened the final
 padding to `tp_size * 128`, #1205 added `full_loss_masks`, #2175 fixed routing replay).
 """

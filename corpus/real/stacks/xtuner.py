@@ -44,11 +44,8 @@ id (a tokenizer whose EOS is id 0) was masked out: every turn's EOS of a multi-t
 its label stays trained. #567's replacement loop (`attention_mask[:i] = True`, whole rows) was
 fixed again in #829 (16e2f8f1a); the negative control runs at 16e2f8f1a.
 
-Every case is under pending/: the reader needs a rename (v1: `--map shifted_labels=shift_labels`,
-and `--profile trl` for the pad chunks; legacy varlen: `--map cumulative_len=cu_seq_lens_q --map
-max_seqlen=max_length_q`), which metadata cannot state yet; the padded batches carry
-`position_ids = arange(S)` beside a padding mask, which the reader misreads as packed documents
-(`mask` fires on the valid batch; see PEND_PADDED). The v1 collator's own fixes are VLM
+The v1 and legacy varlen cases are read under the built-in `xtuner` / `xtuner_v0` profiles (their
+key names and label conventions, cli/profiles/); the bug case #567 is under pending/ (PEND_PADDED). The v1 collator's own fixes are VLM
 position-id fixes (#1532).
 """
 
@@ -168,13 +165,11 @@ def legacy_case(case, docs, *, chunk_size, row, why, notes=""):
                              "(no sequence parallelism)"])
 
 
-PEND_PADDED = ("a padded (BSHD) batch, one sample per row, that carries position_ids = arange(S) "
-               "per row beside its 0/1 attention_mask: the reader takes the position ids as "
-               "packed documents (each row one segment, its padding included) and the `mask` "
-               "rule fires on the valid batch (the TRL #3673 rule, but no row has a restart); "
-               "read as BSHD only with the position ids renamed away (--map "
-               "position_ids=unused_position_ids), and a mask with a hole (the bug) is then "
-               "unreadable ('expected right padding')")
+PEND_PADDED = ("a padded (BSHD) batch whose 0/1 attention_mask has a hole inside a row (the "
+               "bug masks every token equal to the pad id, an EOS here): the BSHD reader refuses "
+               "it as unreadable ('expected right padding') instead of a `mask` / `pad-labels` "
+               "rule outcome; the valid batch of the fixed commit passes since the reader reads "
+               "position_ids = arange(S) per row beside a mask as one sequence per row")
 PRE_567 = "899f87d93^"  # 0d89d949a: attention_mask = input_ids.ne(pad_index)
 FIX_829 = "16e2f8f1a"  # #567's loop fixed to attention_mask[i, :length] (#829)
 
@@ -204,7 +199,7 @@ def padded_case(case, commit, samples, *, expected="pass", why, bug=None, notes=
               function="default_collate_fn(instances, pad_index=0 (default), return_hf_format=True)",
               input={"instances": instances}, expected=expected, why=why, bug=bug, metadata=meta,
               notes=notes,
-              pending=PEND_PADDED,
+              pending=PEND_PADDED if bug else None,
               stubs=["xtuner.utils: DEFAULT_PAD_TOKEN_INDEX = 0, IGNORE_INDEX = -100 "
                      "(xtuner/utils/constants.py)",
                      "xtuner.parallel.sequence: the real data_collate.py at the same commit, "
