@@ -100,6 +100,37 @@ fn a_two_line_user_profile_states_a_stacks_padding() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
+/// The README's four-line profile: the check and the fuzz run it shows pass with it, and fail
+/// without it.
+#[test]
+fn the_readme_profile_checks_and_fuzzes() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme.find("# mystack.toml\n").expect("the README shows mystack.toml");
+    let body = &readme[start..start + readme[start..].find("```").unwrap()];
+    assert!(body.lines().count() <= 15, "{body}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("mystack.toml"), body).unwrap();
+    let batch = repo().join("corpus/real/batches/axolotl/v2_position_ids_v0.18.0.safetensors");
+    let batch = batch.to_str().unwrap();
+    let o = thdcheck_in(dir.path(), ["check", "--profile", "mystack.toml", batch]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = thdcheck_in(dir.path(), ["check", "--profile", "transformers", batch]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("mock-marked"), "{}", text(&o));
+    let adapter = repo().join("adapters/python/examples/sample_numbers_collator.py");
+    let fuzz = |profile: &[&str]| {
+        let mut args = vec!["fuzz", "collator", "--cases", "50", "--quiet"];
+        args.extend_from_slice(profile);
+        args.extend(["--", "python3", adapter.to_str().unwrap(), "axolotl"]);
+        thdcheck_in(dir.path(), args)
+    };
+    let o = fuzz(&["--profile", "mystack.toml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = fuzz(&[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("violation mask"), "{}", text(&o));
+}
+
 #[test]
 fn a_bad_profile_is_exit_2_naming_the_file_line_field_and_values() {
     let dir = tempfile::tempdir().unwrap();
