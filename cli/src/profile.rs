@@ -34,8 +34,55 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::dialect::{Dialect, Objective};
 use crate::{Error, Result};
+
+/// The families of key names a batch file can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// Hugging Face / bionemo `DataCollatorWithFlattening`: `cu_seq_lens_q`, `max_length_q`.
+    Hf,
+    /// TransformerEngine / Megatron / NeMo Automodel: `cu_seqlens`, `cu_seqlens_padded`,
+    /// `max_seqlen`, `padding_mask`, `seq_lens` with the -1000 sentinel.
+    Te,
+    /// open-instruct DPO: `chosen_` / `rejected_` / `concatenated_` prefixes.
+    Dpo,
+}
+
+impl Dialect {
+    /// The short name used in reports and `--dialect`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Hf => "hf",
+            Dialect::Te => "te",
+            Dialect::Dpo => "dpo",
+        }
+    }
+
+    /// The stacks that write this dialect.
+    pub fn stacks(self) -> &'static str {
+        match self {
+            Dialect::Hf => "Hugging Face / bionemo",
+            Dialect::Te => "TransformerEngine / Megatron / Automodel",
+            Dialect::Dpo => "open-instruct DPO",
+        }
+    }
+}
+
+/// What the loss trains, where the batch cannot say it (`--objective`, metadata `objective`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Objective {
+    /// Each document is its own example: a prediction of the next document's first token is a
+    /// leak (`cross-doc-label`). The default.
+    Sft,
+    /// The token stream is trained across documents on purpose (pretraining: OLMo-core,
+    /// axolotl's pretraining path): such predictions are noted, not flagged.
+    Pretrain,
+    /// Masked LM (ESM, BERT): labels are targets at their own position, never shifted across
+    /// a boundary (as `--mlm`).
+    Mlm,
+}
 
 /// The built-in profiles, in detection order: `(file name, text)`.
 const BUILTIN: &[(&str, &str)] = &[
