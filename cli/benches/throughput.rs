@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use thdcheck::checks::check_pack;
-use thdcheck::dialect::{ReadOptions, parse};
+use thdcheck::formats::{ReadOptions, parse};
 use thdcheck::tensors::{BatchFile, write_ints};
 use thdcheck::{CheckOptions, check_bytes};
 

@@ -287,7 +287,7 @@ pub struct BatchOpts {
     /// olmo_core profile implies pretrain): `pretrain` trains across documents on purpose, so
     /// a label that is the next document's first token is noted, not flagged.
     #[arg(long, value_enum)]
-    pub objective: Option<crate::dialect::Objective>,
+    pub objective: Option<crate::formats::Objective>,
     /// Check that each batch shards over this many context-parallel ranks (zigzag), at most
     /// 65536 (what a file may state).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
@@ -344,7 +344,7 @@ impl BatchOpts {
             cp_size: self.cp_size.map(|c| c as usize),
             pad_to_multiple_of: self.pad_to_multiple_of.map(|m| m as usize),
             causal: self.causal,
-            masked_lm: self.mlm || self.objective == Some(crate::dialect::Objective::Mlm),
+            masked_lm: self.mlm || self.objective == Some(crate::formats::Objective::Mlm),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::checks::{check_pack, with_metadata};
-use crate::dialect::{ReadOptions, parse};
+use crate::formats::{ReadOptions, parse};
 use crate::loggers::Logger;
 use crate::pack::BatchData;
 use crate::shards::{GroupBatch, read_group};

@@ -153,7 +153,7 @@ fn map_renames_keys_and_dialect_overrides_detection() {
     assert!(stderr(&o).contains("cannot tell the dialect"), "{}", stderr(&o));
     let maps = ["--map", "tokens=input_ids", "--map", "positions=position_ids"];
     let o = run_expect(&[&["check", "--map", "offsets=cu_seqlens"][..], &maps, &[p]].concat(), 0);
-    assert!(stdout(&o).contains("[te: "), "{}", stdout(&o));
+    assert!(stdout(&o).contains("[te · cu-seqlens: "), "{}", stdout(&o));
     run_expect(&[&["check", "--map", "offsets=cu_seq_lens_q"][..], &maps, &[p]].concat(), 0);
     let o = run_expect(
         &[&["check", "--dialect", "hf", "--map", "offsets=cu_seqlens"][..], &maps, &[p]].concat(),

@@ -54,7 +54,7 @@ fn a_users_copy_of_each_builtin_profile_gives_the_same_verdicts() {
     let mut compared = 0;
     for builtin in Profile::builtins() {
         let text =
-            std::fs::read_to_string(repo().join(format!("cli/profiles/{}.toml", builtin.name)))
+            std::fs::read_to_string(repo().join(format!("reader/profiles/{}.toml", builtin.name)))
                 .unwrap()
                 .replace(&format!("name = \"{}\"", builtin.name), "name = \"users_copy\"");
         let path = dir.path().join(format!("{}_copy.toml", builtin.name));

@@ -10,10 +10,10 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use safetensors::Dtype;
-use thdcheck::dialect::{Dialect, Objective};
-use thdcheck::profile::Profile;
-use thdcheck::tensors::{BatchFile, SharedTensor};
-use thdcheck::{CheckOptions, ReadOptions};
+use reader::formats::{Dialect, Objective};
+use reader::profile::Profile;
+use reader::tensors::{BatchFile, SharedTensor};
+use reader::{CheckOptions, ReadOptions};
 
 create_exception!(
     _native,
@@ -79,7 +79,7 @@ fn shared_tensors(tensors: Vec<PyTensor<'_>>) -> PyResult<Vec<SharedTensor>> {
     let mut shared: Vec<SharedTensor> = Vec::with_capacity(tensors.len());
     for (key, code, shape, data) in tensors {
         let dt = dtype(&key, &code)?;
-        let bytes: Box<dyn thdcheck::tensors::SharedBytes> =
+        let bytes: Box<dyn reader::tensors::SharedBytes> =
             if let Ok(b) = data.extract::<Vec<u8>>() {
                 Box::new(b)
             } else {
@@ -144,14 +144,14 @@ fn check(
     }
     // A name or a path (`profile=`), a dict (sent as JSON), else the project's
     // `[tool.thdcheck]` from the working directory: the command's resolution order.
-    let bad = |e: thdcheck::Error| PyValueError::new_err(e.to_string());
+    let bad = |e: reader::Error| PyValueError::new_err(e.to_string());
     let profile = match (profile, profile_json) {
         (Some(spec), _) => Some(Profile::resolve(spec, None).map_err(bad)?),
         (None, Some(json)) => Some(Profile::from_json(json).map_err(bad)?),
         (None, None) => None,
     };
     let default_profile = match (&profile, std::env::current_dir()) {
-        (None, Ok(dir)) => thdcheck::profile::from_pyproject(&dir).map_err(bad)?,
+        (None, Ok(dir)) => reader::profile::from_pyproject(&dir).map_err(bad)?,
         _ => None,
     };
     let read = ReadOptions {
@@ -178,7 +178,7 @@ fn check(
     let masked_lm = mlm || objective == Some("mlm");
     let opts = CheckOptions { cp_size, pad_to_multiple_of, causal, masked_lm };
     let result = BatchFile::from_buffers(shared, metadata)
-        .and_then(|file| thdcheck::check_file(file, &read, &opts));
+        .and_then(|file| reader::check_file(file, &read, &opts));
     let report = result.map_err(|e| BatchError::new_err(format!("{name}: {e}")))?;
     let json = serde_json::to_string(&report)
         .map_err(|e| PyValueError::new_err(format!("report to JSON: {e}")))?;

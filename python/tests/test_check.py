@@ -44,7 +44,7 @@ def test_report_text_outcomes_and_dict():
     r = thdcheck.check(batch)
     assert not r.ok and r.violated == ["position-ids"]
     text = str(r)
-    assert text.startswith("batch  [hf: ") and "VIOLATED position-ids" in text, text
+    assert text.startswith("batch  [hf · ") and "VIOLATED position-ids" in text, text
     assert text.rstrip().endswith("=> FAIL: position-ids violated"), text
     bad = [o for o in r.outcomes if o.violated]
     assert [o.rule for o in bad] == ["position-ids"]

@@ -248,6 +248,7 @@ fn cp_groups(
                 };
                 Ok(FileReport {
                     dialect: g.dialect,
+                    format: g.format,
                     cp_shard: None,
                     packs: vec![pack],
                     checks: Vec::new(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 
 use super::cli::ProfileCommand;
-use crate::dialect::{Objective, ReadOptions, parse};
+use crate::formats::{Objective, ReadOptions, parse};
 use crate::profile::{PaddingSegments, Profile};
 use crate::tensors::BatchFile;
 use crate::{CheckOptions, check_file};

@@ -2,7 +2,7 @@
 //! same read and check options), and it must hold exactly the examples it was given, up to the
 //! rewrites declared on the command line (`--mlm`, `--add-bos`, `--add-eos`).
 
-use crate::dialect::{ReadOptions, parse};
+use crate::formats::{ReadOptions, parse};
 use crate::pack::BatchData;
 use crate::protocol::{CollatorExample, CollatorMode, CollatorRequest, batch_to_safetensors};
 use crate::tensors::BatchFile;

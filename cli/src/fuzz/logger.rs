@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::dialect::{ReadOptions, parse};
+use crate::formats::{ReadOptions, parse};
 use crate::protocol::batch_to_safetensors;
 use crate::tensors::BatchFile;
 use properties::checks::{Number, Tolerance, check_logged};

@@ -45,7 +45,7 @@ its label stays trained. #567's replacement loop (`attention_mask[:i] = True`, w
 fixed again in #829 (16e2f8f1a); the negative control runs at 16e2f8f1a.
 
 The v1 and legacy varlen cases are read under the built-in `xtuner` / `xtuner_v0` profiles (their
-key names and label conventions, cli/profiles/); the bug case #567 is under pending/ (PEND_PADDED). The v1 collator's own fixes are VLM
+key names and label conventions, reader/profiles/); the bug case #567 is under pending/ (PEND_PADDED). The v1 collator's own fixes are VLM
 position-id fixes (#1532).
 """
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use properties::checks::{KeyNames, zigzag_reassemble};
 
-use crate::dialect::{Dialect, ReadOptions, parse};
+use crate::formats::{Dialect, ReadOptions, parse};
 use crate::pack::{BatchData, validate_offsets};
 use crate::tensors::{BatchFile, Column};
 use crate::{Error, Result};
@@ -14,8 +14,10 @@ use crate::{Error, Result};
 /// One CP group's files read together.
 #[derive(Debug, Clone)]
 pub struct Group {
-    /// The dialect of the files (the last one read).
+    /// The key family of the files (the last one read).
     pub dialect: Dialect,
+    /// The format that read them (the last one read).
+    pub format: &'static str,
     /// The first file's `__metadata__`.
     pub metadata: BTreeMap<String, String>,
     /// The global batch, or what the split lost.
@@ -48,6 +50,7 @@ pub fn read_group(dir: &Path, size: usize, files: &[PathBuf], read: &ReadOptions
     let mut shards = Vec::new();
     let mut metadata = BTreeMap::new();
     let mut dialect = Dialect::Te;
+    let mut format = "cu-seqlens";
     for path in files {
         let file = BatchFile::read(path)?;
         if metadata.is_empty() {
@@ -55,6 +58,7 @@ pub fn read_group(dir: &Path, size: usize, files: &[PathBuf], read: &ReadOptions
         }
         let parsed = parse(file, read)?;
         dialect = parsed.dialect;
+        format = parsed.format;
         let (rank, size) = parsed.cp_shard.unwrap_or((0, size));
         if let Some(pack) = parsed.packs.into_iter().next() {
             shards.push(Shard { rank, size, pack });
@@ -67,7 +71,7 @@ pub fn read_group(dir: &Path, size: usize, files: &[PathBuf], read: &ReadOptions
         }
         None => GroupBatch::Whole(Box::new(reassemble(&group, &shards)?)),
     };
-    Ok(Group { dialect, metadata, batch })
+    Ok(Group { dialect, format, metadata, batch })
 }
 
 /// One rank's shard as read from its file.

@@ -7,14 +7,16 @@ use serde::Serialize;
 use properties::checks::Outcome;
 
 use crate::checks::{CheckOptions, PackReport, Status, check_pack, dpo_outcomes};
-use crate::dialect::{Dialect, Parsed};
+use crate::formats::{Dialect, Parsed};
 use crate::words::plural;
 
 /// Everything checked in one file.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileReport {
-    /// The dialect the keys were read in.
+    /// The key family the keys were read in.
     pub dialect: Dialect,
+    /// The format that read the file ([`crate::formats::Format::name`]).
+    pub format: &'static str,
     /// `(cp_rank, cp_size)` when the file is one CP rank's shard.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cp_shard: Option<(usize, usize)>,
@@ -34,6 +36,7 @@ impl FileReport {
             // reassembled, as the directory's `cp-group`.
             return Self {
                 dialect: parsed.dialect,
+                format: parsed.format,
                 cp_shard: parsed.cp_shard,
                 packs: Vec::new(),
                 checks: Vec::new(),
@@ -45,6 +48,7 @@ impl FileReport {
         }
         Self {
             dialect: parsed.dialect,
+            format: parsed.format,
             cp_shard: parsed.cp_shard,
             packs: parsed.packs.iter().map(|p| check_pack(p, opts)).collect(),
             checks: parsed.dpo.as_ref().map(dpo_outcomes).unwrap_or_default(),
@@ -86,8 +90,12 @@ impl FileReport {
             .cp_shard
             .map(|(rank, size)| format!(", cp rank {rank} of {size}"))
             .unwrap_or_default();
-        let mut s =
-            format!("{name}  [{}: {}{shard}]\n", self.dialect.name(), self.dialect.stacks());
+        let mut s = format!(
+            "{name}  [{} · {}: {}{shard}]\n",
+            self.dialect.name(),
+            self.format,
+            self.dialect.stacks()
+        );
         self.render(&mut s, causal);
         let _ = writeln!(s, "  => {}", self.verdict());
         s

@@ -65,7 +65,7 @@ pub fn with_profile(
     mut opts: CheckOptions,
     profile: Option<&crate::profile::Profile>,
 ) -> CheckOptions {
-    use crate::dialect::Objective;
+    use crate::formats::Objective;
     use crate::profile::Attention;
     let Some(p) = profile else { return opts };
     if opts.causal || opts.masked_lm {

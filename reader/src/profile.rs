@@ -1,14 +1,14 @@
 //! A stack's contract as data: what a verdict depends on that the tensors cannot show.
 //!
 //! A profile is a TOML file (`docs/profiles.md` lists every field and its values). The built-in
-//! ones, one per stack thdcheck was taught, are the files of `cli/profiles/`, embedded in the
+//! ones, one per stack thdcheck was taught, are the files of `reader/profiles/`, embedded in the
 //! binary; every fact they state cites the upstream file and commit it was read from. A user
 //! writes their own and names it with `--profile FILE` (or metadata `profile`, the Python
 //! `profile=`, or `[tool.thdcheck]` in `pyproject.toml`); it may `extends` a built-in one and
 //! change a few facts.
 //!
 //! ```
-//! use thdcheck::profile::Profile;
+//! use reader::profile::Profile;
 //! let p = Profile::parse(
 //!     "name = \"mystack\"\nextends = \"transformers\"\nlabels = \"shifted\"\npad_token_id = 0\n\
 //!      [map]\ncumulative_len = \"cu_seq_lens_q\"\n",
@@ -20,7 +20,7 @@
 //! // An unknown field is an error naming the file, the line and the fields allowed.
 //! let err = Profile::parse("name = \"x\"\npading_segments = \"any\"\n", "x.toml", None).unwrap_err();
 //! assert!(err.to_string().starts_with("x.toml:2: unknown field `pading_segments`"), "{err}");
-//! # Ok::<(), thdcheck::Error>(())
+//! # Ok::<(), reader::Error>(())
 //! ```
 //!
 //! What a default demands: only what packed training itself forbids. A label that reaches into
@@ -682,7 +682,7 @@ mod tests {
 
     #[test]
     fn contract_table_of_the_docs_is_the_profiles() {
-        const BEGIN: &str = "<!-- contract-table: begin (generated from cli/profiles) -->";
+        const BEGIN: &str = "<!-- contract-table: begin (generated from reader/profiles) -->";
         const END: &str = "<!-- contract-table: end -->";
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/batch-files.md");
         let doc = std::fs::read_to_string(&path).unwrap();
@@ -698,7 +698,7 @@ mod tests {
         }
         assert_eq!(
             have, want,
-            "docs/batch-files.md's contract table differs from cli/profiles; rerun with \
+            "docs/batch-files.md's contract table differs from reader/profiles; rerun with \
              THDCHECK_BLESS=1"
         );
     }

@@ -80,12 +80,12 @@ impl Deref for Storage {
 ///
 /// # Example
 /// ```
-/// use thdcheck::tensors::{BatchFile, Column, write_ints};
+/// use reader::tensors::{BatchFile, Column, write_ints};
 /// let file = BatchFile::from_bytes(write_ints(&[("input_ids", vec![3], vec![7, 8, 9])], &[])?)?;
 /// let (shape, ids) = file.column("input_ids")?;
 /// assert_eq!((shape, ids.len(), ids.ints().at(2)), (vec![3], 3, 9));
 /// assert_eq!(Column::from(vec![7, 8, 9]).ints(), ids.ints());
-/// # Ok::<(), thdcheck::Error>(())
+/// # Ok::<(), reader::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Column(Repr);
@@ -152,12 +152,12 @@ impl Column {
 ///
 /// # Example
 /// ```
-/// use thdcheck::tensors::{BatchFile, write_ints};
+/// use reader::tensors::{BatchFile, write_ints};
 /// let bytes = write_ints(&[("cu_seq_lens_q", vec![3], vec![0, 2, 5])], &[])?;
 /// let file = BatchFile::from_bytes(bytes)?;
 /// assert_eq!(file.ints("cu_seq_lens_q")?.values, vec![0, 2, 5]);
 /// assert!(file.ints("labels").is_err());
-/// # Ok::<(), thdcheck::Error>(())
+/// # Ok::<(), reader::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct BatchFile {
@@ -238,12 +238,12 @@ impl BatchFile {
     /// # Example
     /// ```
     /// use safetensors::Dtype;
-    /// use thdcheck::tensors::BatchFile;
+    /// use reader::tensors::BatchFile;
     /// let ids: Vec<u8> = [5i64, 6, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
     /// let file = BatchFile::from_buffers(vec![("input_ids".into(), Dtype::I64, vec![3], Box::new(ids) as _)], Default::default())?;
     /// let (_, col) = file.column("input_ids")?;
     /// assert_eq!((col.in_place(), col.ints().at(2)), (true, 7));
-    /// # Ok::<(), thdcheck::Error>(())
+    /// # Ok::<(), reader::Error>(())
     /// ```
     pub fn from_buffers(
         tensors: Vec<SharedTensor>,

@@ -112,6 +112,7 @@ impl BatchData {
             boundaries_from_positions: self.boundaries_from_positions,
             cross_doc_labels_by_design: self.cross_doc_labels_by_design,
             keys: Some(&self.keys),
+            ..LayoutView::default()
         }
     }
 }
@@ -125,7 +126,7 @@ impl BatchData {
 ///
 /// # Example
 /// ```
-/// use thdcheck::pack::validate_offsets;
+/// use reader::pack::validate_offsets;
 /// assert!(validate_offsets("cu_seqlens", &[0, 3, 5], 5).is_ok());
 /// let err = validate_offsets("cu_seqlens", &[0, 5, 3], 5).unwrap_err();
 /// assert_eq!(

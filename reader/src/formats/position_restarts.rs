@@ -1,0 +1,98 @@
+//! No offsets: documents start where `position_ids` restart (transformers'
+//! `DataCollatorWithFlattening` by default, TRL's padding-free collators).
+
+use super::common::{same_tokens, token_tensor};
+use super::hf::{self, Boundaries};
+use super::{Format, Input, Read};
+use crate::Result;
+use crate::profile::Dialect;
+use crate::tensors::BatchFile;
+use crate::words::plural;
+
+/// Documents from position-id restarts.
+pub struct PositionRestarts;
+
+impl Format for PositionRestarts {
+    fn name(&self) -> &'static str {
+        "position-restarts"
+    }
+    fn family(&self) -> Dialect {
+        Dialect::Hf
+    }
+    fn summary(&self) -> &'static str {
+        "no offsets: a document starts wherever `position_ids` do not continue (DataCollatorWithFlattening)"
+    }
+    fn claims(&self, input: &Input<'_>) -> Result<bool> {
+        let file = input.file;
+        if !hf::no_offsets(file) || !file.contains("position_ids") {
+            return Ok(false);
+        }
+        let rows = match file.entry("input_ids").map(|e| e.shape.as_slice()) {
+            Some([b, _]) => *b,
+            _ => 1,
+        };
+        Ok(!rows_only(file, "position_ids", "attention_mask", rows)?)
+    }
+    fn read(&self, input: &Input<'_>) -> Result<Read> {
+        hf::read_single(input, |file, rows, tokens, _| {
+            let pos_key = "position_ids";
+            let (_, pos) = token_tensor(file, pos_key)?;
+            same_tokens(pos_key, pos.len(), "input_ids", tokens)?;
+            let cu = restarts(&pos, rows, tokens);
+            let note = format!(
+                "no offsets: {} read from where `{pos_key}` restarts (transformers \
+                 DataCollatorWithFlattening's default output): the restarts are the boundaries, \
+                 so only where each document's positions start (the base) and how they step is \
+                 checked",
+                plural(cu.len() - 1, "document")
+            );
+            Ok(Boundaries { cu, from_positions: true, notes: vec![note], ..Boundaries::default() })
+        })
+    }
+}
+
+/// Whether `position_ids` restart only where a row starts (`arange(S)` per row) beside an
+/// `attention_mask`: a padded batch of one sequence per row (BSHD), whose mask, not its
+/// positions, tells the padding. Read as packed documents, each row's padding would count as
+/// real tokens of its one segment.
+///
+/// # Errors
+/// A `position_ids` tensor that cannot be read.
+pub(super) fn rows_only(
+    file: &BatchFile,
+    pos_key: &str,
+    mask_key: &str,
+    rows: usize,
+) -> Result<bool> {
+    if !file.contains(mask_key) || rows < 1 {
+        return Ok(false);
+    }
+    let (_, pos) = token_tensor(file, pos_key)?;
+    let cu = restarts(&pos, rows, pos.len());
+    let width = pos.len() / rows;
+    Ok(width > 0
+        && cu.len() == rows + 1
+        && cu.iter().enumerate().all(|(r, &c)| c == (r * width) as i64))
+}
+
+/// Document offsets from position ids: a document starts at token 0, at every row start of a
+/// `[B, S]` tensor, and wherever a position id does not continue the previous one (`p[t] ≠
+/// p[t−1] + 1`).
+///
+/// ```text
+/// position_ids [0 1 2 0 1 0 1 2 3] → cu_seqlens [0 3 5 9]
+/// ```
+pub(super) fn restarts(pos: &[i64], rows: usize, tokens: usize) -> Vec<i64> {
+    let row_len = if rows > 0 { tokens / rows.max(1) } else { tokens };
+    let mut cu = vec![0i64];
+    for t in 1..pos.len() {
+        let row_start = row_len > 0 && t % row_len == 0;
+        if row_start || pos[t] != pos[t - 1].wrapping_add(1) {
+            cu.push(t as i64);
+        }
+    }
+    if !pos.is_empty() {
+        cu.push(pos.len() as i64);
+    }
+    cu
+}

@@ -1,0 +1,414 @@
+//! The TransformerEngine family (TE, Megatron, Megatron-Bridge, NeMo Automodel, AReaL):
+//! `cu_seqlens` / `cu_seqlens_q` (`_kv`, `_padded`), `max_seqlen`, or Automodel's `seq_lens` /
+//! `seq_lens_padded` `[B, K]` with the -1000 sentinel; `padding_mask` (1 = pad); `labels`
+//! shifted.
+
+use properties::checks::KeyNames;
+use thd::LabelConvention;
+
+use super::common::{
+    count, first_present, ignore_extra, labels_from_loss_mask, masked_labels, missing, offsets,
+    opt_mask, opt_tokens, padded_count, scalar, shard_bound, token_column,
+};
+use super::{Dialect, Format, Input, Read, ReadOptions};
+use crate::pack::{BatchData, validate_offsets};
+use crate::profile::{MaskFact, OffsetsEnd, PaddingSegments, TrailingRepeats};
+use crate::tensors::{BatchFile, Ints};
+use crate::words::plural;
+use crate::{Error, Result};
+
+/// NeMo Automodel's `split_batch_into_thd_chunks`: offsets `[C, K]` beside `[C, S]` token rows,
+/// one pack per row, each its own attention call with its own offsets.
+pub struct Chunks;
+
+/// `cu_seqlens` / `cu_seqlens_q` offsets.
+pub struct CuSeqlens;
+
+/// Automodel's BSHD rows: `seq_lens` (`seq_lens_padded`) `[B, K]` with a sentinel in empty
+/// slots.
+pub struct SeqLens;
+
+impl Format for Chunks {
+    fn name(&self) -> &'static str {
+        "te-chunks"
+    }
+    fn family(&self) -> Dialect {
+        Dialect::Te
+    }
+    fn summary(&self) -> &'static str {
+        "`cu_seqlens` [C, K] beside [C, S] token rows: one pack per chunk (NeMo Automodel split_batch_into_thd_chunks)"
+    }
+    fn claims(&self, input: &Input<'_>) -> Result<bool> {
+        Ok(chunks(input.file).is_some())
+    }
+    fn read(&self, input: &Input<'_>) -> Result<Read> {
+        let file = input.file;
+        let rows = chunks(file).unwrap_or(1);
+        let packs = (0..rows)
+            .map(|r| {
+                let mut p = te_pack(&file.row(r, rows)?, sentinel(input.opts), input.opts, 1)?;
+                p.part = Some(format!("chunk {r}"));
+                Ok(p)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let note = format!(
+            "{rows} chunks (NeMo Automodel split_batch_into_thd_chunks): each row is its own \
+             pack with its own offsets"
+        );
+        Ok(Read { packs, dpo: None, notes: vec![note] })
+    }
+}
+
+impl Format for CuSeqlens {
+    fn name(&self) -> &'static str {
+        "cu-seqlens"
+    }
+    fn family(&self) -> Dialect {
+        Dialect::Te
+    }
+    fn summary(&self) -> &'static str {
+        "`cu_seqlens` / `cu_seqlens_q` (`_kv`, `_padded`), `max_seqlen`; `padding_mask` 1 = pad; `labels` shifted"
+    }
+    fn claims(&self, input: &Input<'_>) -> Result<bool> {
+        Ok(first_present(input.file, &["cu_seqlens", "cu_seqlens_q"]).is_some())
+    }
+    fn read(&self, input: &Input<'_>) -> Result<Read> {
+        let pack = te_pack(input.file, sentinel(input.opts), input.opts, input.scale)?;
+        Ok(Read { packs: vec![pack], dpo: None, notes: Vec::new() })
+    }
+}
+
+impl Format for SeqLens {
+    fn name(&self) -> &'static str {
+        "seq-lens"
+    }
+    fn family(&self) -> Dialect {
+        Dialect::Te
+    }
+    fn summary(&self) -> &'static str {
+        "`seq_lens` / `seq_lens_padded` [B, K], the sentinel in empty slots (NeMo Automodel BSHD rows)"
+    }
+    fn claims(&self, input: &Input<'_>) -> Result<bool> {
+        Ok(input.file.contains("seq_lens"))
+    }
+    fn read(&self, input: &Input<'_>) -> Result<Read> {
+        let pack = te_pack(input.file, sentinel(input.opts), input.opts, input.scale)?;
+        Ok(Read { packs: vec![pack], dpo: None, notes: Vec::new() })
+    }
+}
+
+/// The empty-slot sentinel (default -1000, Automodel's).
+fn sentinel(opts: &ReadOptions) -> i64 {
+    opts.sentinel.unwrap_or(-1000)
+}
+
+/// The error of a file none of the family's formats reads.
+pub(super) fn unread(file: &BatchFile) -> Error {
+    if file.contains("input_ids") {
+        missing(file, "cu_seqlens", Dialect::Te)
+    } else {
+        missing(file, "input_ids", Dialect::Te)
+    }
+}
+
+/// A TE / Megatron / Automodel pack.
+fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) -> Result<BatchData> {
+    let mb = opts.fact(|p| p.offsets_end) == Some(OffsetsEnd::FirstNegative);
+    let d = Dialect::Te;
+    if !file.contains("input_ids") {
+        return Err(missing(file, "input_ids", d));
+    }
+    let (rows, input_ids) = token_column(file, "input_ids")?;
+    let tokens = input_ids.len();
+    let mut notes = Vec::new();
+    let mut row_slots = None;
+    let cu_key = first_present(file, &["cu_seqlens", "cu_seqlens_q"]);
+    let padded_key = first_present(file, &["cu_seqlens_padded", "cu_seqlens_q_padded"]);
+    let (cu_name, cu, cu_padded, padded_name) = match cu_key {
+        Some(key) => {
+            let cu =
+                offsets(file, key, shard_bound(tokens, scale), Some(sentinel), mb, &mut notes)?;
+            let padded = match padded_key {
+                Some(pk) => {
+                    let p = offsets(
+                        file,
+                        pk,
+                        shard_bound(tokens, scale),
+                        Some(sentinel),
+                        mb,
+                        &mut notes,
+                    )?;
+                    padded_count(pk, &p, key, &cu)?;
+                    Some(p)
+                }
+                None => None,
+            };
+            (key.to_owned(), cu, padded, padded_key.map(str::to_owned))
+        }
+        None if file.contains("seq_lens") => {
+            let (cu, padded, slots) = from_seq_lens(file, rows, tokens, sentinel)?;
+            row_slots = Some(slots);
+            let has_padded = file.contains("seq_lens_padded");
+            ("seq_lens".to_owned(), cu, padded, has_padded.then(|| "seq_lens_padded".to_owned()))
+        }
+        None => return Err(missing(file, "cu_seqlens", d)),
+    };
+    let cu_k_key = first_present(file, &["cu_seqlens_kv"]);
+    let mut cu_k = match cu_k_key {
+        Some(key) => {
+            // Global on a shard, like `cu_seqlens` (AReaL's CP split keeps both).
+            let v = offsets(file, key, shard_bound(tokens, scale), Some(sentinel), mb, &mut notes)?;
+            Some(v)
+        }
+        None => None,
+    };
+    let (mut cu, mut cu_padded) = (cu, cu_padded);
+    if opts.fact(|p| p.trailing_repeats) == Some(TrailingRepeats::RowPadding) {
+        // The profile's ragged rows are padded with zero-length repeats of the last offset
+        // (Megatron-Bridge #5400).
+        let mut repeats = 0;
+        while cu.len() > 2
+            && cu[cu.len() - 1] == cu[cu.len() - 2]
+            && cu_padded.as_ref().is_none_or(|p| p[p.len() - 1] == p[p.len() - 2])
+        {
+            cu.pop();
+            if let Some(p) = cu_padded.as_mut() {
+                p.pop();
+            }
+            if let Some(k) = cu_k.as_mut().filter(|k| k.len() > cu.len()) {
+                k.pop();
+            }
+            repeats += 1;
+        }
+        if repeats > 0 {
+            notes.push(format!(
+                "`{cu_name}`: {} of the last offset dropped (the profile's ragged-row padding)",
+                plural(repeats, "zero-length repeat")
+            ));
+        }
+    }
+    let (mut mask_key, invert) = match first_present(file, &["padding_mask", "attention_mask"]) {
+        Some("padding_mask") => (Some("padding_mask"), true),
+        Some(k) => (Some(k), false),
+        None => (None, false),
+    };
+    // Megatron-Bridge's legacy collate_fn returns `attention_mask = [1] * batch size` (sft.py,
+    // until fb9ec5f85): unused at cp = 1, sliced along the tokens under CP (#4519).
+    if opts.fact(|p| p.attention_mask) == Some(MaskFact::RowFlags)
+        && mask_key == Some("attention_mask")
+        && let Some(e) = file.entry("attention_mask")
+        && e.shape.len() == 1
+        && e.shape[0] == rows
+        && rows != tokens
+    {
+        let cp = file.metadata().get("cp_size").and_then(|c| c.trim().parse::<usize>().ok());
+        if cp.is_some_and(|c| c > 1) {
+            return Err(Error::Shape {
+                key: "attention_mask".into(),
+                shape: e.shape.clone(),
+                expected: format!(
+                    "one value per token ([{tokens}]): Megatron-Bridge's legacy `attention_mask` \
+                     holds one per row, and with cp_size > 1 the CP split slices it along the \
+                     tokens (#4519)"
+                ),
+            });
+        }
+        notes.push(
+            "`attention_mask` holds one value per row (Megatron-Bridge's legacy collate_fn): \
+             not a token mask, unused at cp = 1"
+                .into(),
+        );
+        mask_key = None;
+    }
+    let real_mask = match mask_key {
+        Some(k) => opt_mask(file, k, "input_ids", tokens, invert)?,
+        None => None,
+    };
+    let max_key = first_present(file, &["max_seqlen", "max_seqlen_q"]);
+    let labels_key = first_present(file, &["labels", "shift_labels"]);
+    let mut pack = BatchData {
+        part: None,
+        keys: KeyNames {
+            input_ids: "input_ids".into(),
+            cu_seqlens: cu_name,
+            cu_seqlens_padded: padded_name.unwrap_or_else(|| "cu_seqlens_padded".into()),
+            cu_seqlens_k: cu_k_key.unwrap_or("cu_seqlens_kv").into(),
+            max_seqlen: max_key.unwrap_or("max_seqlen").into(),
+            mask: mask_key.unwrap_or("padding_mask").into(),
+            labels: labels_key.unwrap_or("labels").into(),
+            position_ids: "position_ids".into(),
+            seq_idx: "seq_idx".into(),
+            num_real_seqs: "num_real_seqs".into(),
+        },
+        mask_is_padding: invert,
+        position_base: opts.position_base,
+        pad_token_id: opts.pad_token_id,
+        rows,
+        labels: ignore_extra(
+            masked_labels(
+                file,
+                match labels_key {
+                    Some(k) => opt_tokens(file, k, "input_ids", tokens)?,
+                    None => None,
+                },
+                "input_ids",
+                tokens,
+                &mut notes,
+            )?,
+            opts.ignore_index,
+        ),
+        convention: opts.labels.unwrap_or(LabelConvention::Shifted),
+        position_ids: opt_tokens(file, "position_ids", "input_ids", tokens)?,
+        absorbed: false,
+        cu,
+        cu_padded,
+        cu_k,
+        max_seqlen: match max_key {
+            Some(k) => scalar(file, k)?,
+            None => None,
+        },
+        real_mask,
+        seq_idx: opt_tokens(file, "seq_idx", "input_ids", tokens)?,
+        num_real_seqs: count(file, "num_real_seqs")?,
+        row_slots,
+        notes,
+        input_ids,
+        padding_segment_by_design: opts.padding_segments() != PaddingSegments::None,
+        padding_segment_per_row: opts.padding_segments() == PaddingSegments::PerRow,
+        boundaries_from_positions: false,
+        rows_are_sequences: false,
+        cross_doc_labels_by_design: opts.pretrain(),
+    };
+    if pack.labels.is_none() {
+        labels_from_loss_mask(file, &mut pack, opts)?;
+    }
+    unabsorb(&mut pack);
+    Ok(pack)
+}
+
+/// Automodel's trailing-pad absorption (#2316) grows the last segment over the pack padding
+/// and drops `cu_seqlens_padded`; the padding mask still tells the pad tokens. Recover the real
+/// length so that they are counted as padding, not as real tokens.
+fn unabsorb(pack: &mut BatchData) {
+    let (Some(mask), None, n) = (&pack.real_mask, &pack.cu_padded, pack.segments()) else {
+        return;
+    };
+    if n == 0 {
+        return;
+    }
+    let last = pack.cu[n - 1] as usize..pack.cu[n] as usize;
+    if last.end != pack.tokens() || last.is_empty() {
+        return;
+    }
+    let real_end = last.start + mask[last.clone()].iter().rposition(|&r| r).map_or(0, |i| i + 1);
+    let tail_is_pad = mask[real_end..last.end].iter().all(|&r| !r);
+    let head_is_real = mask[last.start..real_end].iter().all(|&r| r);
+    if real_end < last.end && tail_is_pad && head_is_real {
+        let mut padded = pack.cu.clone();
+        padded[n] = last.end as i64;
+        pack.cu[n] = real_end as i64;
+        pack.cu_padded = Some(padded);
+        pack.absorbed = true;
+        pack.notes.push(format!(
+            "the last segment absorbed {} trailing pad tokens (Automodel #2316): real length {}, \
+             slot {}",
+            last.end - real_end,
+            real_end - last.start,
+            last.len()
+        ));
+    }
+}
+
+/// `(cu, cu_padded, per-row slot sums)` built from `seq_lens`.
+type SeqLensOffsets = (Vec<i64>, Option<Vec<i64>>, Vec<i64>);
+
+/// Automodel BSHD: offsets from `seq_lens` / `seq_lens_padded` (`[B, K]`, sentinel in empty
+/// slots), row by row. Returns `(cu, cu_padded, per-row slot sums)`.
+fn from_seq_lens(
+    file: &BatchFile,
+    rows: usize,
+    tokens: usize,
+    sentinel: i64,
+) -> Result<SeqLensOffsets> {
+    let lens = |key: &str| -> Result<Vec<Vec<i64>>> {
+        let Ints { shape, values } = file.ints(key)?;
+        let width = match shape.as_slice() {
+            [b, k] if *b == rows => *k,
+            [k] if rows == 1 => *k,
+            _ => {
+                return Err(Error::Shape {
+                    key: key.to_owned(),
+                    shape,
+                    expected: format!("[B, K] with B = {rows} rows of input_ids"),
+                });
+            }
+        };
+        if let Some(i) = values.iter().position(|&v| v < 0 && v != sentinel) {
+            return Err(Error::Value {
+                key: key.to_owned(),
+                index: i,
+                value: values[i].to_string(),
+                expected: "a length ≥ 0 or the sentinel",
+            });
+        }
+        Ok(if width == 0 {
+            vec![Vec::new(); rows]
+        } else {
+            values.chunks(width).map(<[i64]>::to_vec).collect()
+        })
+    };
+    let real = lens("seq_lens")?;
+    let padded =
+        if file.contains("seq_lens_padded") { Some(lens("seq_lens_padded")?) } else { None };
+    if let Some(p) = &padded {
+        for (r, (a, b)) in real.iter().zip(p).enumerate() {
+            if a.len() != b.len() {
+                return Err(Error::CountMismatch {
+                    key: "seq_lens_padded".into(),
+                    what: "slots per row",
+                    got: b.len(),
+                    reference: "seq_lens".into(),
+                    expected: a.len(),
+                });
+            }
+            if let Some(j) = (0..a.len()).find(|&j| (a[j] == sentinel) != (b[j] == sentinel)) {
+                return Err(Error::Value {
+                    key: "seq_lens_padded".into(),
+                    index: r * a.len() + j,
+                    value: b[j].to_string(),
+                    expected: "the sentinel exactly where seq_lens has it",
+                });
+            }
+        }
+    }
+    let cum = |rows: &[Vec<i64>]| -> Vec<i64> {
+        let mut cu = vec![0i64];
+        for v in rows.iter().flatten().filter(|&&v| v != sentinel) {
+            let last = *cu.last().unwrap_or(&0);
+            cu.push(last.saturating_add(*v));
+        }
+        cu
+    };
+    let cu = cum(&real);
+    let slots_src = padded.as_ref().unwrap_or(&real);
+    let cu_p = cum(slots_src);
+    let row_sums = slots_src
+        .iter()
+        .map(|r| r.iter().filter(|&&v| v != sentinel).fold(0i64, |a, &v| a.saturating_add(v)))
+        .collect();
+    if padded.is_some() {
+        validate_offsets("seq_lens_padded (cumulative)", &cu_p, tokens)?;
+    }
+    validate_offsets("seq_lens (cumulative)", &cu, tokens)?;
+    Ok((cu, padded.map(|_| cu_p), row_sums))
+}
+
+/// The rows of a chunked TE file: offsets `[C, K]` with `C > 1` beside `[C, S]` token rows.
+fn chunks(file: &BatchFile) -> Option<usize> {
+    let key = first_present(file, &["cu_seqlens", "cu_seqlens_q"])?;
+    let (offsets, ids) = (file.entry(key)?, file.entry("input_ids")?);
+    match (offsets.shape.as_slice(), ids.shape.as_slice()) {
+        ([c, _], [b, _]) if *c > 1 && c == b => Some(*c),
+        _ => None,
+    }
+}

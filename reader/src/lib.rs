@@ -1,0 +1,74 @@
+//! The reader of thdcheck: a packed batch that a Python collator dumped with
+//! `safetensors.torch.save_file` (or handed over in memory), read in its stack's format into the
+//! one view the rules of `properties::checks` judge. The `thdcheck` command, its fuzzers, the
+//! benchmarks and the Python package all read batches through this crate.
+//!
+//! ```text
+//! bytes ──tensors::BatchFile──▶ formats::parse ──▶ [pack::BatchData] ──properties::checks──▶ report::FileReport
+//!        (Error: exit 2)        (one module per            (the view)       (rules: ok / violated / noted)
+//!                                format, profile facts)
+//! ```
+//!
+//! A stack's contract (how it shifts labels, where it pads, what the kernel reads) is a
+//! [`profile::Profile`], data a user can write; a packing format is a module of [`formats`]
+//! behind the [`formats::Format`] trait, tried in the order of [`formats::FORMATS`]. A reader
+//! never decides a verdict: what it finds that is worth judging is handed to the rules.
+//!
+//! # Example
+//! ```
+//! use reader::tensors::write_ints;
+//! use reader::{CheckOptions, ReadOptions, check_bytes};
+//! // Two documents whose position ids do not restart.
+//! let bytes = write_ints(
+//!     &[
+//!         ("input_ids", vec![1, 5], vec![5, 6, 7, 8, 9]),
+//!         ("labels", vec![1, 5], vec![-100, 6, 7, -100, 9]),
+//!         ("position_ids", vec![1, 5], vec![0, 1, 2, 3, 4]),
+//!         ("cu_seq_lens_q", vec![3], vec![0, 3, 5]),
+//!     ],
+//!     &[],
+//! )?;
+//! let report = check_bytes(bytes, &ReadOptions::default(), &CheckOptions::default())?;
+//! assert_eq!(report.violated(), vec!["position-ids"]);
+//! assert_eq!(report.format, "cu-seq-lens");
+//! # Ok::<(), reader::Error>(())
+//! ```
+
+pub mod checks;
+pub mod error;
+pub mod formats;
+pub mod pack;
+pub mod profile;
+pub mod report;
+pub mod shards;
+pub mod tensors;
+pub mod words;
+
+pub use checks::CheckOptions;
+pub use error::{Error, Result};
+pub use formats::{Dialect, ReadOptions};
+pub use report::FileReport;
+
+/// Parses and checks the bytes of one batch file.
+///
+/// # Errors
+/// Any [`Error`]: the file could not be read or understood (exit code 2).
+pub fn check_bytes(bytes: Vec<u8>, read: &ReadOptions, opts: &CheckOptions) -> Result<FileReport> {
+    check_file(tensors::BatchFile::from_bytes(bytes)?, read, opts)
+}
+
+/// Checks one batch, however its tensors are held ([`tensors::BatchFile::from_buffers`] for
+/// tensors in memory).
+///
+/// # Errors
+/// Any [`Error`]: the batch could not be understood (exit code 2).
+pub fn check_file(
+    file: tensors::BatchFile,
+    read: &ReadOptions,
+    opts: &CheckOptions,
+) -> Result<FileReport> {
+    let opts = checks::with_metadata(*opts, file.metadata())?;
+    let parsed = formats::parse(file, read)?;
+    let opts = checks::with_profile(opts, parsed.profile.as_deref());
+    Ok(FileReport::new(&parsed, &opts))
+}
