@@ -6,8 +6,8 @@ use proptest::prelude::*;
 use thd::LabelConvention;
 
 use crate::checks::{
-    DpoSegment, DpoView, Ints, LayoutView, ShardView, batch_facts, check_cp_shard, check_documents,
-    check_dpo, check_layout,
+    BatchOptions, BlockMask, DpoSegment, DpoView, Ints, LayoutView, ShardView, SideTensor,
+    batch_facts, check_batch, check_cp_shard, check_documents, check_dpo, check_layout,
 };
 
 fn small() -> impl Strategy<Value = i64> {
@@ -73,6 +73,42 @@ proptest! {
         let _ = check_layout(&view);
         let docs: Vec<&[i64]> = docs.iter().map(Vec::as_slice).collect();
         let _ = check_documents(&docs, &view);
+    }
+
+    /// A 4-D mask summary, EOS facts and side tensors of any shape, beside any offsets.
+    #[test]
+    fn format_checks_never_panic(
+        t in 0usize..12,
+        rows in 0usize..4,
+        cu in vec(small(), 0..6),
+        padded in prop::option::of(vec(small(), 0..6)),
+        ids in prop::option::of(vec(small(), 0..12)),
+        spans in prop::option::of(vec((small(), small()).prop_map(|(a, b)| [a, b]), 0..12)),
+        gaps in vec(0usize..14, 0..4),
+        bidirectional in any::<bool>(),
+        eos in prop::option::of(small()),
+        ends_with_eos in any::<bool>(),
+        n_real in prop::option::of(0usize..6),
+        entries in vec(0usize..14, 0..3),
+    ) {
+        let side: Vec<SideTensor> =
+            entries.iter().map(|&entries| SideTensor { key: "side", entries }).collect();
+        let view = LayoutView {
+            num_tokens: t,
+            rows,
+            input_ids: ids.as_deref().map(Ints::from),
+            cu_seqlens: &cu,
+            cu_seqlens_padded: padded.as_deref(),
+            num_real_seqs: n_real,
+            block_mask: spans.as_deref().map(|spans| BlockMask { key: "m", spans, gaps: &gaps }),
+            bidirectional,
+            eos_token_id: eos,
+            documents_end_with_eos: ends_with_eos,
+            side_tensors: &side,
+            ..Default::default()
+        };
+        let _ = check_layout(&view);
+        let _ = check_batch(&view, &BatchOptions::default());
     }
 
     #[test]

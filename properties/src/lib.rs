@@ -49,6 +49,8 @@ mod cp_props;
 #[cfg(test)]
 mod dpo_props;
 #[cfg(test)]
+mod formats_props;
+#[cfg(test)]
 mod layout_differential_props;
 #[cfg(test)]
 mod layout_props;

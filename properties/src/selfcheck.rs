@@ -25,12 +25,14 @@ use thd::{AttnOptions, AttnShape, Float, LabelConvention, SeqLens};
 
 use crate::harness::PackerClaims;
 use crate::strategies::{
-    arb_attn_case, arb_collate_case, arb_cp_loss_case, arb_dpo_case, arb_flops_case, arb_mfu_case,
-    arb_packer_case, arb_sft_case, arb_shard_case, arb_tokens_cp_case, arb_work_case, mix, noise,
+    arb_attn_case, arb_collate_case, arb_cp_loss_case, arb_dpo_case, arb_eos_case, arb_flops_case,
+    arb_mask_case, arb_mfu_case, arb_packer_case, arb_sft_case, arb_shard_case, arb_tokens_cp_case,
+    arb_work_case, mix, noise,
 };
 use crate::subjects::{
-    ThdSubject, run_attention, run_cp_loss, run_cp_shard, run_dpo, run_flops, run_isolation,
-    run_layout, run_loss, run_mfu_pad, run_packer_case, run_tokens_cp, run_work,
+    ThdSubject, run_attention, run_block_mask, run_cp_loss, run_cp_shard, run_dpo, run_eos_pack,
+    run_flops, run_isolation, run_layout, run_loss, run_mfu_pad, run_packer_case, run_side_tensors,
+    run_tokens_cp, run_work,
 };
 use crate::{Checked, Invariant, Location, Violation};
 
@@ -111,6 +113,21 @@ pub fn drivers(seed: u64, cases: u32) -> Vec<DriverRow> {
             Invariant::Layout,
             "run_layout",
             run_cases(r(), arb_collate_case(6, 24), |c| run_layout(&s, c)),
+        ),
+        row(
+            Invariant::Layout,
+            "run_block_mask",
+            run_cases(r(), arb_mask_case(6, 24), |c| run_block_mask(&s, c)),
+        ),
+        row(
+            Invariant::Layout,
+            "run_eos_pack",
+            run_cases(r(), arb_eos_case(6, 24), |c| run_eos_pack(&s, c)),
+        ),
+        row(
+            Invariant::Layout,
+            "run_side_tensors",
+            run_cases(r(), arb_collate_case(6, 24), |c| run_side_tensors(&s, c)),
         ),
         row(
             Invariant::Attn,
@@ -369,12 +386,12 @@ mod zoo_drivers {
     use crate::harness::{PackerClaims, PackerPlan, check_packer};
     use crate::strategies::{
         CpLossCase, PackerStream, arb_attn_case, arb_collate_case, arb_cp_loss_case, arb_dpo_case,
-        arb_flops_case, arb_mfu_case, arb_packer_stream, arb_sft_case, arb_shard_case,
-        arb_tokens_cp_case, arb_work_case,
+        arb_eos_case, arb_flops_case, arb_mask_case, arb_mfu_case, arb_packer_stream, arb_sft_case,
+        arb_shard_case, arb_tokens_cp_case, arb_work_case,
     };
     use crate::subjects::{
-        run_attention, run_cp_loss, run_cp_shard, run_dpo, run_flops, run_layout, run_loss,
-        run_mfu_pad, run_tokens_cp, run_work,
+        run_attention, run_block_mask, run_cp_loss, run_cp_shard, run_dpo, run_eos_pack, run_flops,
+        run_layout, run_loss, run_mfu_pad, run_side_tensors, run_tokens_cp, run_work,
     };
     use crate::zoo::{self, CATALOGUE, ZooEntry};
 
@@ -549,6 +566,15 @@ mod zoo_drivers {
             "SeqIdxFromLastToken" => {
                 run_cases(runner(), arb_dpo_case(), |c| run_dpo(&zoo::SeqIdxFromLastToken, c))
             }
+            "MaskNotReset" => {
+                run_cases(runner(), arb_mask_case(6, 24), |c| run_block_mask(&zoo::MaskNotReset, c))
+            }
+            "EosTruncatedAway" => run_cases(runner(), arb_eos_case(6, 24), |c| {
+                run_eos_pack(&zoo::EosTruncatedAway, c)
+            }),
+            "LogprobsOneShort" => run_cases(runner(), arb_collate_case(6, 24), |c| {
+                run_side_tensors(&zoo::LogprobsOneShort, c)
+            }),
             "DropsOverflow" => {
                 let run = packer_stream(
                     |capacity| Box::new(zoo::DropsOverflow { capacity }),

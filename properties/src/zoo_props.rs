@@ -151,6 +151,9 @@ zoo_tests! {
     dpo_catches_unpadded_chosen_offset => "UnpaddedChosenOffset",
     dpo_catches_plain_open_instruct_offsets => "PlainOpenInstructOffsets",
     dpo_catches_seq_idx_from_last_token => "SeqIdxFromLastToken",
+    layout_catches_mask_not_reset => "MaskNotReset",
+    layout_catches_eos_truncated_away => "EosTruncatedAway",
+    layout_catches_logprobs_one_short => "LogprobsOneShort",
     packer_catches_drops_overflow => "DropsOverflow",
     packer_catches_drops_carry_at_epoch_end => "DropsCarryAtEpochEnd",
     packer_catches_keeps_over_long_example => "KeepsOverLongExample",
@@ -165,6 +168,20 @@ fn cp_loss_catches_mean_of_micro_batch_means() {
     assert_eq!(v.invariant, Invariant::CpLoss);
     assert_registered("MeanOfMicroBatchMeans", &v);
     insta::assert_snapshot!("cp_loss_catches_mean_of_micro_batch_means", text);
+}
+
+/// The planted bugs of the formats beyond offsets are caught by the rule written for them, not
+/// by a neighbour that happens to notice.
+#[test]
+fn format_variants_are_caught_by_their_rule() {
+    for (name, rule) in [
+        ("MaskNotReset", "block-mask"),
+        ("EosTruncatedAway", "eos-delimited"),
+        ("LogprobsOneShort", "token-counts"),
+    ] {
+        let (text, v) = pin(name).expect("a variant");
+        assert_eq!(v.id, rule, "{name} was caught by the wrong rule:\n{text}");
+    }
 }
 
 #[test]

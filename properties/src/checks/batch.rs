@@ -15,7 +15,9 @@
 //! | `cross-doc-label` | LAYOUT | [`cross_doc_label`](crate::checks::cross_doc_label) |
 //! | `pad-labels` | LOSS | [`pad_labels`] |
 //! | `mask` | LAYOUT | [`mask`](crate::checks::mask) |
+//! | `block-mask` | LAYOUT | [`block_mask`](crate::checks::block_mask) (with a 4-D mask) |
 //! | `seq-idx` | LAYOUT | [`seq_idx`](crate::checks::seq_idx) |
+//! | `eos-delimited` | LAYOUT | [`eos_delimited`](crate::checks::eos_delimited) (documents that end with the EOS) |
 //! | `mock-marked` | MFU-PAD | [`mock_marked`] |
 //! | `label-targets` | LOSS | [`label_targets`] (with `causal`) |
 //! | `pad-multiple` | MFU-PAD | [`pad_multiple`] (with `pad_to_multiple_of`) |
@@ -223,7 +225,9 @@ pub fn check_batch(view: &LayoutView<'_>, opts: &BatchOptions) -> BatchReport {
         },
         pad_labels(view, &mock),
         layout::mask(view, &mock),
+        crate::checks::block_mask(view, &mock),
         layout::seq_idx(view, &mock),
+        crate::checks::eos_delimited(view, &mock),
         mock_marked(view, &mock),
     ];
     if opts.causal {

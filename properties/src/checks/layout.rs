@@ -9,12 +9,14 @@ use std::ops::Range;
 
 use thd::{IGNORE_INDEX, LabelConvention};
 
-use crate::checks::Ints;
+use crate::checks::block_mask::{BlockMask, block_mask};
+use crate::checks::eos::eos_delimited;
 use crate::checks::rules::{
     CROSS_DOC_LABEL, DOCUMENTS, MASK, MAX_SEQLEN, MOCK_NONEMPTY, NUM_REAL_SEQS, OFFSETS, Outcome,
     PADDED_SLOTS, POSITION_IDS, QK_OFFSETS, ROW_SLOTS, SEQ_IDX, STATIC_SHAPE, TOKEN_COUNTS,
     first_violation,
 };
+use crate::checks::{Ints, mock_segments};
 use crate::{Checked, Location, Violation};
 
 /// The names of a batch's tensors, as the user's file spells them: messages quote these.
@@ -127,8 +129,47 @@ pub struct LayoutView<'a> {
     /// then noted by `cross-doc-label`, not flagged. The batch cannot say this; the stack's
     /// profile or `--objective pretrain` does.
     pub cross_doc_labels_by_design: bool,
+    /// The 4-D attention mask (`[B, 1, S, S]`, Megatron's `reset_attention_mask`, a Hugging
+    /// Face boolean or additive mask), summarised per query token; judged by `block-mask`.
+    /// `None`: the batch has none.
+    pub block_mask: Option<BlockMask<'a>>,
+    /// Every real token attends to its whole document (an MLM / encoder profile); `false`:
+    /// causal, each token up to itself. Only the `block-mask` rule reads it.
+    pub bidirectional: bool,
+    /// The token id that ends a document (Megatron's EOD, the tokenizer's `eos_token_id`), when
+    /// the stack delimits documents with it. Read by `eos-delimited`.
+    pub eos_token_id: Option<i64>,
+    /// The stack appends `eos_token_id` to every document before packing (the profile states
+    /// it): `eos-delimited` then checks that every document ends with it and none holds one.
+    pub documents_end_with_eos: bool,
+    /// Per-token tensors shipped beside the tokens (log-probs, advantages, rolled targets, loss
+    /// masks of RL trainers): each must have `T` entries (`token-counts`).
+    pub side_tensors: &'a [SideTensor<'a>],
     /// The file's key names; `None` for the default names.
     pub keys: Option<&'a KeyNames>,
+}
+
+/// A per-token tensor beside the tokens (`old_logprobs`, `advantages`, `loss_mask`, ...), as the
+/// `token-counts` rule needs it: its name and how many entries it holds.
+///
+/// # Example
+/// ```
+/// use properties::checks::{LayoutView, SideTensor, token_counts};
+/// let side = [SideTensor { key: "old_logprobs", entries: 4 }];
+/// let view = LayoutView { num_tokens: 5, cu_seqlens: &[0, 5], side_tensors: &side, ..Default::default() };
+/// let o = token_counts(&view);
+/// assert_eq!(
+///     o.detail,
+///     "`old_logprobs`: expected 5, got 4 — one entry short: a value per position of T − 1 \
+///      (a shift by one, not padded back to T?)"
+/// );
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SideTensor<'a> {
+    /// The tensor's name in the batch.
+    pub key: &'a str,
+    /// Its number of entries along the token axis (flattened over rows).
+    pub entries: usize,
 }
 
 impl<'a> LayoutView<'a> {
@@ -294,7 +335,44 @@ pub fn token_counts(view: &LayoutView<'_>) -> Outcome {
             );
         }
     }
-    TOKEN_COUNTS.ok(format!("{t} tokens"))
+    if let Some(m) = view.block_mask
+        && m.spans.len() != t
+    {
+        return TOKEN_COUNTS.violated(
+            Violation::new(TOKEN_COUNTS.invariant, "the 4-D attention mask has one row per token")
+                .at(Location::default().key(m.key))
+                .expected(format!("{t} query rows (B·S)"))
+                .got(format!("{} query rows", m.spans.len())),
+        );
+    }
+    for side in view.side_tensors {
+        if side.entries != t {
+            let mut v = Violation::new(
+                TOKEN_COUNTS.invariant,
+                "every per-token side tensor has one entry per token",
+            )
+            .at(Location::default().key(side.key))
+            .expected(t)
+            .got(side.entries);
+            if side.entries + 1 == t {
+                v = v.note(
+                    "one entry short: a value per position of T − 1 (a shift by one, not padded \
+                     back to T?)",
+                );
+            } else if side.entries == t + 1 {
+                v = v.note("one entry too many");
+            }
+            return TOKEN_COUNTS.violated(v);
+        }
+    }
+    if view.side_tensors.is_empty() {
+        TOKEN_COUNTS.ok(format!("{t} tokens"))
+    } else {
+        TOKEN_COUNTS.ok(format!(
+            "{t} tokens, and as many in each of {}",
+            plural(view.side_tensors.len(), "side tensor")
+        ))
+    }
 }
 
 /// LAYOUT, `padded-slots`: every storage slot holds its real tokens, `pᵢ ≥ sᵢ`.
@@ -805,6 +883,7 @@ pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
     if counts.is_violated() {
         return vec![off, counts];
     }
+    let mock = mock_segments(view);
     vec![
         off,
         counts,
@@ -813,6 +892,8 @@ pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
         mock_nonempty(view),
         position_ids(view),
         cross_doc_label(view),
+        block_mask(view, &mock),
+        eos_delimited(view, &mock),
     ]
 }
 
@@ -824,6 +905,9 @@ pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
 /// num_real_seqs ≤ B; every mock segment holds ≥ 1 token                 (AReaL #1103)
 /// position_ids[startᵢ + j] = base + j                      j < sᵢ        (Megatron #5243, HF #47496)
 /// Unshifted: labels[startᵢ₊₁] ≠ input_ids[startᵢ₊₁]   Shifted: labels[startᵢ + sᵢ − 1] ≠ input_ids[startᵢ₊₁]
+/// 4-D mask: real query t of segment i sees keys [startᵢ, t + 1)   (bidirectional: [startᵢ, endᵢ))
+/// EOS: input_ids[endᵢ − 1] = eos (but a row's last segment), eos ∉ input_ids[startᵢ .. endᵢ − 1]
+/// side tensors: T entries each
 /// ```
 ///
 /// # Errors

@@ -24,9 +24,11 @@
 
 mod attn;
 mod batch;
+mod block_mask;
 mod cp_loss;
 mod cp_shard;
 mod dpo;
+mod eos;
 mod flops;
 mod ints;
 mod layout;
@@ -43,6 +45,7 @@ pub use batch::{
     BatchFacts, BatchOptions, BatchReport, batch_facts, check_batch, cp_shard, label_targets,
     mock_marked, mock_segments, pad_labels, pad_multiple,
 };
+pub use block_mask::{BlockMask, BlockMaskSummary, block_mask};
 pub use cp_loss::{PartLoss, Split, check_cp_loss, check_reported_loss, cp_loss_violations};
 pub use cp_shard::{
     ShardView, check_cp_shard, check_reassembly, check_split_accepted, roll_labels, rolled_label,
@@ -52,13 +55,14 @@ pub use dpo::{
     DpoConcat, DpoSegment, DpoView, check_dpo, check_dpo_concatenated_present, dpo_concat,
     dpo_offsets,
 };
+pub use eos::eos_delimited;
 pub use flops::{FlopsStats, MicroBatchView, check_flops, check_flops_additive};
 pub use ints::{Ints, IntsIter};
 pub use layout::{
-    KeyNames, LayoutView, check_documents, check_layout, check_offsets, check_packs_present,
-    check_static_shape, cross_doc_label, layout_rules, mask, max_seqlen, mock_nonempty,
-    num_real_seqs, offsets, padded_slots, position_ids, qk_offsets, row_slots, seq_idx,
-    token_counts,
+    KeyNames, LayoutView, SideTensor, check_documents, check_layout, check_offsets,
+    check_packs_present, check_static_shape, cross_doc_label, layout_rules, mask, max_seqlen,
+    mock_nonempty, num_real_seqs, offsets, padded_slots, position_ids, qk_offsets, row_slots,
+    seq_idx, token_counts,
 };
 pub use logged::{Factor, LoggedKind, Number, Tolerance, check_logged, check_logged_text};
 pub use loss::{LossRecord, check_loss};

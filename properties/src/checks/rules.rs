@@ -145,7 +145,8 @@ rules! {
     /// `cu_seqlens` (and the padded / key offsets) are offsets: from 0, non-decreasing, int32,
     /// within `T`. [`crate::checks::check_offsets`].
     OFFSETS = "offsets", Layout, "offsets start at 0, never decrease, fit int32 and end within the tokens";
-    /// Every per-token tensor has `T` entries. [`crate::checks::token_counts`].
+    /// Every per-token tensor (side tensors and the 4-D mask's rows included) has `T` entries.
+    /// [`crate::checks::token_counts`].
     TOKEN_COUNTS = "token-counts", Layout, "every per-token tensor has one entry per token";
     /// `pᵢ ≥ sᵢ` for every slot. [`crate::checks::padded_slots`].
     PADDED_SLOTS = "padded-slots", Layout, "every storage slot holds its real tokens";
@@ -167,8 +168,12 @@ rules! {
     PAD_LABELS = "pad-labels", Loss, "padding and mock tokens carry label -100";
     /// The mask agrees with the segments. [`crate::checks::mask`].
     MASK = "mask", Layout, "the attention / padding mask agrees with the segments";
+    /// A 4-D mask keeps each token to its own document. [`crate::checks::block_mask`].
+    BLOCK_MASK = "block-mask", Layout, "the 4-D attention mask lets each token see exactly its own document (causal: up to itself)";
     /// One distinct `seq_idx` per segment. [`crate::checks::seq_idx`].
     SEQ_IDX = "seq-idx", Layout, "seq_idx is constant over a segment and distinct between segments";
+    /// EOS-delimited documents end with it and hold none. [`crate::checks::eos_delimited`].
+    EOS_DELIMITED = "eos-delimited", Layout, "every document ends with the EOS token and no EOS sits inside one";
     /// A mock segment is marked. [`crate::checks::mock_marked`].
     MOCK_MARKED = "mock-marked", MfuPad, "an all-padding (mock) segment is marked by num_real_seqs and carries no label";
     /// Valid labels are the tokens they predict. [`crate::checks::label_targets`].

@@ -13,10 +13,12 @@
 //! | [`attn`] | attention layouts: padding, GQA, causal, cross lengths, CP |
 //! | [`metrics`] | model dims, padding variants, FLOPs micro-batches |
 //! | [`dpo`] | DPO pairs and budgets |
+//! | [`formats`] | packs with a 4-D attention mask, EOS-delimited pretraining streams cut into rows |
 //! | [`packer`] | packer specs, datasets and epoch plans |
 
 pub mod attn;
 pub mod dpo;
+pub mod formats;
 pub mod lens;
 pub mod metrics;
 pub mod packer;
@@ -24,6 +26,7 @@ pub mod sft;
 
 pub use attn::{AttnCase, arb_attn_case, arb_attn_case_large};
 pub use dpo::{DpoCase, arb_dpo_case};
+pub use formats::{EosCase, MaskCase, arb_eos_case, arb_mask_case};
 pub use lens::{arb_cp, arb_cp_gt1, arb_seq_lens};
 pub use metrics::{
     FlopsCase, MfuCase, WorkCase, arb_flops_case, arb_mfu_case, arb_model_dims, arb_work_case,

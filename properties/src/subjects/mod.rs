@@ -9,6 +9,9 @@
 //! | invariant | trait | runner |
 //! |---|---|---|
 //! | LAYOUT | [`Collator`] | [`run_layout`] |
+//! | LAYOUT (`block-mask`) | [`MaskBuilder`] | [`run_block_mask`] |
+//! | LAYOUT (`eos-delimited`) | [`EosPacker`] | [`run_eos_pack`] |
+//! | LAYOUT (`token-counts` of side tensors) | [`SideTensors`] | [`run_side_tensors`] |
 //! | ATTN | [`Attention`] | [`run_attention`], [`run_isolation`] |
 //! | LOSS | [`PackedLoss`] | [`run_loss`] |
 //! | CP-LOSS | [`CpLossPipeline`] | [`run_cp_loss`] |
@@ -23,6 +26,7 @@
 mod attn;
 mod cp;
 mod dpo;
+mod formats;
 mod layout;
 mod loss;
 mod metrics;
@@ -31,6 +35,11 @@ mod packer;
 pub use attn::{Attention, oracle_attention, run_attention, run_isolation};
 pub use cp::{Logger, Shard, Sharder, run_cp_shard, run_tokens_cp};
 pub use dpo::{DpoCollator, DpoOut, run_dpo};
+pub use formats::{
+    EosPack, EosPacker, MaskBuilder, SideTensors, run_block_mask, run_eos_pack, run_side_tensors,
+};
+#[cfg(any(test, feature = "zoo"))]
+pub(crate) use formats::{advantages, block_diagonal, documents, loss_mask, next_token_logprobs};
 pub use layout::{Collated, Collator, collate_reference, run_layout};
 pub(crate) use loss::oracle_loss as oracle_loss_of;
 pub use loss::{CpLossPipeline, PackedLoss, oracle_loss, run_cp_loss, run_loss};

@@ -16,6 +16,7 @@
 mod attn;
 mod cp;
 mod dpo;
+mod formats;
 mod layout;
 mod loss;
 mod metrics;
@@ -32,6 +33,7 @@ pub use cp::{
     SplitThenRoll, TruncatingSplit, rank_local_stats, shift_after_split,
 };
 pub use dpo::{PlainOpenInstructOffsets, SeqIdxFromLastToken, UnpaddedChosenOffset};
+pub use formats::{EosTruncatedAway, LogprobsOneShort, MaskNotReset};
 pub use layout::{DuplicateZeroLengthSegment, LabelLeak, PositionsNotReset, ZeroBasedPositions};
 pub use loss::{
     LabelsNotShifted, MeanOfRankMeans, NanOnEmptyRank, NanWhenAllIgnored, OneShardDenominator,
@@ -147,6 +149,24 @@ pub const CATALOGUE: &[ZooEntry] = &[
     ),
     // Caught by the shared LAYOUT `seq-idx` rule, which check_dpo applies to the concatenation.
     entry!("SeqIdxFromLastToken", Layout, [], "open-instruct OI-B2 (fixed in 005366f75)"),
+    entry!(
+        "MaskNotReset",
+        Layout,
+        [],
+        "a 4-D block mask not reset at the last document boundary (Megatron-LM reset_attention_mask class)"
+    ),
+    entry!(
+        "EosTruncatedAway",
+        Layout,
+        [],
+        "EOS appended before truncation to max_length: a document at the maximum loses its EOS"
+    ),
+    entry!(
+        "LogprobsOneShort",
+        Layout,
+        [],
+        "per-token log-probs gathered over logits[:-1], not padded back to T (RL side tensors)"
+    ),
     entry!("DropsOverflow", Packer, [21], "trl #482, unsloth #524; open-instruct OI-B7"),
     entry!(
         "DropsCarryAtEpochEnd",
