@@ -141,6 +141,35 @@ pub enum DocumentsFact {
     Keys,
     /// Without such a key: one document per row, its trailing pad ids the padding.
     RowPadTail,
+    /// Every document ends with the EOS token (`eos_token_id`), and the model derives its
+    /// document mask from the token ids (Megatron-LM's `reset_attention_mask`): without a key
+    /// that delimits them, a document ends after every EOS; with one, a document that lacks its
+    /// EOS or holds one inside is flagged (`eos-delimited`).
+    Eos,
+}
+
+/// What `true` means in a boolean 4-D attention mask `[B, 1, S, S]` (`block_mask`); an additive
+/// float mask is unambiguous (0 attends, a large negative value masks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BlockMaskFact {
+    /// `true` lets the query see the key (PyTorch SDPA, transformers).
+    TrueAttends,
+    /// `true` masks the key out (Megatron-LM's `get_ltor_masks_and_position_ids`:
+    /// `attention_mask < 0.5`).
+    TrueMasks,
+}
+
+/// How a context-parallel split lays a sequence over the ranks (`cp_layout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpLayout {
+    /// Every slot in `2·cp` chunks, rank r holding chunks r and 2·cp−1−r (TE, bionemo,
+    /// Megatron's `get_batch_on_this_cp_rank`): load-balanced causal attention.
+    Zigzag,
+    /// Every slot (or the whole pack) in `cp` contiguous pieces, rank r holding piece r
+    /// (Ulysses-style sequence parallelism, ring attention without load balancing).
+    Contiguous,
 }
 
 /// Where padding may sit as segments of its own (`padding_segments`).
@@ -265,6 +294,16 @@ pub struct Profile {
     pub attention: Option<Attention>,
     /// Where padding may sit as segments of its own.
     pub padding_segments: Option<PaddingSegments>,
+    /// The tokenizer's EOS id (with `documents = "eos"`).
+    pub eos_token_id: Option<i64>,
+    /// What `true` means in a boolean 4-D attention mask.
+    pub block_mask: Option<BlockMaskFact>,
+    /// How a CP split lays a sequence over the ranks (default zigzag).
+    pub cp_layout: Option<CpLayout>,
+    /// Per-token side tensors (log-probs, advantages, rolled targets) that must hold one entry
+    /// per token.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub side_tensors: Vec<String>,
     /// Keys that tell this profile from the file (built-in profiles: detection).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub detect: Vec<Detect>,
@@ -296,6 +335,10 @@ pub const FIELDS: &[&str] = &[
     "objective",
     "attention",
     "padding_segments",
+    "eos_token_id",
+    "block_mask",
+    "cp_layout",
+    "side_tensors",
     "fuzz",
 ];
 
@@ -522,6 +565,14 @@ impl Profile {
             objective: top.objective.or(self.objective),
             attention: top.attention.or(self.attention),
             padding_segments: top.padding_segments.or(self.padding_segments),
+            eos_token_id: top.eos_token_id.or(self.eos_token_id),
+            block_mask: top.block_mask.or(self.block_mask),
+            cp_layout: top.cp_layout.or(self.cp_layout),
+            side_tensors: if top.side_tensors.is_empty() {
+                self.side_tensors
+            } else {
+                top.side_tensors
+            },
             // Detection keys belong to the stack that has them, not to a profile built on it.
             detect: top.detect,
             fuzz: FuzzFacts {
