@@ -278,6 +278,11 @@ pub struct BatchOpts {
     /// Also read from the file's metadata (`ignore_index`).
     #[arg(long, allow_hyphen_values = true)]
     pub ignore_index: Option<i64>,
+    /// The tokenizer's EOS id, which ends every document under a profile whose
+    /// `documents = "eos"` (Megatron-LM's EOD). Also read from the file's metadata
+    /// (`eos_token_id`).
+    #[arg(long, allow_hyphen_values = true)]
+    pub eos_token_id: Option<i64>,
     /// The stack's contract: a built-in profile's name (`thdcheck profile list`) or a profile
     /// file (`.toml`, docs/profiles.md). Also metadata `profile`, then `[tool.thdcheck]` in
     /// pyproject.toml; OLMo-core and Megatron-Bridge are also told by their keys.
@@ -332,6 +337,7 @@ impl BatchOpts {
             position_base: self.position_base,
             pad_token_id: self.pad_token_id,
             ignore_index: self.ignore_index,
+            eos_token_id: self.eos_token_id,
             profile: self.profile.clone(),
             default_profile,
             objective: self.objective,

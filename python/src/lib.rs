@@ -113,7 +113,8 @@ fn choice<T: ValueEnum>(what: &str, v: Option<&str>) -> PyResult<Option<T>> {
 #[pyfunction]
 #[pyo3(signature = (
     tensors, *, name, metadata, dialect=None, map=None, labels=None, sentinel=None,
-    position_base=None, pad_token_id=None, ignore_index=None, profile=None, profile_json=None,
+    position_base=None, pad_token_id=None, ignore_index=None, eos_token_id=None, profile=None,
+    profile_json=None,
     objective=None, cp_size=None, pad_to_multiple_of=None, causal=false, mlm=false
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -128,6 +129,7 @@ fn check(
     position_base: Option<i64>,
     pad_token_id: Option<i64>,
     ignore_index: Option<i64>,
+    eos_token_id: Option<i64>,
     profile: Option<&str>,
     profile_json: Option<&str>,
     objective: Option<&str>,
@@ -171,6 +173,7 @@ fn check(
         position_base,
         pad_token_id,
         ignore_index,
+        eos_token_id,
         profile,
         default_profile,
         objective: choice::<Objective>("objective", objective)?,

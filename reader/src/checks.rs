@@ -95,7 +95,10 @@ pub struct PackReport {
 
 /// Runs every batch rule on one pack.
 pub fn check_pack(pack: &BatchData, opts: &CheckOptions) -> PackReport {
-    let report = check_batch(&pack.view(), opts);
+    let sides = pack.side_views();
+    let mut view = pack.view();
+    view.side_tensors = &sides;
+    let report = check_batch(&view, opts);
     let mut notes = pack.notes.clone();
     notes.extend(report.outcomes.iter().flat_map(|o| o.notes.iter().cloned()));
     PackReport { part: pack.part.clone(), facts: report.facts, checks: report.outcomes, notes }

@@ -5,7 +5,7 @@
 //! (offsets that are offsets, shapes that agree); every verdict comes from the rules of
 //! `properties::checks`, applied to its [`BatchData::view`].
 
-use properties::checks::{KeyNames, LayoutView, check_offsets};
+use properties::checks::{BlockMaskSummary, KeyNames, LayoutView, SideTensor, check_offsets};
 use thd::LabelConvention;
 
 use crate::tensors::Column;
@@ -66,6 +66,16 @@ pub struct BatchData {
     pub row_slots: Option<Vec<i64>>,
     /// Key offsets (`cu_seq_lens_k`, `cu_seqlens_kv`) when the file has them.
     pub cu_k: Option<Vec<i64>>,
+    /// A 4-D attention mask, summarised per query: `(key, summary)`.
+    pub block_mask: Option<(String, BlockMaskSummary)>,
+    /// The model attends both ways (an encoder, MLM): the profile's `attention` / `objective`.
+    pub bidirectional: bool,
+    /// The tokenizer's EOS id, when the profile states one.
+    pub eos_token_id: Option<i64>,
+    /// Every document ends with the EOS token (the profile's `documents = "eos"`).
+    pub documents_end_with_eos: bool,
+    /// The profile's per-token side tensors present in the file: `(key, entries)`.
+    pub side_tensors: Vec<(String, usize)>,
     /// Things worth knowing that are not violations.
     pub notes: Vec<String>,
 }
@@ -86,7 +96,16 @@ impl BatchData {
         self.cu_padded.as_deref().unwrap_or(&self.cu)
     }
 
-    /// The plain-data view the rules of `properties::checks` judge.
+    /// The side tensors as the view takes them ([`LayoutView::side_tensors`]).
+    pub fn side_views(&self) -> Vec<SideTensor<'_>> {
+        self.side_tensors
+            .iter()
+            .map(|(key, entries)| SideTensor { key, entries: *entries })
+            .collect()
+    }
+
+    /// The plain-data view the rules of `properties::checks` judge; its side tensors are set
+    /// from [`BatchData::side_views`] by the caller, which owns them.
     pub fn view(&self) -> LayoutView<'_> {
         LayoutView {
             num_tokens: self.input_ids.len(),
@@ -112,7 +131,11 @@ impl BatchData {
             boundaries_from_positions: self.boundaries_from_positions,
             cross_doc_labels_by_design: self.cross_doc_labels_by_design,
             keys: Some(&self.keys),
-            ..LayoutView::default()
+            block_mask: self.block_mask.as_ref().map(|(key, s)| s.view(key)),
+            bidirectional: self.bidirectional,
+            eos_token_id: self.eos_token_id,
+            documents_end_with_eos: self.documents_end_with_eos,
+            side_tensors: &[],
         }
     }
 }

@@ -264,6 +264,11 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
         num_real_seqs: None,
         row_slots: None,
         cu_k: None,
+        bidirectional: ranks[0].pack.bidirectional,
+        eos_token_id: ranks[0].pack.eos_token_id,
+        documents_end_with_eos: ranks[0].pack.documents_end_with_eos,
+        block_mask: None,
+        side_tensors: Vec::new(),
         notes: vec![format!(
             "reassembled from {cp} rank files (zigzag, labels rolled before the split)"
         )],

@@ -457,6 +457,61 @@ impl BatchFile {
     }
 }
 
+impl BatchFile {
+    /// A 4-D attention mask (`[B, 1, S, S]`, or `[B, S, S]`) as its raw `true` entries: a float
+    /// mask is additive (`true` where 0, the query attends; `false` where negative, `-inf`
+    /// included); a boolean or integer one is 0/1 as stored (what `true` means is the
+    /// profile's `block_mask` fact). Returns `(rows, width, entries)`, row-major.
+    ///
+    /// # Errors
+    /// A shape that is not `[B, 1, S, S]` / `[B, S, S]`; a float entry that is positive or NaN,
+    /// an integer one other than 0 or 1: [`Error::Value`] naming the flat index.
+    pub fn block_mask(&self, key: &str) -> Result<(usize, usize, Vec<bool>)> {
+        let (e, b) = self.get(key)?;
+        let (rows, width) = match e.shape.as_slice() {
+            [b, 1, q, k] | [b, q, k] if q == k => (*b, *q),
+            _ => {
+                return Err(Error::Shape {
+                    key: key.to_owned(),
+                    shape: e.shape.clone(),
+                    expected: "[B, 1, S, S] or [B, S, S] (a square mask per row)".into(),
+                });
+            }
+        };
+        let additive = |index: usize, v: f64| -> Result<bool> {
+            if v == 0.0 {
+                Ok(true)
+            } else if v < 0.0 {
+                Ok(false)
+            } else {
+                Err(Error::Value {
+                    key: key.to_owned(),
+                    index,
+                    value: v.to_string(),
+                    expected: "0 (attends) or a negative value (masked) in an additive mask",
+                })
+            }
+        };
+        let values = match e.dtype {
+            Dtype::F64 => le::<8, _>(b, f64::from_le_bytes),
+            Dtype::F32 => le::<4, _>(b, |x| f64::from(f32::from_le_bytes(x))),
+            Dtype::F16 => le::<2, _>(b, |x| f16_to_f64(u16::from_le_bytes(x))),
+            Dtype::BF16 => {
+                le::<2, _>(b, |x| f64::from(f32::from_bits(u32::from(u16::from_le_bytes(x)) << 16)))
+            }
+            _ => {
+                let (_, bits) = self.mask(key)?;
+                return Ok((rows, width, bits));
+            }
+        };
+        let mut out = Vec::with_capacity(values.len());
+        for (index, &v) in values.iter().enumerate() {
+            out.push(additive(index, v)?);
+        }
+        Ok((rows, width, out))
+    }
+}
+
 fn mask_value(
     key: &str,
     index: usize,

@@ -222,8 +222,7 @@ def generate() -> None:
     classic = dict(reset_position_ids=True, reset_attention_mask=True, eod_mask_loss=True,
                    create_attention_mask=True, inter_document_masking=False)
     run("eod_mask_mbs2_v0.19.0", docs, seq=8, rows=[0, 1], cfg=classic,
-        pending="documents are delimited only by EOD tokens and a [B, 1, S, S] attention mask "
-                "(True = masked), key `tokens`; the reader has no EOD-delimited / 4-D mask format",
+        metadata={"eos_token_id": EOD},
         why="The pre-#5298 way to isolate documents: reset_attention_mask cuts the [1, S, S] "
             "causal mask after each EOD, reset_position_ids restarts positions after each EOD, "
             "eod_mask_loss zeroes the loss at EOD inputs. default_collate stacks [2, 1, 8, 8]. "

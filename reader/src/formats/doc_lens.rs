@@ -16,8 +16,8 @@ impl Format for DocLens {
     fn name(&self) -> &'static str {
         "doc-lens"
     }
-    fn family(&self) -> Dialect {
-        Dialect::Hf
+    fn family(&self) -> Option<Dialect> {
+        Some(Dialect::Hf)
     }
     fn summary(&self) -> &'static str {
         "no offsets: `doc_lens` [B, D], each row's document lengths, zeros after them (OLMo-core)"

@@ -19,8 +19,8 @@ impl Format for Dpo {
     fn name(&self) -> &'static str {
         "dpo"
     }
-    fn family(&self) -> Dialect {
-        Dialect::Dpo
+    fn family(&self) -> Option<Dialect> {
+        Some(Dialect::Dpo)
     }
     fn summary(&self) -> &'static str {
         "the `cu-seq-lens` keys under `chosen_`, `rejected_` and `concatenated_` (open-instruct DPO)"
@@ -150,6 +150,11 @@ fn dpo_concatenated(
         seq_idx: read("concatenated_seq_idx")?,
         num_real_seqs: None,
         row_slots: None,
+        block_mask: None,
+        bidirectional: false,
+        eos_token_id: None,
+        documents_end_with_eos: false,
+        side_tensors: Vec::new(),
         notes: Vec::new(),
         input_ids: ids.into(),
     };

@@ -6,8 +6,8 @@ use properties::checks::{Ints as IntSlice, KeyNames};
 use thd::LabelConvention;
 
 use super::common::{
-    count, derived_input_labels, first_present, max_doc_len, missing, offsets, opt_mask,
-    opt_tokens, padded_count, scalar, shard_bound, token_column,
+    count, derived_input_labels, first_present, masked_labels, max_doc_len, missing, offsets,
+    opt_mask, opt_tokens, padded_count, scalar, shard_bound, token_column,
 };
 use super::{Dialect, Format, Input, Read, ReadOptions};
 use crate::pack::BatchData;
@@ -34,6 +34,8 @@ pub(super) struct Boundaries {
     pub rows_are_sequences: bool,
     /// `max_seqlen` is OLMo-core's `max_doc_lens`.
     pub max_doc_lens: bool,
+    /// The `attention_mask` is not a per-token mask (a 4-D block mask): no real-token mask.
+    pub no_token_mask: bool,
     /// What the source noted.
     pub notes: Vec<String>,
 }
@@ -47,8 +49,8 @@ impl Format for CuSeqLens {
     fn name(&self) -> &'static str {
         "cu-seq-lens"
     }
-    fn family(&self) -> Dialect {
-        Dialect::Hf
+    fn family(&self) -> Option<Dialect> {
+        Some(Dialect::Hf)
     }
     fn summary(&self) -> &'static str {
         "`cu_seq_lens_q` (`_k`, `_q_padded`), `max_length_q`; `attention_mask` 1 = real; `labels` unshifted or `shift_labels`"
@@ -165,6 +167,7 @@ pub(super) fn pack(
         from_positions,
         rows_are_sequences,
         max_doc_lens,
+        no_token_mask,
         mut notes,
     } = b;
     let cu_key = k("cu_seq_lens_q");
@@ -200,6 +203,13 @@ pub(super) fn pack(
             Some(derived_input_labels(file, input_ids.ints(), rows, &mut notes)?.into())
         }
         None => None,
+    };
+    // A `loss_mask` beside labels that keep token ids where it is 0 (Megatron-LM's GPTDataset):
+    // those labels are not trained.
+    let labels = if prefix.is_empty() {
+        masked_labels(file, labels, &ids_key, tokens, &mut notes)?
+    } else {
+        labels
     };
     let seq_idx_key = k("seq_idx");
     let mask_key = k("attention_mask");
@@ -237,11 +247,17 @@ pub(super) fn pack(
         max_seqlen: if max_doc_lens { max_doc_len(file, rows)? } else { scalar(file, &max_key)? },
         real_mask: match source_mask {
             Some(m) => Some(m),
+            None if no_token_mask => None,
             None => opt_mask(file, &mask_key, &ids_key, tokens, false)?,
         },
         seq_idx: opt_tokens(file, &seq_idx_key, &ids_key, tokens)?,
         num_real_seqs: count(file, &k("num_real_seqs"))?,
         row_slots: None,
+        block_mask: None,
+        bidirectional: false,
+        eos_token_id: None,
+        documents_end_with_eos: false,
+        side_tensors: Vec::new(),
         notes,
         input_ids,
         padding_segment_by_design: opts.padding_segments() != PaddingSegments::None,

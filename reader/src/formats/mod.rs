@@ -12,6 +12,8 @@
 //! | format | family | where the documents are |
 //! |---|---|---|
 //! | `cu-seq-lens` | hf | `cu_seq_lens_q` (`_k`, `_q_padded`), `max_length_q` |
+//! | `block-mask` | any | a 4-D `attention_mask` `[B, 1, S, S]`, documents from EOS tokens, position restarts or the mask |
+//! | `eos-delimited` | any | a document ends after every EOS (profile facts `documents = "eos"`, `eos_token_id`) |
 //! | `doc-lens` | hf | OLMo-core's `doc_lens` `[B, D]` |
 //! | `sample-numbers` | hf | `sequence_id` (LLM Foundry) or a numbered `attention_mask` (axolotl) |
 //! | `position-restarts` | hf | where `position_ids` restart (`DataCollatorWithFlattening`) |
@@ -22,9 +24,11 @@
 //! | `seq-lens` | te | Automodel's `seq_lens` / `seq_lens_padded` `[B, K]` |
 //! | `dpo` | dpo | the `cu-seq-lens` keys under `chosen_`, `rejected_`, `concatenated_` |
 
+mod block_mask;
 mod common;
 mod doc_lens;
 mod dpo;
+mod eos;
 mod hf;
 mod pad_tail;
 mod padded_rows;
@@ -73,8 +77,9 @@ pub struct Read {
 pub trait Format: Sync {
     /// The name reports and `--format`-style messages use (`cu-seq-lens`, `doc-lens`).
     fn name(&self) -> &'static str;
-    /// The key family it belongs to.
-    fn family(&self) -> Dialect;
+    /// The key family it belongs to; `None`: any (the format's keys are the same in every
+    /// family, or a profile maps them).
+    fn family(&self) -> Option<Dialect>;
     /// Where the documents are, in one line (docs, `thdcheck profile suggest`).
     fn summary(&self) -> &'static str;
     /// Whether it reads this file (the first format of the family that claims a file reads it).
@@ -94,6 +99,8 @@ pub trait Format: Sync {
 /// then the sources a batch without offsets may carry, most specific first.
 pub static FORMATS: &[&dyn Format] = &[
     &hf::CuSeqLens,
+    &block_mask::BlockMask,
+    &eos::Eos,
     &doc_lens::DocLens,
     &sample_numbers::SampleNumbers,
     &position_restarts::PositionRestarts,
@@ -110,7 +117,7 @@ pub static FORMATS: &[&dyn Format] = &[
 /// # Errors
 /// The family's first missing key when none claims it.
 pub fn select(family: Dialect, input: &Input<'_>) -> Result<&'static dyn Format> {
-    for f in FORMATS.iter().filter(|f| f.family() == family) {
+    for f in FORMATS.iter().filter(|f| f.family().is_none_or(|d| d == family)) {
         if f.claims(input)? {
             return Ok(*f);
         }
@@ -138,6 +145,9 @@ pub struct ReadOptions {
     /// The tokenizer's pad id: without a mask or `num_real_seqs`, a segment made only of it with
     /// every label -100 is a mock segment (bionemo's `pad_to_multiple_of` remainder, #1561).
     pub pad_token_id: Option<i64>,
+    /// The tokenizer's EOS id (documents delimited by EOS: the profile's `documents = "eos"`);
+    /// a tokenizer fact, so metadata `eos_token_id` states it beside the stack's profile.
+    pub eos_token_id: Option<i64>,
     /// A label value the loss ignores besides -100 (TE's `pad_thd_sequences_for_cp` takes any
     /// `padding_label_id`): read as -100.
     pub ignore_index: Option<i64>,
@@ -180,6 +190,7 @@ impl ReadOptions {
         self.dialect = self.dialect.or(p.format);
         self.position_base = self.position_base.or(p.position_base);
         self.pad_token_id = self.pad_token_id.or(p.pad_token_id);
+        self.eos_token_id = self.eos_token_id.or(p.eos_token_id);
         self.ignore_index = self.ignore_index.or(p.ignore_index);
         self.sentinel = self.sentinel.or(p.sentinel);
         self.labels = self.labels.or(match p.labels {
@@ -217,6 +228,9 @@ impl ReadOptions {
         }
         if o.ignore_index.is_none() {
             o.ignore_index = int("ignore_index")?;
+        }
+        if o.eos_token_id.is_none() {
+            o.eos_token_id = int("eos_token_id")?;
         }
         // A named choice (`profile`, `objective`): one of the option's values.
         fn choice<T: clap::ValueEnum>(
@@ -376,7 +390,8 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
     let format = select(dialect, &input)?;
     let read = format.read(&input)?;
     notes.extend(read.notes);
-    let (packs, dpo) = (read.packs, read.dpo);
+    let (mut packs, dpo) = (read.packs, read.dpo);
+    contract_facts(dialect, &file, opts, &mut packs, &mut notes)?;
     Ok(Parsed {
         dialect,
         format: format.name(),
@@ -386,4 +401,45 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
         notes,
         profile: opts.profile.clone(),
     })
+}
+
+/// What the profile states beyond the format, set on every pack the same way whatever read it:
+/// the attention direction, EOS-delimited documents, and the per-token side tensors it names
+/// (their entries counted here, judged by `token-counts`).
+fn contract_facts(
+    dialect: Dialect,
+    file: &BatchFile,
+    opts: &ReadOptions,
+    packs: &mut [BatchData],
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let bidirectional = opts.fact(|p| p.attention)
+        == Some(crate::profile::Attention::Bidirectional)
+        || opts.objective.or(opts.fact(|p| p.objective)) == Some(Objective::Mlm);
+    let eos_docs = opts.fact(|p| p.documents) == Some(crate::profile::DocumentsFact::Eos);
+    let eos = opts.eos_token_id;
+    if eos_docs && eos.is_none() {
+        notes.push(
+            "the profile's documents end with EOS, but it names no `eos_token_id`: not checked"
+                .into(),
+        );
+    }
+    let mut sides = Vec::new();
+    for key in opts.profile.iter().flat_map(|p| p.side_tensors.iter()) {
+        match file.entry(key) {
+            Some(e) => sides.push((key.clone(), e.shape.iter().product::<usize>())),
+            None => notes.push(format!("side tensor `{key}` of the profile is not in the file")),
+        }
+    }
+    // DPO's branches are judged by their own rules; side tensors belong to a plain batch.
+    if dialect == Dialect::Dpo {
+        return Ok(());
+    }
+    for p in packs.iter_mut() {
+        p.bidirectional = bidirectional;
+        p.eos_token_id = eos;
+        p.documents_end_with_eos = eos_docs;
+        p.side_tensors.clone_from(&sides);
+    }
+    Ok(())
 }

@@ -17,8 +17,8 @@ impl Format for PadTail {
     fn name(&self) -> &'static str {
         "row-pad-tail"
     }
-    fn family(&self) -> Dialect {
-        Dialect::Hf
+    fn family(&self) -> Option<Dialect> {
+        Some(Dialect::Hf)
     }
     fn summary(&self) -> &'static str {
         "no offsets, no mask: one document per row, its trailing pad ids the padding (profile fact `documents = \"row-pad-tail\"`)"

@@ -16,8 +16,8 @@ impl Format for PaddedRows {
     fn name(&self) -> &'static str {
         "padded-rows"
     }
-    fn family(&self) -> Dialect {
-        Dialect::Hf
+    fn family(&self) -> Option<Dialect> {
+        Some(Dialect::Hf)
     }
     fn summary(&self) -> &'static str {
         "no offsets: [B, S] rows, one sequence each, `attention_mask` 1 on the real tokens (BSHD)"

@@ -16,8 +16,8 @@ impl Format for PositionRestarts {
     fn name(&self) -> &'static str {
         "position-restarts"
     }
-    fn family(&self) -> Dialect {
-        Dialect::Hf
+    fn family(&self) -> Option<Dialect> {
+        Some(Dialect::Hf)
     }
     fn summary(&self) -> &'static str {
         "no offsets: a document starts wherever `position_ids` do not continue (DataCollatorWithFlattening)"

@@ -29,8 +29,8 @@ impl Format for SampleNumbers {
     fn name(&self) -> &'static str {
         "sample-numbers"
     }
-    fn family(&self) -> Dialect {
-        Dialect::Hf
+    fn family(&self) -> Option<Dialect> {
+        Some(Dialect::Hf)
     }
     fn summary(&self) -> &'static str {
         "no offsets: per-token sample numbers, `sequence_id` (-1 on padding) or an integer `attention_mask` numbering the samples (0 on padding)"

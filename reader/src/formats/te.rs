@@ -32,8 +32,8 @@ impl Format for Chunks {
     fn name(&self) -> &'static str {
         "te-chunks"
     }
-    fn family(&self) -> Dialect {
-        Dialect::Te
+    fn family(&self) -> Option<Dialect> {
+        Some(Dialect::Te)
     }
     fn summary(&self) -> &'static str {
         "`cu_seqlens` [C, K] beside [C, S] token rows: one pack per chunk (NeMo Automodel split_batch_into_thd_chunks)"
@@ -63,8 +63,8 @@ impl Format for CuSeqlens {
     fn name(&self) -> &'static str {
         "cu-seqlens"
     }
-    fn family(&self) -> Dialect {
-        Dialect::Te
+    fn family(&self) -> Option<Dialect> {
+        Some(Dialect::Te)
     }
     fn summary(&self) -> &'static str {
         "`cu_seqlens` / `cu_seqlens_q` (`_kv`, `_padded`), `max_seqlen`; `padding_mask` 1 = pad; `labels` shifted"
@@ -82,8 +82,8 @@ impl Format for SeqLens {
     fn name(&self) -> &'static str {
         "seq-lens"
     }
-    fn family(&self) -> Dialect {
-        Dialect::Te
+    fn family(&self) -> Option<Dialect> {
+        Some(Dialect::Te)
     }
     fn summary(&self) -> &'static str {
         "`seq_lens` / `seq_lens_padded` [B, K], the sentinel in empty slots (NeMo Automodel BSHD rows)"
@@ -271,6 +271,11 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         seq_idx: opt_tokens(file, "seq_idx", "input_ids", tokens)?,
         num_real_seqs: count(file, "num_real_seqs")?,
         row_slots,
+        block_mask: None,
+        bidirectional: false,
+        eos_token_id: None,
+        documents_end_with_eos: false,
+        side_tensors: Vec::new(),
         notes,
         input_ids,
         padding_segment_by_design: opts.padding_segments() != PaddingSegments::None,
