@@ -1072,18 +1072,31 @@ fn plain_bshd_rows_with_a_padding_mask_are_one_sequence_each() {
         (Some(8), Some(32))
     );
     assert_eq!(r["record"]["batch"]["attention"]["useful_sum_squares"], 4 * 4 + 2 * 2);
-    // Left padding has no offsets to read yet: a clear error naming the key and index.
+    // Left padding (the tokenizer's padding side) is an empty segment of its own, its slot the
+    // padding; a 0 between a row's real tokens stays in the mask for the `mask` rule.
     let left = temp_batch(
         dir.path(),
         "left.safetensors",
         &[
-            ("input_ids", vec![2, 4], ids),
+            ("input_ids", vec![2, 4], ids.clone()),
             ("attention_mask", vec![2, 4], vec![1, 1, 1, 1, 0, 0, 1, 1]),
         ],
     );
-    let o = run_expect(&["check", left.to_str().unwrap()], 2);
+    let o = run_expect(&["check", "--json", left.to_str().unwrap()], 0);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = &v["files"][0]["report"]["packs"][0]["facts"];
+    assert_eq!((f["real_tokens"].as_u64(), f["pad_tokens"].as_u64()), (Some(6), Some(2)), "{f}");
+    let hole = temp_batch(
+        dir.path(),
+        "hole.safetensors",
+        &[
+            ("input_ids", vec![2, 4], ids),
+            ("attention_mask", vec![2, 4], vec![1, 0, 1, 1, 1, 1, 0, 0]),
+        ],
+    );
+    let o = run_expect(&["check", hole.to_str().unwrap()], 1);
     assert!(
-        stderr(&o).contains("`attention_mask`[6] = 1, expected right padding"),
+        stdout(&o).contains("VIOLATED mask") && stdout(&o).contains("got attention_mask[1] = 0"),
         "{}",
         stderr(&o)
     );

@@ -104,25 +104,45 @@ pub fn check_pack(pack: &BatchData, opts: &CheckOptions) -> PackReport {
     PackReport { part: pack.part.clone(), facts: report.facts, checks: report.outcomes, notes }
 }
 
-/// A CP group whose ranks hold fewer tokens than their global offsets address: only the
-/// offsets can be judged, by the `cp-shard` rule on a view of the global layout.
-pub fn lost_tokens_report(global: &[i64], cp: usize, key: &str) -> PackReport {
+/// A CP group whose ranks do not hold the pack their global offsets address: only the offsets
+/// and what each rank holds can be judged, by the `cp-shard` rule. A zigzag split that lost
+/// tokens is judged on a view of the global layout ([`properties::checks::cp_shard`]); contiguous
+/// pieces that overlap, leave a gap or are unequal by what each rank holds
+/// ([`properties::checks::contiguous_group`]).
+pub fn lost_tokens_report(
+    global: &crate::shards::SplitOffsets,
+    cp: usize,
+    key: &str,
+) -> PackReport {
+    use properties::checks::ShardLayout;
+    let offsets = global.offsets.as_slice();
+    let tokens = offsets.last().map_or(0, |&t| t.max(0) as usize);
+    let facts =
+        BatchFacts { tokens, segments: offsets.len().saturating_sub(1), ..Default::default() };
+    if global.layout != ShardLayout::Zigzag {
+        let held: Vec<String> = global.held.iter().map(usize::to_string).collect();
+        return PackReport {
+            part: Some(format!("{cp} ranks, contiguous, offsets and counts only")),
+            facts,
+            checks: vec![properties::checks::contiguous_group(offsets, &global.held, key)],
+            notes: vec![format!(
+                "contiguous CP split: the ranks hold {} tokens, not {cp} equal pieces of the {tokens} \
+                 their offsets address, so the pack is not reassembled and only the split is checked",
+                held.join(" + ")
+            )],
+        };
+    }
     let keys = properties::checks::KeyNames { cu_seqlens: key.to_owned(), ..Default::default() };
-    let tokens = global.last().map_or(0, |&t| t.max(0) as usize);
     let view = properties::checks::LayoutView {
         num_tokens: tokens,
-        cu_seqlens: global,
+        cu_seqlens: offsets,
         keys: Some(&keys),
         ..Default::default()
     };
     let outcome = properties::checks::cp_shard(&view, cp);
     PackReport {
         part: Some(format!("{cp} ranks, offsets only")),
-        facts: BatchFacts {
-            tokens,
-            segments: global.len().saturating_sub(1),
-            ..Default::default()
-        },
+        facts,
         checks: vec![outcome],
         notes: vec![format!(
             "the ranks hold fewer tokens than their offsets address ({tokens}): tokens were lost \

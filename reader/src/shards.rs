@@ -1,13 +1,21 @@
 //! CP shard files: one file per context-parallel rank (`cp_rank`, `cp_size` keys or metadata),
 //! reassembled into the full pack so that every check runs on what the ranks hold together.
+//!
+//! How the ranks split the pack is a fact of the stack, not of the tensors: the zigzag (every
+//! slot in `2·cp` chunks, rank r holding r and `2·cp−1−r`) unless the file's metadata
+//! `cp_layout` or its profile's `cp_layout` says `contiguous`. Contiguous rank files that keep
+//! the global offsets hold one piece of the whole pack each (rank r: tokens
+//! `[r·T/cp, (r+1)·T/cp)`: Ulysses, slime's `--allgather-cp`); rank files whose offsets are local
+//! (`global / cp`) hold piece r of every slot (ring-flash-attn's varlen ring).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use properties::checks::{KeyNames, zigzag_reassemble};
+use properties::checks::{KeyNames, ShardLayout, reassemble_shards};
 
 use crate::formats::{Dialect, ReadOptions, parse};
 use crate::pack::{BatchData, validate_offsets};
+use crate::profile::{CpLayout, Profile};
 use crate::tensors::{BatchFile, Column};
 use crate::{Error, Result};
 
@@ -29,10 +37,13 @@ pub struct Group {
 pub enum GroupBatch {
     /// The full pack, reassembled.
     Whole(Box<BatchData>),
-    /// The ranks hold fewer tokens than their global offsets address ([`lost_tokens`]).
+    /// The ranks do not hold the pack their global offsets address: a zigzag split that lost
+    /// tokens ([`lost_tokens`]), or contiguous pieces that overlap, leave a gap or are unequal
+    /// ([`contiguous_pieces`]). Only the offsets and what each rank holds can be judged
+    /// (`cp-shard`, [`crate::checks::lost_tokens_report`]).
     Lost {
-        /// The global offsets.
-        global: Vec<i64>,
+        /// The global offsets, the split's layout and how many tokens each rank holds.
+        global: SplitOffsets,
         /// The CP size.
         cp: usize,
         /// Their key.
@@ -40,38 +51,103 @@ pub enum GroupBatch {
     },
 }
 
+/// What a split that does not add up to the pack leaves to judge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitOffsets {
+    /// The global offsets.
+    pub offsets: Vec<i64>,
+    /// How the ranks were split ([`ShardLayout::Zigzag`] or [`ShardLayout::Contiguous`]).
+    pub layout: ShardLayout,
+    /// How many tokens each rank holds, rank 0 first.
+    pub held: Vec<usize>,
+}
+
+/// The CP layout of a rank file: its metadata `cp_layout` (what the run's configuration says,
+/// slime's `--allgather-cp`), else its profile's `cp_layout`, else the zigzag.
+///
+/// # Errors
+/// [`Error::Value`] for a metadata value that is neither `zigzag` nor `contiguous`.
+pub fn cp_layout(meta: &BTreeMap<String, String>, profile: Option<&Profile>) -> Result<CpLayout> {
+    match meta.get("cp_layout").map(|v| v.trim()) {
+        Some("zigzag") => Ok(CpLayout::Zigzag),
+        Some("contiguous") => Ok(CpLayout::Contiguous),
+        Some(_) => Err(Error::Value {
+            key: "__metadata__.cp_layout".into(),
+            index: 0,
+            value: meta["cp_layout"].clone(),
+            expected: "zigzag or contiguous",
+        }),
+        None => Ok(profile.and_then(|p| p.cp_layout).unwrap_or(CpLayout::Zigzag)),
+    }
+}
+
 /// Reads the rank files of one CP group (`cp_rank`, `cp_size` of `size`, in `dir`) and
-/// reassembles them ([`reassemble`]); a split that lost tokens is returned as such.
+/// reassembles them by their CP layout ([`cp_layout`]: [`reassemble`] for the zigzag,
+/// [`contiguous_pieces`] for contiguous pieces); a split that lost, duplicated or unevenly cut
+/// tokens is returned as such.
 ///
 /// # Errors
 /// A file that cannot be read or parsed, or shards that do not form one batch
-/// ([`Error::Shards`]: missing or repeated ranks, different offsets, …).
+/// ([`Error::Shards`]: missing or repeated ranks, different offsets, ranks of different CP
+/// layouts, …).
 pub fn read_group(dir: &Path, size: usize, files: &[PathBuf], read: &ReadOptions) -> Result<Group> {
     let mut shards = Vec::new();
+    let mut layouts: Vec<(usize, CpLayout)> = Vec::new();
     let mut metadata = BTreeMap::new();
     let mut dialect = Dialect::Te;
     let mut format = "cu-seqlens";
     for path in files {
         let file = BatchFile::read(path)?;
+        let meta = file.metadata().clone();
         if metadata.is_empty() {
-            metadata = file.metadata().clone();
+            metadata = meta.clone();
         }
         let parsed = parse(file, read)?;
         dialect = parsed.dialect;
         format = parsed.format;
         let (rank, size) = parsed.cp_shard.unwrap_or((0, size));
+        layouts.push((rank, cp_layout(&meta, parsed.profile.as_deref())?));
         if let Some(pack) = parsed.packs.into_iter().next() {
             shards.push(Shard { rank, size, pack });
         }
     }
     let group = format!("{} (cp_size {size})", dir.display());
-    let batch = match lost_tokens(&shards) {
-        Some((global, cp)) => {
-            GroupBatch::Lost { global, cp, key: shards[0].pack.keys.cu_seqlens.clone() }
-        }
-        None => GroupBatch::Whole(Box::new(reassemble(&group, &shards)?)),
+    let layout = layouts.first().map_or(CpLayout::Zigzag, |l| l.1);
+    if let Some((rank, other)) = layouts.iter().find(|l| l.1 != layout) {
+        return Err(Error::Shards {
+            group,
+            detail: format!(
+                "rank {} is split {}, rank {rank} {}: the ranks of a group share one CP layout \
+                 (metadata or profile `cp_layout`)",
+                layouts[0].0,
+                name(layout),
+                name(*other)
+            ),
+        });
+    }
+    let batch = match layout {
+        CpLayout::Contiguous => contiguous_pieces(&group, &shards)?,
+        CpLayout::Zigzag => match lost_tokens(&shards) {
+            Some((offsets, cp)) => GroupBatch::Lost {
+                global: SplitOffsets {
+                    offsets,
+                    layout: ShardLayout::Zigzag,
+                    held: shards.iter().map(|s| s.pack.tokens()).collect(),
+                },
+                cp,
+                key: shards[0].pack.keys.cu_seqlens.clone(),
+            },
+            None => GroupBatch::Whole(Box::new(reassemble(&group, &shards)?)),
+        },
     };
     Ok(Group { dialect, format, metadata, batch })
+}
+
+fn name(layout: CpLayout) -> &'static str {
+    match layout {
+        CpLayout::Zigzag => "zigzag",
+        CpLayout::Contiguous => "contiguous",
+    }
 }
 
 /// One rank's shard as read from its file.
@@ -116,7 +192,7 @@ pub fn lost_tokens(shards: &[Shard]) -> Option<(Vec<i64>, usize)> {
     (shards.len() == cp && last > held && last != first.pack.tokens()).then_some((global, cp))
 }
 
-/// Reassembles the shards of one CP group (zigzag, labels rolled before the split) into the
+/// Reassembles the zigzag shards of one CP group (labels rolled before the split) into the
 /// full pack: storage offsets from the shards' offsets (local ones are multiplied by `cp`),
 /// real lengths from the padding mask (the real tokens lead each slot), labels `shifted`.
 ///
@@ -126,33 +202,8 @@ pub fn lost_tokens(shards: &[Shard]) -> Option<(Vec<i64>, usize)> {
 /// do not split into `2·cp` chunks.
 pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
     let bad = |detail: String| Error::Shards { group: group.to_owned(), detail };
-    let Some(first) = shards.first() else { return Err(bad("no shards".into())) };
-    let cp = first.size;
-    let mut by_rank: Vec<Option<&Shard>> = vec![None; cp];
-    for s in shards {
-        if s.size != cp {
-            return Err(bad(format!(
-                "rank {} says cp_size {}, rank {} says {cp}",
-                s.rank, s.size, first.rank
-            )));
-        }
-        match by_rank.get_mut(s.rank) {
-            Some(slot @ None) => *slot = Some(s),
-            Some(Some(_)) => return Err(bad(format!("two files for rank {}", s.rank))),
-            None => return Err(bad(format!("rank {} ≥ cp_size {cp}", s.rank))),
-        }
-    }
-    let ranks: Vec<&Shard> = match by_rank.iter().copied().collect::<Option<Vec<_>>>() {
-        Some(r) => r,
-        None => {
-            let missing: Vec<usize> = (0..cp).filter(|&r| by_rank[r].is_none()).collect();
-            return Err(bad(format!(
-                "missing {} of cp_size {cp}: {}",
-                if missing.len() == 1 { "rank" } else { "ranks" },
-                ranges(&missing)
-            )));
-        }
-    };
+    let ranks = in_rank_order(group, shards)?;
+    let cp = ranks.len();
     let local = ranks[0].pack.tokens();
     let stored = ranks[0].pack.storage().to_vec();
     for s in &ranks {
@@ -178,11 +229,90 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
             local * cp
         )));
     };
-    validate_offsets(&ranks[0].pack.keys.cu_seqlens, &global, local * cp)?;
+    build(group, &ranks, ShardLayout::Zigzag, global, last == local * cp)
+}
+
+/// The contiguous shards of one CP group: every rank keeps the same offsets, either the global
+/// ones (the whole pack split: rank r holds tokens `[r·T/cp, (r+1)·T/cp)`) or local ones that
+/// end at the rank's token count (every slot split: rank r holds piece r of each, the global
+/// offsets are `cp ×` them). Pieces of the whole pack that overlap, leave a gap or are unequal
+/// come back as [`GroupBatch::Lost`], for `cp-shard` to name ([`properties::checks::contiguous_group`]).
+///
+/// # Errors
+/// [`Error::Shards`] when the shards do not form one batch: ranks missing or repeated,
+/// different offsets, offsets that are not offsets.
+pub fn contiguous_pieces(group: &str, shards: &[Shard]) -> Result<GroupBatch> {
+    let bad = |detail: String| Error::Shards { group: group.to_owned(), detail };
+    let ranks = in_rank_order(group, shards)?;
+    let cp = ranks.len();
+    let stored = ranks[0].pack.storage().to_vec();
+    if let Some(s) = ranks.iter().find(|s| s.pack.storage() != stored.as_slice()) {
+        return Err(bad(format!("rank {} has other offsets than rank 0", s.rank)));
+    }
+    let held: Vec<usize> = ranks.iter().map(|s| s.pack.tokens()).collect();
+    let last = usize::try_from(*stored.last().unwrap_or(&0)).unwrap_or(0);
+    let key = &ranks[0].pack.keys.cu_seqlens;
+    if cp > 1 && held.iter().all(|&n| n == last) {
+        // Local offsets: every slot was split, piece r of each on rank r.
+        let global: Vec<i64> = stored.iter().map(|&x| x * cp as i64).collect();
+        validate_offsets(key, &global, last * cp)?;
+        let pack = build(group, &ranks, ShardLayout::ContiguousSlots, global, false)?;
+        return Ok(GroupBatch::Whole(Box::new(pack)));
+    }
+    validate_offsets(key, &stored, last)?;
+    if !last.is_multiple_of(cp) || held.iter().any(|&n| n * cp != last) {
+        let global = SplitOffsets { offsets: stored, layout: ShardLayout::Contiguous, held };
+        return Ok(GroupBatch::Lost { global, cp, key: key.clone() });
+    }
+    let pack = build(group, &ranks, ShardLayout::Contiguous, stored, true)?;
+    Ok(GroupBatch::Whole(Box::new(pack)))
+}
+
+/// The shards by rank, each rank once, every rank of the CP size there.
+fn in_rank_order<'a>(group: &str, shards: &'a [Shard]) -> Result<Vec<&'a Shard>> {
+    let bad = |detail: String| Error::Shards { group: group.to_owned(), detail };
+    let Some(first) = shards.first() else { return Err(bad("no shards".into())) };
+    let cp = first.size;
+    let mut by_rank: Vec<Option<&Shard>> = vec![None; cp];
+    for s in shards {
+        if s.size != cp {
+            return Err(bad(format!(
+                "rank {} says cp_size {}, rank {} says {cp}",
+                s.rank, s.size, first.rank
+            )));
+        }
+        match by_rank.get_mut(s.rank) {
+            Some(slot @ None) => *slot = Some(s),
+            Some(Some(_)) => return Err(bad(format!("two files for rank {}", s.rank))),
+            None => return Err(bad(format!("rank {} ≥ cp_size {cp}", s.rank))),
+        }
+    }
+    by_rank.iter().copied().collect::<Option<Vec<_>>>().ok_or_else(|| {
+        let missing: Vec<usize> = (0..cp).filter(|&r| by_rank[r].is_none()).collect();
+        bad(format!(
+            "missing {} of cp_size {cp}: {}",
+            if missing.len() == 1 { "rank" } else { "ranks" },
+            ranges(&missing)
+        ))
+    })
+}
+
+/// The pack the `ranks` hold together under `layout`, at the `global` storage offsets (which the
+/// rank files carried as such when `global_in_files`).
+fn build(
+    group: &str,
+    ranks: &[&Shard],
+    layout: ShardLayout,
+    global: Vec<i64>,
+    global_in_files: bool,
+) -> Result<BatchData> {
+    let bad = |detail: String| Error::Shards { group: group.to_owned(), detail };
+    let cp = ranks.len();
     let storage: Vec<u32> = global.windows(2).map(|w| (w[1] - w[0]) as u32).collect();
+    let total = global.last().copied().unwrap_or(0);
     let join = |get: &dyn Fn(&BatchData) -> Option<Vec<i64>>| -> Result<Option<Vec<i64>>> {
         let parts: Option<Vec<Vec<i64>>> = ranks.iter().map(|s| get(&s.pack)).collect();
-        parts.map(|p| zigzag_reassemble(&storage, cp, &p).map_err(&bad)).transpose()
+        parts.map(|p| reassemble_shards(layout, &storage, cp, &p).map_err(&bad)).transpose()
     };
     // A tensor some ranks have and others lack cannot be reassembled: dropping it for the whole
     // group would miscount (a rank without `padding_mask` made every pad token real).
@@ -217,7 +347,7 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
     let first = &ranks[0].pack;
     let carried = first.cu_padded.is_some()
         && first.cu.len() == global.len()
-        && last == local * cp
+        && global_in_files
         && first.cu.iter().zip(&global).all(|(r, p)| r <= p);
     let mut real = vec![0i64];
     if carried {
@@ -270,7 +400,16 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
         block_mask: None,
         side_tensors: Vec::new(),
         notes: vec![format!(
-            "reassembled from {cp} rank files (zigzag, labels rolled before the split)"
+            "reassembled from {cp} rank files ({}, labels rolled before the split)",
+            match layout {
+                ShardLayout::Zigzag => "zigzag".to_string(),
+                ShardLayout::Contiguous => format!(
+                    "contiguous: rank r holds tokens [r·T/cp, (r+1)·T/cp) of the pack, T = {total}"
+                ),
+                ShardLayout::ContiguousSlots => {
+                    "contiguous: rank r holds piece r of every slot, local offsets × cp".to_string()
+                }
+            }
         )],
     })
 }

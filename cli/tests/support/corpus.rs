@@ -641,13 +641,19 @@ pub fn malformed() -> Result<Vec<Malformed>> {
         encode(&[tok("chosen_input_ids", &ids(5)), cu("chosen_cu_seq_lens_q", &[0, 5])], &[])?,
         "missing key `rejected_input_ids` (dpo dialect",
     );
+    // `labels` of another count than the tokens is read, and judged by `token-counts`; one of
+    // no token layout at all is not.
     case(
         "labels_shape_mismatch.safetensors",
         encode(
-            &[tok("input_ids", &ids(5)), tok("labels", &ids(4)), cu("cu_seq_lens_q", &[0, 5])],
+            &[
+                tok("input_ids", &ids(5)),
+                T("labels".into(), Dtype::I64, vec![1, 5, 1], ids(5)),
+                cu("cu_seq_lens_q", &[0, 5]),
+            ],
             &[],
         )?,
-        "`labels` has 4 tokens, but `input_ids` has 5",
+        "`labels` has shape [1, 5, 1], expected [T] or [B, S]",
     );
     case(
         "input_ids_3d.safetensors",

@@ -159,12 +159,13 @@ def generate():
     b = _dataset(pre, 12, 4).collate_fn(rows)
     _save("legacy_cp_prepad_attention_mask_4519", b, PRE_4519, LEGACY_FILE,
           {"rows": rows, "max_seq_length": 12, "pad_seq_to_mult": 4, "collated": b},
-          ["error"],
+          ["token-counts"],
           "pad_seq_to_mult=4 (CP 2): cu_seqlens physical [[0,4,8,12,-1]], cu_seqlens_unpadded logical "
           "[[0,4,7,7,-1]] with argmins. The batch also carries attention_mask = LongTensor([1] * B), a "
           "[B]=[1] tensor that is not a per-token mask of the 12 tokens; #4519 (fb9ec5f85) replaced it "
           "by None because the CP partition (_partition_packed_batch_for_cp) slices attention_mask along "
-          "the token dimension. A mask whose shape matches no token layout makes the file unreadable.",
+          "the token dimension: a per-token tensor with one entry where the batch has 12 tokens "
+          "(token-counts).",
           bug="Megatron-Bridge #4519 (fb9ec5f85, 'handle packed SFT CP masks'): packed collate_fn returned "
               "attention_mask = LongTensor([1] * batch) instead of None",
           meta={"cp_size": "2"})

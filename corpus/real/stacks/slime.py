@@ -24,14 +24,16 @@ Contract (data.py `get_batch`, 624b824a8):
   like the tokens: a shifted loss mask (1 at t = token t+1 is a trained target);
 - `allgather_cp` (DSA): the whole stream is concatenated and padded to a multiple of
   `cp * tp * pad_multiplier` (the padding one final segment), `cu_seqlens` is global and **not**
-  scaled, and each rank keeps one **contiguous** `chunk(cp_size)` of the stream.
+  scaled, and each rank keeps one **contiguous** `chunk(cp_size)` of the stream. The run's flag
+  is stated in the rank files' metadata, `cp_layout = contiguous` (the `slime` profile keeps the
+  default path's zigzag), and the group is reassembled from the contiguous pieces.
 
 Saved: `tokens`, the PackedSeqParams tensors `cu_seqlens_q`, `cu_seqlens_kv`, `max_seqlen_q`,
 `max_seqlen_kv`, and `full_loss_masks` (the per-sample lists are not tensors of the batch).
 `thd_cp1` is read under the built-in `slime` profile, which does not map `full_loss_masks` (the
 targets are the next tokens under it): read as AReaL's `loss_mask`, the CP group `thd_cp2` fails
-`label-targets` because the reader rolls each rank's targets before reassembly, so both CP
-cases are under pending/ with the `allgather_cp` rank files (contiguous CP shards).
+`label-targets` because the reader rolls each rank's targets before reassembly, so it is under
+pending/; the `allgather_cp` rank files (contiguous CP shards) are read as `thd_cp1` is.
 No bug with a fix touching `get_batch` / `slice_with_cp` was found (#838 widened the final
 padding to `tp_size * 128`, #1205 added `full_loss_masks`, #2175 fixed routing replay).
 """
@@ -100,6 +102,8 @@ def rollout(samples):
 
 
 def run(case, samples, *, cp, pad_multiplier, allgather_cp=False, why, notes="", pending=None):
+    """Saves what get_batch returns on every CP rank; `allgather_cp` states the contiguous
+    layout in the metadata (`cp_layout`), as the run's --allgather-cp flag says it."""
     keys = ["tokens", "total_lengths", "response_lengths", "loss_masks"]
     for r in range(cp):
         data, psp = load(cp, r)
@@ -115,6 +119,8 @@ def run(case, samples, *, cp, pad_multiplier, allgather_cp=False, why, notes="",
         name = case
         if cp > 1:
             meta.update(cp_size=cp, cp_rank=r)
+            if allgather_cp:
+                meta.update(cp_layout="contiguous")
             name = f"{case}/rank{r}"
         save_case(STACK, name, out, repo=REPO, commit=COMMIT, file=f"{DATA}, {CP_UTILS}",
                   function=f"get_batch(DataIterator(rollout, [[0..{len(samples) - 1}]]), {keys}, "
@@ -155,9 +161,9 @@ def generate() -> None:
         notes="The CP padding of each sample sits inside its cu_seqlens slot (no real-length "
               "offsets exist): pad id 0, loss mask 0, after the sample's real tokens.")
     run("thd_allgather_cp2", samples, cp=2, pad_multiplier=4, allgather_cp=True,
-        pending="contiguous CP shards (allgather_cp: each rank one chunk(cp) of the global "
-                "stream, cu_seqlens global and not scaled); and " + PEND,
         why="--allgather-cp (DSA mode) with CP 2: the three samples are concatenated (20 tokens) "
             "and padded to a multiple of cp * pad_multiplier = 8 (24, the 4 pads a final "
             "segment), cu_seqlens [0,6,13,20,24] global, and rank r keeps the contiguous tokens "
-            "[12r, 12r+12). Valid by slime's design (the DSA attention all-gathers the keys).")
+            "[12r, 12r+12). Valid by slime's design (the DSA attention all-gathers the keys). "
+            "The run's --allgather-cp is stated in the metadata as cp_layout = contiguous: "
+            "slime's default CP path is the per-sample zigzag (thd_cp2).")

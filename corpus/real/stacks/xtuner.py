@@ -45,7 +45,8 @@ its label stays trained. #567's replacement loop (`attention_mask[:i] = True`, w
 fixed again in #829 (16e2f8f1a); the negative control runs at 16e2f8f1a.
 
 The v1 and legacy varlen cases are read under the built-in `xtuner` / `xtuner_v0` profiles (their
-key names and label conventions, reader/profiles/); the bug case #567 is under pending/ (PEND_PADDED). The v1 collator's own fixes are VLM
+key names and label conventions, reader/profiles/); the bug case #567 is flagged by `mask` and
+`pad-labels` (the padded-rows format keeps a hole in a row's mask for the rules). The v1 collator's own fixes are VLM
 position-id fixes (#1532).
 """
 
@@ -165,11 +166,6 @@ def legacy_case(case, docs, *, chunk_size, row, why, notes=""):
                              "(no sequence parallelism)"])
 
 
-PEND_PADDED = ("a padded (BSHD) batch whose 0/1 attention_mask has a hole inside a row (the "
-               "bug masks every token equal to the pad id, an EOS here): the BSHD reader refuses "
-               "it as unreadable ('expected right padding') instead of a `mask` / `pad-labels` "
-               "rule outcome; the valid batch of the fixed commit passes since the reader reads "
-               "position_ids = arange(S) per row beside a mask as one sequence per row")
 PRE_567 = "899f87d93^"  # 0d89d949a: attention_mask = input_ids.ne(pad_index)
 FIX_829 = "16e2f8f1a"  # #567's loop fixed to attention_mask[i, :length] (#829)
 
@@ -199,7 +195,6 @@ def padded_case(case, commit, samples, *, expected="pass", why, bug=None, notes=
               function="default_collate_fn(instances, pad_index=0 (default), return_hf_format=True)",
               input={"instances": instances}, expected=expected, why=why, bug=bug, metadata=meta,
               notes=notes,
-              pending=PEND_PADDED if bug else None,
               stubs=["xtuner.utils: DEFAULT_PAD_TOKEN_INDEX = 0, IGNORE_INDEX = -100 "
                      "(xtuner/utils/constants.py)",
                      "xtuner.parallel.sequence: the real data_collate.py at the same commit, "

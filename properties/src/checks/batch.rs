@@ -203,7 +203,10 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
 pub fn check_batch(view: &LayoutView<'_>, opts: &BatchOptions) -> BatchReport {
     let off = layout::offsets(view);
     let counts = layout::token_counts(view);
-    if off.is_violated() || counts.is_violated() {
+    // The view's own tensors: a side tensor of another length (log-probs one short) leaves the
+    // layout judgeable, and every other rule runs beside its `token-counts` violation.
+    let core = LayoutView { side_tensors: &[], ..*view };
+    if off.is_violated() || layout::token_counts(&core).is_violated() {
         // Nothing else can address the tokens.
         return BatchReport { facts: BatchFacts::default(), outcomes: vec![off, counts] };
     }
@@ -238,6 +241,9 @@ pub fn check_batch(view: &LayoutView<'_>, opts: &BatchOptions) -> BatchReport {
     }
     if let Some(cp) = opts.cp_size {
         outcomes.push(cp_shard(view, cp));
+    }
+    if counts.is_violated() {
+        outcomes.insert(0, counts);
     }
     outcomes.retain(|o| !(o.status == Status::Skipped && o.detail.is_empty()));
     BatchReport { facts: batch_facts(view, &mock), outcomes }

@@ -89,6 +89,28 @@ pub(super) fn opt_tokens(
     Ok(Some(v))
 }
 
+/// An optional per-token integer tensor that must have one entry per token: read when it
+/// does; when it has another count, left out of the pack and recorded as `(key, entries)` in
+/// `counted`, for the `token-counts` rule to judge (a collator that builds position ids from the
+/// length before truncation, ms-swift #5665's class). A wrong shape is still an error.
+pub(super) fn counted_tokens(
+    file: &BatchFile,
+    key: &str,
+    tokens: usize,
+    counted: &mut Vec<(String, usize)>,
+) -> Result<Option<Column>> {
+    if !file.contains(key) {
+        return Ok(None);
+    }
+    let (_, v) = token_column(file, key)?;
+    if v.len() == tokens {
+        Ok(Some(v))
+    } else {
+        counted.push((key.to_owned(), v.len()));
+        Ok(None)
+    }
+}
+
 /// An optional 0/1 mask; `invert` for padding masks (1 = pad).
 pub(super) fn opt_mask(
     file: &BatchFile,

@@ -6,8 +6,8 @@ use properties::checks::{Ints as IntSlice, KeyNames};
 use thd::LabelConvention;
 
 use super::common::{
-    count, derived_input_labels, first_present, masked_labels, max_doc_len, missing, offsets,
-    opt_mask, opt_tokens, padded_count, scalar, shard_bound, token_column,
+    count, counted_tokens, derived_input_labels, first_present, masked_labels, max_doc_len,
+    missing, offsets, opt_mask, padded_count, scalar, shard_bound, token_column,
 };
 use super::{Dialect, Format, Input, Read, ReadOptions};
 use crate::pack::BatchData;
@@ -174,6 +174,8 @@ pub(super) fn pack(
     let pos_key = k("position_ids");
     let derived_labels =
         part.is_none() && opts.fact(|p| p.labels) == Some(LabelsFact::FromInputIds);
+    // Per-token tensors of another length: judged by `token-counts`.
+    let mut counted = Vec::new();
     let cu_k_key = k("cu_seq_lens_k");
     let cu_k = if file.contains(&cu_k_key) {
         // The same reader as the q offsets: a 2-D `[B, N]` key offset is the same shape error.
@@ -198,7 +200,7 @@ pub(super) fn pack(
             _ => (None, LabelConvention::Unshifted),
         };
     let labels = match &labels_key {
-        Some(key) => opt_tokens(file, key, &ids_key, tokens)?,
+        Some(key) => counted_tokens(file, key, tokens, &mut counted)?,
         None if derived_labels => {
             Some(derived_input_labels(file, input_ids.ints(), rows, &mut notes)?.into())
         }
@@ -239,7 +241,7 @@ pub(super) fn pack(
         rows,
         labels,
         convention: opts.labels.unwrap_or(convention),
-        position_ids: opt_tokens(file, &pos_key, &ids_key, tokens)?,
+        position_ids: counted_tokens(file, &pos_key, tokens, &mut counted)?,
         absorbed: false,
         cu,
         cu_padded,
@@ -250,14 +252,14 @@ pub(super) fn pack(
             None if no_token_mask => None,
             None => opt_mask(file, &mask_key, &ids_key, tokens, false)?,
         },
-        seq_idx: opt_tokens(file, &seq_idx_key, &ids_key, tokens)?,
+        seq_idx: counted_tokens(file, &seq_idx_key, tokens, &mut counted)?,
         num_real_seqs: count(file, &k("num_real_seqs"))?,
         row_slots: None,
         block_mask: None,
         bidirectional: false,
         eos_token_id: None,
         documents_end_with_eos: false,
-        side_tensors: Vec::new(),
+        side_tensors: counted,
         notes,
         input_ids,
         padding_segment_by_design: opts.padding_segments() != PaddingSegments::None,

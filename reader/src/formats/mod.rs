@@ -112,6 +112,18 @@ pub static FORMATS: &[&dyn Format] = &[
     &dpo::Dpo,
 ];
 
+/// The table of `docs/batch-files.md`'s "Formats" section: every format in the order they are
+/// tried, its family and where it finds the documents (a test fails when the docs differ).
+pub fn formats_table() -> String {
+    let mut out =
+        String::from("| # | format | family | where the documents are |\n|---|---|---|---|\n");
+    for (i, f) in FORMATS.iter().enumerate() {
+        let family = f.family().map_or("any", |d| d.name());
+        out.push_str(&format!("| {} | `{}` | {family} | {} |\n", i + 1, f.name(), f.summary()));
+    }
+    out
+}
+
 /// The format that reads `input` within `family`.
 ///
 /// # Errors
@@ -439,7 +451,42 @@ fn contract_facts(
         p.bidirectional = bidirectional;
         p.eos_token_id = eos;
         p.documents_end_with_eos = eos_docs;
-        p.side_tensors.clone_from(&sides);
+        p.side_tensors.extend(sides.iter().cloned());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_table_of_the_docs_is_the_list() {
+        const BEGIN: &str =
+            "<!-- formats-table: begin (generated from reader::formats::FORMATS) -->";
+        const END: &str = "<!-- formats-table: end -->";
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/batch-files.md");
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let (Some(b), Some(e)) = (doc.find(BEGIN), doc.find(END)) else {
+            panic!("docs/batch-files.md has no {BEGIN} … {END} markers")
+        };
+        let want = format!("\n{}", formats_table());
+        let have = &doc[b + BEGIN.len()..e];
+        if have != want && std::env::var_os("THDCHECK_BLESS").is_some() {
+            std::fs::write(&path, format!("{}{BEGIN}{want}{}", &doc[..b], &doc[e..])).unwrap();
+            return;
+        }
+        assert_eq!(have, want, "docs/batch-files.md's formats table differs; THDCHECK_BLESS=1");
+    }
+
+    #[test]
+    fn names_are_unique_and_every_family_ends_in_a_format() {
+        let mut names: Vec<&str> = FORMATS.iter().map(|f| f.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), FORMATS.len());
+        for d in [Dialect::Hf, Dialect::Te, Dialect::Dpo] {
+            assert!(FORMATS.iter().any(|f| f.family() == Some(d)), "{d:?}");
+        }
+    }
 }

@@ -4,10 +4,10 @@
 use super::common::opt_mask;
 use super::hf::{self, Boundaries};
 use super::{Format, Input, Read};
+use crate::Result;
 use crate::profile::Dialect;
 use crate::tensors::BatchFile;
 use crate::words::plural;
-use crate::{Error, Result};
 
 /// One sequence per row, its real tokens the mask's leading ones.
 pub struct PaddedRows;
@@ -51,12 +51,14 @@ impl Format for PaddedRows {
 }
 
 /// Plain `[B, S]` rows with a 0/1 padding mask and no offsets (BSHD, `DataCollatorWithPadding`):
-/// one sequence per row, its real tokens the mask's leading ones (right padding). Returns the
-/// real offsets and the storage offsets (`[0, S, 2S, …]`).
+/// one sequence per row. Its real part runs from the row's first real token to its last; padding
+/// before it (left padding) is an empty segment of its own, padding after it the slot's padding,
+/// and a 0 between real tokens stays in the mask for the `mask` rule to judge (xtuner #567
+/// masked every token equal to the pad id, EOS included). Returns the real offsets and the
+/// storage offsets (`[0, S, 2S, …]`, plus each left padding's end).
 ///
 /// # Errors
-/// A mask of another shape than the tokens, or a row whose real tokens do not lead it (left
-/// padding, a hole): [`Error::Value`] naming the row's first token out of place.
+/// A mask of another shape than the tokens.
 pub(super) fn bshd_rows(
     file: &BatchFile,
     mask_key: &str,
@@ -69,17 +71,13 @@ pub(super) fn bshd_rows(
     let (mut real, mut storage) = (vec![0i64], vec![0i64]);
     for r in 0..rows {
         let row = &mask[r * width..(r + 1) * width];
-        let n = row.iter().take_while(|&&m| m).count();
-        if let Some(j) = row[n..].iter().position(|&m| m) {
-            return Err(Error::Value {
-                key: mask_key.to_owned(),
-                index: r * width + n + j,
-                value: "1".into(),
-                expected: "right padding: in every row the real tokens (1) first, then the padding \
-                           (0); left-padded rows have no offsets thdcheck can read yet",
-            });
+        let lead = row.iter().take_while(|&&m| !m).count();
+        let last = row.iter().rposition(|&m| m).map_or(lead, |i| i + 1);
+        if lead > 0 && lead < width {
+            real.push(real[real.len() - 1]);
+            storage.push((r * width + lead) as i64);
         }
-        real.push(real[real.len() - 1] + n as i64);
+        real.push(real[real.len() - 1] + (last - lead) as i64);
         storage.push(((r + 1) * width) as i64);
     }
     Ok((real, storage))

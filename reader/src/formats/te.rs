@@ -7,8 +7,8 @@ use properties::checks::KeyNames;
 use thd::LabelConvention;
 
 use super::common::{
-    count, first_present, ignore_extra, labels_from_loss_mask, masked_labels, missing, offsets,
-    opt_mask, opt_tokens, padded_count, scalar, shard_bound, token_column,
+    count, counted_tokens, first_present, ignore_extra, labels_from_loss_mask, masked_labels,
+    missing, offsets, opt_mask, padded_count, scalar, shard_bound, token_column,
 };
 use super::{Dialect, Format, Input, Read, ReadOptions};
 use crate::pack::{BatchData, validate_offsets};
@@ -122,6 +122,8 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
     let tokens = input_ids.len();
     let mut notes = Vec::new();
     let mut row_slots = None;
+    // Per-token tensors of another length: judged by `token-counts`.
+    let mut counted = Vec::new();
     let cu_key = first_present(file, &["cu_seqlens", "cu_seqlens_q"]);
     let padded_key = first_present(file, &["cu_seqlens_padded", "cu_seqlens_q_padded"]);
     let (cu_name, cu, cu_padded, padded_name) = match cu_key {
@@ -203,21 +205,22 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
     {
         let cp = file.metadata().get("cp_size").and_then(|c| c.trim().parse::<usize>().ok());
         if cp.is_some_and(|c| c > 1) {
-            return Err(Error::Shape {
-                key: "attention_mask".into(),
-                shape: e.shape.clone(),
-                expected: format!(
-                    "one value per token ([{tokens}]): Megatron-Bridge's legacy `attention_mask` \
-                     holds one per row, and with cp_size > 1 the CP split slices it along the \
-                     tokens (#4519)"
-                ),
-            });
+            // Under CP the split slices it along the tokens (#4519): a per-token tensor of
+            // the wrong length, for `token-counts`.
+            counted.push(("attention_mask".to_owned(), e.shape[0]));
+            notes.push(
+                "`attention_mask` holds one value per row (Megatron-Bridge's legacy \
+                 collate_fn), and with cp_size > 1 the CP split slices it along the tokens \
+                 (#4519)"
+                    .into(),
+            );
+        } else {
+            notes.push(
+                "`attention_mask` holds one value per row (Megatron-Bridge's legacy \
+                 collate_fn): not a token mask, unused at cp = 1"
+                    .into(),
+            );
         }
-        notes.push(
-            "`attention_mask` holds one value per row (Megatron-Bridge's legacy collate_fn): \
-             not a token mask, unused at cp = 1"
-                .into(),
-        );
         mask_key = None;
     }
     let real_mask = match mask_key {
@@ -248,7 +251,7 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
             masked_labels(
                 file,
                 match labels_key {
-                    Some(k) => opt_tokens(file, k, "input_ids", tokens)?,
+                    Some(k) => counted_tokens(file, k, tokens, &mut counted)?,
                     None => None,
                 },
                 "input_ids",
@@ -258,7 +261,7 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
             opts.ignore_index,
         ),
         convention: opts.labels.unwrap_or(LabelConvention::Shifted),
-        position_ids: opt_tokens(file, "position_ids", "input_ids", tokens)?,
+        position_ids: counted_tokens(file, "position_ids", tokens, &mut counted)?,
         absorbed: false,
         cu,
         cu_padded,
@@ -268,14 +271,14 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
             None => None,
         },
         real_mask,
-        seq_idx: opt_tokens(file, "seq_idx", "input_ids", tokens)?,
+        seq_idx: counted_tokens(file, "seq_idx", tokens, &mut counted)?,
         num_real_seqs: count(file, "num_real_seqs")?,
         row_slots,
         block_mask: None,
         bidirectional: false,
         eos_token_id: None,
         documents_end_with_eos: false,
-        side_tensors: Vec::new(),
+        side_tensors: counted,
         notes,
         input_ids,
         padding_segment_by_design: opts.padding_segments() != PaddingSegments::None,
