@@ -73,7 +73,8 @@ Exit codes: 0 every case passed, 1 a case failed (violation, crash, hang, malfor
 the adapter could not be started or a usage error.\n\
 Loss: one global batch per case, sent at cp 1, 2, 4 and 8 (one request each); the reported loss \
 is judged against the oracle's f64 loss to --rtol. Cp-split: a refusal is allowed only for \
-a slot that is not a multiple of 2·cp.\n\
+a slot that is not a multiple of 2·cp (with --cp-layout contiguous: of cp). Loss and cp-split \
+shard by the profile's cp_layout unless --cp-layout says otherwise.\n\
 Example: thdcheck fuzz packer -- python3 adapters/python/examples/greedy_packer.py\n\
 Example: thdcheck fuzz loss -- python3 adapters/python/examples/cp_loss.py\n\
 Example: thdcheck fuzz cp-split -- python3 adapters/python/examples/cp_split.py";
@@ -88,12 +89,14 @@ pub enum FuzzTarget {
     /// A throughput logger: a step's micro-batches (with model, CP, DP, GPUs, step time) in,
     /// the values it would log (record names of `thdcheck metrics`) out.
     Logger,
-    /// A CP-local loss: one global batch as every rank's zigzag shard (f64 logits, labels rolled
-    /// before the split), at cp 1, 2, 4 and 8, in; the reported loss (and optionally each
-    /// rank's Σ NLL and count, and the valid-token count it logs) out.
+    /// A CP-local loss: one global batch as every rank's shard (zigzag, or contiguous with
+    /// --cp-layout; f64 logits, labels rolled before the split), at cp 1, 2, 4 and 8, in; the
+    /// reported loss (and optionally each rank's Σ NLL and count, and the valid-token count it
+    /// logs) out.
     Loss,
     /// A CP splitter: a packed batch and a CP size in, every rank's input_ids, labels and
-    /// position_ids out (zigzag, labels rolled before the split), or a refusal.
+    /// position_ids out (zigzag, or contiguous with --cp-layout; labels rolled before the
+    /// split), or a refusal.
     CpSplit,
 }
 
@@ -199,6 +202,14 @@ pub struct FuzzArgs {
     /// and FLOPs are exact.
     #[arg(long, value_name = "RTOL", allow_hyphen_values = true, value_parser = non_negative_f64)]
     pub rtol: Option<f64>,
+    /// Loss and cp-split: how the stack's CP split lays the tokens over the ranks: `zigzag`
+    /// (every slot in 2·cp chunks, rank r holding chunks r and 2·cp−1−r: TransformerEngine,
+    /// Megatron) or `contiguous` (cp equal contiguous pieces, rank r holding piece r of the whole
+    /// pack, or of every slot: Ulysses, slime --allgather-cp, ring attention). The loss's shards
+    /// and the splitter's expected shards follow it. Default: the profile's `cp_layout`, else
+    /// `zigzag`.
+    #[arg(long, value_enum, value_name = "LAYOUT")]
+    pub cp_layout: Option<CpSplitLayout>,
     /// Collator: which requests ask for a static max_seq_length (`never` for a collator that
     /// does not pad to one, such as transformers' DataCollatorWithFlattening). Default: the
     /// profile's `[fuzz] static_length`, else `sometimes`.
@@ -227,6 +238,19 @@ pub struct FuzzArgs {
     /// The adapter command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+impl FuzzArgs {
+    /// The CP layout of `fuzz loss` and `fuzz cp-split`: `--cp-layout`, else the stated
+    /// profile's `cp_layout`, else the zigzag (as `--static-length` falls back on the profile's
+    /// `[fuzz] static_length`).
+    pub fn cp_split_layout(&self, profile: Option<&Profile>) -> CpSplitLayout {
+        use crate::profile::CpLayout;
+        self.cp_layout.unwrap_or(match profile.and_then(|p| p.cp_layout) {
+            Some(CpLayout::Contiguous) => CpSplitLayout::Contiguous,
+            Some(CpLayout::Zigzag) | None => CpSplitLayout::Zigzag,
+        })
+    }
 }
 
 /// `--profile NAME|FILE`.
@@ -422,6 +446,16 @@ pub enum StaticLength {
     Never,
     /// Every request.
     Always,
+}
+
+/// How a CP split lays the tokens over the ranks (`--cp-layout`; a profile's `cp_layout`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum CpSplitLayout {
+    /// Every slot in 2·cp equal chunks; rank r holds chunks r and 2·cp−1−r.
+    #[default]
+    Zigzag,
+    /// cp equal contiguous pieces; rank r holds piece r of the whole pack (or of every slot).
+    Contiguous,
 }
 
 /// The FLOPs formula a logger implements (`--formula`).

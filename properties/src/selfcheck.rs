@@ -390,8 +390,9 @@ mod zoo_drivers {
         arb_shard_case, arb_tokens_cp_case, arb_work_case,
     };
     use crate::subjects::{
-        run_attention, run_block_mask, run_cp_loss, run_cp_shard, run_dpo, run_eos_pack, run_flops,
-        run_layout, run_loss, run_mfu_pad, run_side_tensors, run_tokens_cp, run_work,
+        run_attention, run_block_mask, run_cp_loss, run_cp_shard, run_cp_shard_contiguous, run_dpo,
+        run_eos_pack, run_flops, run_layout, run_loss, run_mfu_pad, run_side_tensors,
+        run_tokens_cp, run_work,
     };
     use crate::zoo::{self, CATALOGUE, ZooEntry};
 
@@ -526,6 +527,9 @@ mod zoo_drivers {
             }),
             "RollWithUnpaddedOffsets" => run_cases(runner(), arb_shard_case(6, 24), |c| {
                 run_cp_shard(&zoo::RollWithUnpaddedOffsets, c)
+            }),
+            "OverlappingContiguousSplit" => run_cases(runner(), arb_shard_case(6, 24), |c| {
+                run_cp_shard_contiguous(&zoo::OverlappingContiguousSplit, c)
             }),
             "RankZeroStats" => run_cases(runner(), arb_tokens_cp_case(6, 24), |c| {
                 run_tokens_cp(&zoo::RankZeroStats, c)

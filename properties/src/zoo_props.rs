@@ -138,6 +138,7 @@ zoo_tests! {
     cp_shard_catches_truncating_split => "TruncatingSplit",
     cp_shard_catches_local_position_ids => "LocalPositionIds",
     cp_shard_catches_roll_with_unpadded_offsets => "RollWithUnpaddedOffsets",
+    cp_shard_catches_overlapping_contiguous_split => "OverlappingContiguousSplit",
     tokens_cp_catches_rank_zero_stats => "RankZeroStats",
     tokens_cp_catches_loss_times_cp => "LossTimesCp",
     tokens_cp_catches_padded_tokens_counted => "PaddedTokensCounted",
@@ -182,6 +183,16 @@ fn format_variants_are_caught_by_their_rule() {
         let (text, v) = pin(name).expect("a variant");
         assert_eq!(v.id, rule, "{name} was caught by the wrong rule:\n{text}");
     }
+}
+
+/// A contiguous split whose pieces overlap is caught by `cp-shard`, which names the token both
+/// ranks hold and the rank that should not hold it.
+#[test]
+fn overlapping_contiguous_split_names_the_token_on_two_ranks() {
+    let (text, v) = pin("OverlappingContiguousSplit").expect("a variant");
+    assert_eq!((v.id, v.got.as_str()), ("cp-shard", "held by ranks 0 and 1"), "{text}");
+    assert_eq!(v.at.rank, Some(0), "{text}");
+    assert!(v.expected.starts_with("held by rank 1 only"), "{text}");
 }
 
 #[test]

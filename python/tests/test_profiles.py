@@ -89,3 +89,23 @@ def test_a_bad_profile_names_the_field_and_values(tmp_path):
         thdcheck.check(tensors, metadata=meta, profile=tmp_path / "bad.toml")
     with pytest.raises(TypeError, match=r"a profile dict holds TOML values"):
         thdcheck.check(tensors, metadata=meta, profile={"name": "x", "pad_token_id": object()})
+
+
+MEGATRON_EOD = REPO / "corpus/real/batches/megatron_lm/eod_mask_mbs2_v0.19.0.safetensors"
+
+
+def test_a_4d_mask_and_eos_documents_read_in_process_as_the_command_reads_them():
+    """Megatron-LM's EOD-masked batch: the EOD id as a keyword (a tokenizer fact) beside the
+    stack's profile; a mask that lets a document see the one before it is flagged by
+    `block-mask`, as the command flags it."""
+    tensors, meta = load(MEGATRON_EOD)
+    meta = {k: v for k, v in meta.items() if k != "eos_token_id"}
+    report = thdcheck.check(tensors, metadata=meta, profile="megatron_lm", eos_token_id=2)
+    assert report.violated == [], str(report)
+    assert "block-mask" in str(report) and "eos-delimited" in str(report)
+    leaky = {k: v.copy() for k, v in tensors.items()}
+    # Row 0 holds documents [0, 5) and [5, 8); True masks a key (Megatron's convention).
+    leaky["attention_mask"][0, 0, 5, 0] = False
+    report = thdcheck.check(leaky, metadata=meta, profile="megatron_lm", eos_token_id=2)
+    assert report.violated == ["block-mask"], str(report)
+    assert "two documents attend to each other" in str(report)

@@ -1,8 +1,9 @@
 //! The packed batches the CP targets (`loss`, `cp-split`) generate: a few short segments, some
 //! empty, some mock (padding dressed as a sequence, labels -100), label masks with -100 runs
 //! (a prompt, a pattern, everything), and storage slots padded to a multiple of `2·cp` as
-//! TransformerEngine and bionemo pad them, sometimes with one `2·cp` block more. Short segments
-//! at cp = 8 leave whole ranks with padding only (empty ranks).
+//! TransformerEngine and bionemo pad them for the zigzag (of `cp` for a contiguous split),
+//! sometimes with one block more. Short segments at cp = 8 leave whole ranks with padding only
+//! (empty ranks).
 
 use properties::strategies::{LabelMask, arb_label_mask};
 use proptest::collection::vec;
@@ -36,9 +37,10 @@ impl CpBatch {
 
     /// Storage length of every segment's slot at CP size `cp`: with `padded`, the real length
     /// rounded up to a multiple of `2·cp` (no round-up at cp = 1), plus `2·cp` with `slack`;
-    /// without, the real length.
-    pub fn storage(&self, cp: usize, padded: bool) -> Vec<u32> {
-        let block = 2 * cp as u32;
+    /// without, the real length. For a `contiguous` split the blocks are `cp` tokens instead of
+    /// `2·cp` (every slot a multiple of `cp`, so the whole pack is too).
+    pub fn storage(&self, cp: usize, padded: bool, contiguous: bool) -> Vec<u32> {
+        let block = if contiguous { cp as u32 } else { 2 * cp as u32 };
         let unit = if cp == 1 { 1 } else { block };
         self.segments
             .iter()
@@ -100,10 +102,13 @@ mod tests {
                 Segment { len: 4, mock: true, slack: false },
             ],
         };
-        assert_eq!(b.storage(1, true), vec![3, 2, 4]);
-        assert_eq!(b.storage(2, true), vec![4, 4, 4]);
-        assert_eq!(b.storage(8, true), vec![16, 16, 16]);
-        assert_eq!(b.storage(4, false), vec![3, 0, 4]);
+        assert_eq!(b.storage(1, true, false), vec![3, 2, 4]);
+        assert_eq!(b.storage(2, true, false), vec![4, 4, 4]);
+        assert_eq!(b.storage(8, true, false), vec![16, 16, 16]);
+        assert_eq!(b.storage(4, false, false), vec![3, 0, 4]);
+        assert_eq!(b.storage(2, true, true), vec![4, 2, 4]);
+        assert_eq!(b.storage(4, true, true), vec![4, 4, 4]);
+        assert_eq!(b.storage(1, true, true), vec![3, 1, 4]);
         assert_eq!(
             b.slots(&[4, 0, 1]),
             vec![(0, 0, true), (0, 1, true), (0, 2, true), (0, 3, false), (2, 0, true)]

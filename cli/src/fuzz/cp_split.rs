@@ -1,13 +1,23 @@
 //! CP sharding: a packed batch (token ids, unshifted labels, position ids, real and padded
 //! `cu_seqlens`) and a CP size in, every rank's token ids, labels and position ids out. Every
 //! token id of a request is distinct ([`CP_SPLIT_TAG_BASE`]` + storage index), so each local slot
-//! maps back to the storage token it holds; the shards are judged by [`check_cp_shard`]
-//! (coverage, zigzag order, labels rolled before the split, no silent truncation, position ids)
-//! and a refusal by [`check_split_accepted`] (only a slot that is not a multiple of `2·cp` may
-//! be refused).
+//! maps back to the storage token it holds; the shards are judged by [`check_cp_shard_in`]
+//! (coverage, the layout's order, labels rolled before the split, no silent truncation,
+//! position ids) and a refusal by [`check_split_accepted_in`] (only a slot that is not a
+//! multiple of `2·cp` may be refused).
+//!
+//! The layout is the stack's (`--cp-layout`, else the profile's `cp_layout`): the zigzag, or
+//! `contiguous`, where rank r holds piece r of `cp` equal pieces of the whole pack (Ulysses,
+//! slime's `--allgather-cp`) or of every slot (ring-flash-attn's varlen ring); the shards are
+//! judged by the contiguous reading they follow more closely ([`closest_contiguous`]), slots
+//! are padded to multiples of `cp`, and a refusal is allowed only for a slot that is not a
+//! multiple of `cp`. A contiguous request says so: `"cp_layout": "contiguous"`.
 
+use crate::args::CpSplitLayout;
 use crate::protocol::{CP_SPLIT_TAG_BASE, CpSplitRequest, CpSplitResponse};
-use properties::checks::{ShardView, check_cp_shard, check_split_accepted};
+use properties::checks::{
+    ShardLayout, ShardView, check_cp_shard_in, check_split_accepted_in, closest_contiguous,
+};
 use properties::strategies::arb_cp;
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
@@ -17,23 +27,29 @@ use thd::IGNORE_INDEX;
 use super::cp_batch::{CpBatch, arb_cp_batch};
 use super::{Failure, Target, response};
 
-/// The cp-split target.
-pub struct CpSplitTarget;
+/// The cp-split target: the splitter's layout.
+pub struct CpSplitTarget {
+    /// How the splitter lays the tokens over the ranks.
+    pub layout: CpSplitLayout,
+}
 
 /// A batch and the CP size it is split for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SplitCase {
     /// The CP size.
     pub cp: usize,
-    /// Slots padded to a multiple of `2·cp` (else real lengths, often not divisible).
+    /// Slots padded to a multiple of `2·cp` (contiguous: of `cp`; else real lengths, often not
+    /// divisible).
     pub padded: bool,
     /// The batch.
     pub batch: CpBatch,
+    /// The layout the splitter claims (the same for every case of a run).
+    pub layout: CpSplitLayout,
 }
 
 impl SplitCase {
     fn storage(&self) -> Vec<u32> {
-        self.batch.storage(self.cp, self.padded)
+        self.batch.storage(self.cp, self.padded, self.layout == CpSplitLayout::Contiguous)
     }
 
     fn request(&self) -> CpSplitRequest {
@@ -75,19 +91,33 @@ impl Target for CpSplitTarget {
     }
 
     fn invariants(&self) -> &'static str {
-        "cp-shard (coverage, zigzag, no truncation), cp-labels, cp-position-ids, cp-split-accepted"
+        match self.layout {
+            CpSplitLayout::Zigzag => {
+                "cp-shard (coverage, zigzag, no truncation), cp-labels, cp-position-ids, cp-split-accepted"
+            }
+            CpSplitLayout::Contiguous => {
+                "cp-shard (coverage, contiguous pieces: no overlap, no gap, equal), cp-labels, cp-position-ids, cp-split-accepted"
+            }
+        }
     }
 
-    /// A CP size from {1, 2, 4, 8}, slots padded to a multiple of `2·cp` in 4 cases of 5 (else
-    /// the real lengths, which a splitter may refuse), and a [`CpBatch`].
+    /// A CP size from {1, 2, 4, 8}, slots padded to a multiple of `2·cp` (contiguous: `cp`) in
+    /// 4 cases of 5 (else the real lengths, which a splitter may refuse), and a [`CpBatch`].
     fn strategy(&self) -> BoxedStrategy<SplitCase> {
+        let layout = self.layout;
         (arb_cp(), prop::bool::weighted(0.8), arb_cp_batch())
-            .prop_map(|(cp, padded, batch)| SplitCase { cp, padded, batch })
+            .prop_map(move |(cp, padded, batch)| SplitCase { cp, padded, batch, layout })
             .boxed()
     }
 
     fn payload(&self, case: &SplitCase) -> Value {
-        serde_json::to_value(case.request()).unwrap_or(Value::Null)
+        let mut v = serde_json::to_value(case.request()).unwrap_or(Value::Null);
+        if case.layout == CpSplitLayout::Contiguous
+            && let Some(map) = v.as_object_mut()
+        {
+            map.insert("cp_layout".into(), "contiguous".into());
+        }
+        v
     }
 
     fn judge(
@@ -105,7 +135,12 @@ impl Target for CpSplitTarget {
         let ranks = match (resp.ranks, resp.rejected) {
             (Some(ranks), None) => ranks,
             (None, Some(why)) => {
-                return check_split_accepted(cp, &storage, Some(&why.0))
+                // Either contiguous reading may refuse a slot that is not a multiple of cp.
+                let layout = match case.layout {
+                    CpSplitLayout::Zigzag => ShardLayout::Zigzag,
+                    CpSplitLayout::Contiguous => ShardLayout::ContiguousSlots,
+                };
+                return check_split_accepted_in(layout, cp, &storage, Some(&why.0))
                     .map_err(|v| with(Failure::stated(v)));
             }
             _ => {
@@ -169,6 +204,10 @@ impl Target for CpSplitTarget {
             unshifted_labels: Some(&req.labels),
             position_ids: position_ids.as_deref(),
         };
-        check_cp_shard(&view).map_err(|v| with(Failure::stated(v)))
+        let layout = match case.layout {
+            CpSplitLayout::Zigzag => ShardLayout::Zigzag,
+            CpSplitLayout::Contiguous => closest_contiguous(&view),
+        };
+        check_cp_shard_in(&view, layout).map_err(|v| with(Failure::stated(v)))
     }
 }

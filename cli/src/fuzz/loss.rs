@@ -1,18 +1,22 @@
 //! CP-local losses: one global packed batch, sent at every CP size in {1, 2, 4, 8} (one request
-//! each) as every rank's zigzag shard of f64 logits and of labels rolled before the split. The
+//! each) as every rank's shard of f64 logits and of labels rolled before the split: the zigzag,
+//! or with `--cp-layout contiguous` (or a profile's `cp_layout`) piece r of `cp` equal
+//! contiguous pieces of the whole pack, slots padded to multiples of `cp` (the request then
+//! says `"cp_layout": "contiguous"`). The
 //! loss the adapter reports must be the oracle's global loss (CP-LOSS: [`cp_loss_violations`]
 //! with the parts it reports, [`check_reported_loss`] without), and the valid-token count it
 //! reports, if any, the global count at every CP size (TOKENS-CP: [`check_tokens_cp`]).
 //!
 //! The expected loss is `oracle::cross_entropy` on the unsharded batch (each segment's real
 //! tokens, labels shifted within it); the shards are cut with `properties`' own
-//! [`zigzag_positions`] and [`roll_labels`], never with `thd`'s CP code.
+//! [`ShardLayout::positions`] and [`roll_labels`], never with `thd`'s CP code.
 
+use crate::args::CpSplitLayout;
 use crate::protocol::{LossRequest, LossResponse, LossShard, quote_non_finite};
 use candle_core::{Device, Tensor};
 use properties::checks::{
-    LossRecord, PartLoss, Split, TokenCounts, TokenRecord, check_reported_loss, check_tokens_cp,
-    cp_loss_violations, roll_labels, zigzag_positions,
+    LossRecord, PartLoss, ShardLayout, Split, TokenCounts, TokenRecord, check_reported_loss,
+    check_tokens_cp, cp_loss_violations, roll_labels,
 };
 use properties::strategies::{mix, noise};
 use proptest::prelude::*;
@@ -41,6 +45,8 @@ pub const DEFAULT_RTOL: f64 = 1e-9;
 pub struct LossTarget {
     /// Relative tolerance of the loss and Σ NLL against the oracle.
     pub rtol: f64,
+    /// How the shards are cut.
+    pub layout: CpSplitLayout,
 }
 
 /// A global batch with its vocabulary and values, and the CP sizes it is sent at.
@@ -54,6 +60,8 @@ pub struct LossCase {
     pub vocab: usize,
     /// Seed of the labels and logits.
     pub seed: u64,
+    /// How the shards are cut (the same for every case of a run).
+    pub layout: CpSplitLayout,
 }
 
 impl LossCase {
@@ -74,10 +82,13 @@ impl LossCase {
             .collect()
     }
 
-    /// The request at CP size `cp`: slots padded to a multiple of `2·cp`, labels rolled on the
-    /// full sequence, then every rank's zigzag chunks.
+    /// The request at CP size `cp`: slots padded to a multiple of `2·cp` (contiguous: `cp`),
+    /// labels rolled on the full sequence, then every rank's zigzag chunks (contiguous: its piece
+    /// of the whole pack).
     fn request(&self, cp: usize) -> LossRequest {
-        let storage = self.batch.storage(cp, true);
+        let contiguous = self.layout == CpSplitLayout::Contiguous;
+        let layout = if contiguous { ShardLayout::Contiguous } else { ShardLayout::Zigzag };
+        let storage = self.batch.storage(cp, true, contiguous);
         let slots = self.batch.slots(&storage);
         let unshifted: Vec<i64> = slots
             .iter()
@@ -86,7 +97,7 @@ impl LossCase {
         let rolled = roll_labels(&self.batch.lens(), &storage, &unshifted);
         let ranks = (0..cp)
             .map(|r| {
-                let held = zigzag_positions(&storage, cp, r);
+                let held = layout.positions(&storage, cp, r);
                 LossShard {
                     cp_rank: r,
                     logits: held.iter().map(|&g| self.logits(slots[g].0, slots[g].1)).collect(),
@@ -95,6 +106,17 @@ impl LossCase {
             })
             .collect();
         LossRequest { cp_size: cp, vocab: self.vocab, ranks }
+    }
+
+    /// The request at CP size `cp` as sent: a contiguous one says so.
+    fn payload(&self, cp: usize) -> Value {
+        let mut v = serde_json::to_value(self.request(cp)).unwrap_or(Value::Null);
+        if self.layout == CpSplitLayout::Contiguous
+            && let Some(map) = v.as_object_mut()
+        {
+            map.insert("cp_layout".into(), "contiguous".into());
+        }
+        v
     }
 
     /// The oracle's loss on the unsharded batch: every segment's real tokens, one after the
@@ -131,23 +153,19 @@ impl Target for LossTarget {
     /// sent at cp 1, 2, 4 and 8. Shrinking shrinks the batch first (while it fails at some CP
     /// size), then drops CP sizes, the largest first, so that the smallest failing one stays.
     fn strategy(&self) -> BoxedStrategy<LossCase> {
+        let layout = self.layout;
         (2usize..=8, 0u64..1000, arb_cp_batch(), CpSizes)
-            .prop_map(|(vocab, seed, batch, cps)| LossCase { cps, batch, vocab, seed })
+            .prop_map(move |(vocab, seed, batch, cps)| LossCase { cps, batch, vocab, seed, layout })
             .boxed()
     }
 
     /// The first request (the smallest CP size left).
     fn payload(&self, case: &LossCase) -> Value {
-        case.cps.first().map_or(Value::Null, |&cp| {
-            serde_json::to_value(case.request(cp)).unwrap_or(Value::Null)
-        })
+        case.cps.first().map_or(Value::Null, |&cp| case.payload(cp))
     }
 
     fn payloads(&self, case: &LossCase) -> Vec<Value> {
-        case.cps
-            .iter()
-            .map(|&cp| serde_json::to_value(case.request(cp)).unwrap_or(Value::Null))
-            .collect()
+        case.cps.iter().map(|&cp| case.payload(cp)).collect()
     }
 
     fn judge(
@@ -342,19 +360,30 @@ mod tests {
             },
             vocab: 3,
             seed: 7,
+            layout: CpSplitLayout::Zigzag,
         };
         let global = case.oracle();
         // Segment 0: tokens 1, 2 are valid targets of 0, 1; segment 3: 1..=4 of 0..=3.
         assert_eq!(global.count, 2 + 4);
+        let contiguous = LossCase { layout: CpSplitLayout::Contiguous, ..case.clone() };
         for cp in CP_SIZES {
-            let req = case.request(cp);
-            assert_eq!(req.ranks.len(), cp);
-            let rows: usize = req.ranks.iter().map(|r| r.logits.len()).sum();
-            assert_eq!(rows, case.batch.storage(cp, true).iter().sum::<u32>() as usize);
-            let valid: usize =
-                req.ranks.iter().map(|r| r.labels.iter().filter(|&&y| y >= 0).count()).sum();
-            assert_eq!(valid as u64, global.count, "cp={cp}");
+            for (case, stored) in [
+                (&case, case.batch.storage(cp, true, false)),
+                (&contiguous, case.batch.storage(cp, true, true)),
+            ] {
+                let req = case.request(cp);
+                assert_eq!(req.ranks.len(), cp);
+                let rows: Vec<usize> = req.ranks.iter().map(|r| r.logits.len()).collect();
+                assert_eq!(rows.iter().sum::<usize>(), stored.iter().sum::<u32>() as usize);
+                assert!(rows.iter().all(|&n| n == rows[0]), "equal shards: {rows:?}");
+                let valid: usize =
+                    req.ranks.iter().map(|r| r.labels.iter().filter(|&&y| y >= 0).count()).sum();
+                assert_eq!(valid as u64, global.count, "cp={cp}, {:?}", case.layout);
+            }
         }
+        // A contiguous request says so; a zigzag one is as before.
+        assert_eq!(contiguous.payload(2)["cp_layout"], "contiguous");
+        assert!(case.payload(2).get("cp_layout").is_none());
         // Nothing valid: loss 0.
         let empty =
             LossCase { batch: CpBatch { mask: LabelMask::All, ..case.batch.clone() }, ..case };

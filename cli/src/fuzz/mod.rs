@@ -305,12 +305,20 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
             out,
         ),
         FuzzTarget::Loss => drive(
-            &loss::LossTarget { rtol: args.rtol.unwrap_or(DEFAULT_LOSS_RTOL) },
+            &loss::LossTarget {
+                rtol: args.rtol.unwrap_or(DEFAULT_LOSS_RTOL),
+                layout: args.cp_split_layout(profile.as_deref()),
+            },
             args,
             transport,
             out,
         ),
-        FuzzTarget::CpSplit => drive(&cp_split::CpSplitTarget, args, transport, out),
+        FuzzTarget::CpSplit => drive(
+            &cp_split::CpSplitTarget { layout: args.cp_split_layout(profile.as_deref()) },
+            args,
+            transport,
+            out,
+        ),
     }
 }
 

@@ -1,8 +1,10 @@
-//! CP-SHARD: zigzag shards, their reassembly, and the labels and positions each rank holds.
+//! CP-SHARD: zigzag or contiguous shards, their reassembly, and the labels and positions each
+//! rank holds.
 
+use serde::Serialize;
 use thd::IGNORE_INDEX;
 
-use super::{CP_LABELS, CP_POSITION_IDS, CP_SHARD, CP_SPLIT_ACCEPTED, Rule};
+use super::{CP_LABELS, CP_POSITION_IDS, CP_SHARD, CP_SPLIT_ACCEPTED, Outcome, Rule};
 use crate::{Checked, Location, Violation};
 
 /// What the CP ranks hold, as plain data.
@@ -49,6 +51,147 @@ fn locate(lens: &[u32], storage: &[u32], g: usize) -> Option<(usize, usize, bool
         start += p as usize;
     }
     None
+}
+
+/// How a CP split lays the tokens of a batch over the ranks (a profile's `cp_layout`).
+///
+/// ```text
+/// Zigzag           every slot in 2·cp equal chunks; rank r holds chunks r and 2·cp−1−r of each
+/// Contiguous       the whole pack (the slots back to back, T tokens) in cp equal pieces;
+///                  rank r holds tokens [r·T/cp, (r+1)·T/cp)
+/// ContiguousSlots  every slot in cp equal pieces; rank r holds piece r of each
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShardLayout {
+    /// Dual-chunk load balancing (TransformerEngine, Megatron `get_batch_on_this_cp_rank`,
+    /// bionemo, AReaL, slime's default path).
+    #[default]
+    Zigzag,
+    /// One contiguous piece of the whole pack per rank (DeepSpeed Ulysses, slime's
+    /// `--allgather-cp`, Nanotron, llama3-style ring attention); the ranks keep the global
+    /// offsets.
+    Contiguous,
+    /// One contiguous piece of every slot per rank (ring-flash-attn's `ring_flash_attn_varlen`,
+    /// whose ranks keep the local offsets `cu_seqlens / cp`).
+    ContiguousSlots,
+}
+
+impl ShardLayout {
+    /// Its name in reports: `zigzag`, `contiguous`, `contiguous per slot`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShardLayout::Zigzag => "zigzag",
+            ShardLayout::Contiguous => "contiguous",
+            ShardLayout::ContiguousSlots => "contiguous per slot",
+        }
+    }
+
+    /// Whether the layout is one of the contiguous ones.
+    pub fn is_contiguous(self) -> bool {
+        self != ShardLayout::Zigzag
+    }
+
+    /// The first length that keeps the layout from splitting `storage` into equal pieces over
+    /// `cp` ranks, as a sentence; `None` when it splits.
+    ///
+    /// # Example
+    /// ```
+    /// use properties::checks::ShardLayout;
+    /// assert!(ShardLayout::Zigzag.indivisible(&[4, 8], 2).is_none());
+    /// assert!(ShardLayout::Zigzag.indivisible(&[6], 2).is_some());
+    /// assert!(ShardLayout::Contiguous.indivisible(&[3, 3], 2).is_none()); // T = 6
+    /// assert!(ShardLayout::ContiguousSlots.indivisible(&[3, 3], 2).is_some());
+    /// ```
+    pub fn indivisible(self, storage: &[u32], cp: usize) -> Option<String> {
+        if cp <= 1 {
+            return None;
+        }
+        let slot = |unit: usize, what: &str| {
+            storage.iter().position(|&p| !(p as usize).is_multiple_of(unit)).map(|i| {
+                format!(
+                    "segment {i}: slot of {} tokens is not divisible by {what} = {unit}",
+                    storage[i]
+                )
+            })
+        };
+        match self {
+            ShardLayout::Zigzag => slot(2 * cp, "2*cp"),
+            ShardLayout::ContiguousSlots => slot(cp, "cp"),
+            ShardLayout::Contiguous => {
+                let total: usize = storage.iter().map(|&p| p as usize).sum();
+                (!total.is_multiple_of(cp))
+                    .then(|| format!("the pack of {total} tokens is not divisible by cp = {cp}"))
+            }
+        }
+    }
+
+    /// The global storage indices rank `rank` holds, in local order, computed the obvious way
+    /// ([`zigzag_positions`], [`contiguous_positions`], [`contiguous_slot_positions`]).
+    pub fn positions(self, storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
+        match self {
+            ShardLayout::Zigzag => zigzag_positions(storage, cp, rank),
+            ShardLayout::Contiguous => contiguous_positions(storage, cp, rank),
+            ShardLayout::ContiguousSlots => contiguous_slot_positions(storage, cp, rank),
+        }
+    }
+
+    /// What rank `rank` holds, in words: `chunks 1 and 2 of every slot`, `tokens 12..24 of
+    /// the pack`, `piece 1 of every slot`.
+    pub fn piece(self, storage: &[u32], cp: usize, rank: usize) -> String {
+        match self {
+            ShardLayout::Zigzag => format!("chunks {rank} and {} of every slot", 2 * cp - 1 - rank),
+            ShardLayout::Contiguous => {
+                let n = storage.iter().map(|&p| p as usize).sum::<usize>() / cp.max(1);
+                format!("tokens {}..{} of the pack", rank * n, (rank + 1) * n)
+            }
+            ShardLayout::ContiguousSlots => format!("piece {rank} of every slot"),
+        }
+    }
+
+    /// The rank whose piece holds global storage token `g`, when the layout splits `storage`.
+    fn owner(self, storage: &[u32], cp: usize, g: usize) -> Option<usize> {
+        if self.indivisible(storage, cp).is_some() {
+            return None;
+        }
+        (0..cp).find(|&r| self.positions(storage, cp, r).contains(&g))
+    }
+}
+
+/// The contiguous assignment of the whole pack, computed the obvious way: the slots back to
+/// back are `T` tokens, and rank `r` holds `[r·⌊T/cp⌋, (r+1)·⌊T/cp⌋)` (every token when
+/// `cp = 1`; a pack that is not a multiple of `cp` has no equal split, and its tail is on no
+/// rank here).
+///
+/// # Example
+/// ```
+/// use properties::checks::contiguous_positions;
+/// // Slots of 6, 7, 7 and 4 tokens over cp = 2 (slime's --allgather-cp): 12 tokens each.
+/// assert_eq!(contiguous_positions(&[6, 7, 7, 4], 2, 1), (12..24).collect::<Vec<_>>());
+/// ```
+pub fn contiguous_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
+    let total: usize = storage.iter().map(|&p| p as usize).sum();
+    let n = total / cp.max(1);
+    (rank * n..(rank + 1) * n).collect()
+}
+
+/// The contiguous assignment of every slot, computed the obvious way: rank `r` holds piece `r`
+/// of `cp` equal pieces of every segment's slot, segment by segment.
+///
+/// # Example
+/// ```
+/// use properties::checks::contiguous_slot_positions;
+/// assert_eq!(contiguous_slot_positions(&[4, 2], 2, 1), vec![2, 3, 5]);
+/// ```
+pub fn contiguous_slot_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut start = 0usize;
+    for &p in storage {
+        let n = p as usize / cp.max(1);
+        out.extend(start + rank * n..start + (rank + 1) * n);
+        start += p as usize;
+    }
+    out
 }
 
 /// The zigzag assignment, computed the obvious way: rank `r` holds chunks `r` and
@@ -118,7 +261,8 @@ pub fn roll_labels(lens: &[u32], storage: &[u32], unshifted: &[i64]) -> Vec<i64>
 }
 
 /// Reassembles per-rank zigzag shards into the global storage order, the obvious way: rank
-/// `r`'s local slot `k` goes to global index [`zigzag_positions`]`(storage, cp, r)[k]`.
+/// `r`'s local slot `k` goes to global index [`zigzag_positions`]`(storage, cp, r)[k]`
+/// ([`reassemble_shards`] with [`ShardLayout::Zigzag`]).
 ///
 /// # Errors
 /// A sentence for a slot that does not split into `2·cp` chunks, a wrong number of shards, or a
@@ -137,25 +281,46 @@ pub fn zigzag_reassemble<T: Clone + Default>(
     cp: usize,
     parts: &[Vec<T>],
 ) -> Result<Vec<T>, String> {
+    reassemble_shards(ShardLayout::Zigzag, storage, cp, parts)
+}
+
+/// Reassembles per-rank shards of `layout` into the global storage order, the obvious way:
+/// rank `r`'s local slot `k` goes to global index `layout.positions(storage, cp, r)[k]`.
+///
+/// # Errors
+/// A sentence for lengths the layout does not split into equal pieces
+/// ([`ShardLayout::indivisible`]), a wrong number of shards, or a shard whose length is not
+/// what the layout gives its rank.
+///
+/// # Example
+/// ```
+/// use properties::checks::{ShardLayout, reassemble_shards};
+/// // Two slots of 3 and 1 tokens over cp = 2, the whole pack in two contiguous pieces.
+/// let parts = vec![vec![10, 11], vec![12, 20]];
+/// let back = reassemble_shards(ShardLayout::Contiguous, &[3, 1], 2, &parts).unwrap();
+/// assert_eq!(back, vec![10, 11, 12, 20]);
+/// assert!(reassemble_shards(ShardLayout::Contiguous, &[3, 2], 2, &parts).is_err()); // T = 5
+/// ```
+pub fn reassemble_shards<T: Clone + Default>(
+    layout: ShardLayout,
+    storage: &[u32],
+    cp: usize,
+    parts: &[Vec<T>],
+) -> Result<Vec<T>, String> {
     if cp == 0 || parts.len() != cp {
         return Err(format!("{} shards for cp = {cp}", parts.len()));
     }
-    if cp > 1
-        && let Some(i) = storage.iter().position(|&p| !(p as usize).is_multiple_of(2 * cp))
-    {
-        return Err(format!(
-            "segment {i}: slot of {} tokens is not divisible by 2*cp = {}",
-            storage[i],
-            2 * cp
-        ));
+    if let Some(why) = layout.indivisible(storage, cp) {
+        return Err(why);
     }
     let total: usize = storage.iter().map(|&p| p as usize).sum();
     let mut out = vec![T::default(); total];
     for (r, part) in parts.iter().enumerate() {
-        let pos = zigzag_positions(storage, cp, r);
+        let pos = layout.positions(storage, cp, r);
         if pos.len() != part.len() {
+            let split = if layout.is_contiguous() { "the contiguous split" } else { "the zigzag" };
             return Err(format!(
-                "rank {r} holds {} tokens, the zigzag gives it {}",
+                "rank {r} holds {} tokens, {split} gives it {}",
                 part.len(),
                 pos.len()
             ));
@@ -167,7 +332,8 @@ pub fn zigzag_reassemble<T: Clone + Default>(
     Ok(out)
 }
 
-/// CP-SHARD on the shards of one batch.
+/// CP-SHARD on the shards of one batch, zigzag ([`check_cp_shard_in`] with
+/// [`ShardLayout::Zigzag`]).
 ///
 /// ```text
 /// every real token is held by exactly one rank            (nothing lost, nothing duplicated)
@@ -191,6 +357,35 @@ pub fn zigzag_reassemble<T: Clone + Default>(
 /// assert_eq!(v.at.token, Some(2));
 /// ```
 pub fn check_cp_shard(view: &ShardView<'_>) -> Checked {
+    check_cp_shard_in(view, ShardLayout::Zigzag)
+}
+
+/// CP-SHARD on the shards of one batch split by `layout`.
+///
+/// ```text
+/// every real token is held by exactly one rank            (no overlap, no gap, no truncation)
+/// rank r holds what the layout gives it                    (when the lengths split; see ShardLayout)
+/// contiguous: the pieces are equal                         (T / cp tokens on every rank)
+/// labels[r][k] = target of its global token               (rolled on the full sequence, then split)
+/// position_ids[r][k] = offset of its token in its segment  (real tokens)
+/// ```
+///
+/// # Errors
+/// The first rule broken, naming the rank, the token (global for a token held twice or never,
+/// local otherwise), the segment, expected and got.
+///
+/// # Example
+/// ```
+/// use properties::checks::{ShardLayout, ShardView, check_cp_shard_in};
+/// // One sequence of 4 tokens over cp = 2, contiguous pieces that overlap by one token.
+/// let positions = vec![vec![Some(0), Some(1), Some(2)], vec![Some(2), Some(3)]];
+/// let view = ShardView { cp: 2, lens: &[4], storage: &[4], positions: &positions,
+///     labels: None, unshifted_labels: None, position_ids: None };
+/// let v = check_cp_shard_in(&view, ShardLayout::Contiguous).unwrap_err();
+/// assert_eq!((v.id, v.at.rank, v.at.token), ("cp-shard", Some(0), Some(2)));
+/// assert_eq!(v.got, "held by ranks 0 and 1");
+/// ```
+pub fn check_cp_shard_in(view: &ShardView<'_>, layout: ShardLayout) -> Checked {
     let cp = view.cp;
     let total: usize = view.storage.iter().map(|&p| p as usize).sum();
     if cp == 0 {
@@ -223,6 +418,9 @@ pub fn check_cp_shard(view: &ShardView<'_>) -> Checked {
         for j in 0..s as usize {
             let g = start + j;
             if holders[g].len() != 1 {
+                if layout.is_contiguous() {
+                    return Err(contiguous_coverage(view, layout, (i, j, g), &holders[g]));
+                }
                 let got = if holders[g].is_empty() {
                     "held by no rank".to_string()
                 } else {
@@ -240,23 +438,67 @@ pub fn check_cp_shard(view: &ShardView<'_>) -> Checked {
         }
         start += p as usize;
     }
-    let divisible = cp == 1 || view.storage.iter().all(|&p| (p as usize).is_multiple_of(2 * cp));
-    if divisible {
+    let indivisible = layout.indivisible(view.storage, cp);
+    if indivisible.is_none() {
         for (r, shard) in view.positions.iter().enumerate() {
-            let want = zigzag_positions(view.storage, cp, r);
+            let want = layout.positions(view.storage, cp, r);
             if shard.len() != want.len() {
-                return Err(v("every rank holds T / cp tokens", cp)
+                let text = if layout.is_contiguous() {
+                    "every rank holds an equal contiguous piece of T / cp tokens"
+                } else {
+                    "every rank holds T / cp tokens"
+                };
+                let mut e = v(text, cp)
                     .at(Location::default().cp(cp).rank(r))
                     .expected(want.len())
-                    .got(shard.len()));
+                    .got(shard.len());
+                if layout.is_contiguous() {
+                    e = e.note(format!(
+                        "rank {r} must hold {} ({}), it holds {}",
+                        layout.piece(view.storage, cp, r),
+                        plural(want.len(), "token"),
+                        held(shard)
+                    ));
+                }
+                return Err(e);
             }
             if let Some(k) = (0..want.len()).find(|&k| shard[k] != Some(want[k])) {
+                if layout.is_contiguous() {
+                    return Err(v("rank r holds piece r of the contiguous split", cp)
+                        .at(Location::default().cp(cp).rank(r).token(k))
+                        .expected(format!("global token {}", want[k]))
+                        .got(shard[k].map_or("a token not of the batch".into(), |g| {
+                            format!("global token {g}")
+                        }))
+                        .note(format!(
+                            "rank {r} must hold {} ({}); it holds {}",
+                            layout.piece(view.storage, cp, r),
+                            layout.name(),
+                            held(shard)
+                        )));
+                }
                 return Err(v("rank r holds chunks r and 2·cp−1−r of every segment (zigzag)", cp)
                     .at(Location::default().cp(cp).rank(r).token(k))
                     .expected(format!("global token {}", want[k]))
-                    .got(format!("{:?}", shard[k])));
+                    .got(shard[k].map_or("a token not of the batch".into(), |g| {
+                        format!("global token {g}")
+                    })));
             }
         }
+    } else if layout.is_contiguous()
+        && let Some(r) = (1..cp).find(|&r| view.positions[r].len() != view.positions[0].len())
+    {
+        // No equal split exists: the pieces came out unequal (torch.chunk of a length that
+        // is not a multiple of cp) instead of being padded or refused.
+        return Err(v("every rank holds an equal contiguous piece of T / cp tokens", cp)
+            .at(Location::default().cp(cp).rank(r))
+            .expected(format!("{} tokens, as rank 0", view.positions[0].len()))
+            .got(view.positions[r].len())
+            .note(format!(
+                "{}: a contiguous split pads it to a multiple of cp or refuses it, never cuts \
+                 unequal pieces",
+                indivisible.unwrap_or_default()
+            )));
     }
     if let (Some(labels), Some(unshifted)) = (view.labels, view.unshifted_labels) {
         for (r, shard) in view.positions.iter().enumerate() {
@@ -357,6 +599,221 @@ pub fn check_split_accepted(cp: usize, storage: &[u32], rejection: Option<&str>)
     }
 }
 
+/// What a shard holds, as runs of global storage tokens: `global tokens 0..13`, `global tokens
+/// 0..4, 6..8 and 1 token not of the batch`.
+fn held(shard: &[Option<usize>]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &g in shard.iter().flatten() {
+        match runs.last_mut() {
+            Some((_, end)) if *end == g => *end += 1,
+            _ => runs.push((g, g + 1)),
+        }
+    }
+    let foreign = shard.iter().filter(|g| g.is_none()).count();
+    let mut parts: Vec<String> = runs.iter().take(4).map(|(a, b)| format!("{a}..{b}")).collect();
+    if runs.len() > 4 {
+        parts.push(format!("… ({} more runs)", runs.len() - 4));
+    }
+    let mut out = if parts.is_empty() {
+        "no token of the batch".to_string()
+    } else {
+        format!("global tokens {}", parts.join(", "))
+    };
+    if foreign > 0 {
+        out += &format!(" and {} not of the batch", plural(foreign, "token"));
+    }
+    out
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
+}
+
+/// Ranks as words: `0`, `0 and 1`, `0, 1 and 2`.
+fn and_list(ranks: &[usize]) -> String {
+    match ranks {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [init @ .., last] => {
+            let init: Vec<String> = init.iter().map(usize::to_string).collect();
+            format!("{} and {last}", init.join(", "))
+        }
+    }
+}
+
+/// The coverage violation of a contiguous split: global token `g` (offset `j` of segment `i`)
+/// is on `holders` (none: a gap; several: the pieces overlap), named at the rank that is wrong.
+fn contiguous_coverage(
+    view: &ShardView<'_>,
+    layout: ShardLayout,
+    (i, j, g): (usize, usize, usize),
+    holders: &[usize],
+) -> Violation {
+    let cp = view.cp;
+    let owner = layout.owner(view.storage, cp, g);
+    let expected = match owner {
+        Some(o) => format!("held by rank {o} only ({})", layout.piece(view.storage, cp, o)),
+        None => "held by exactly one rank".to_string(),
+    };
+    let at = Location::default().cp(cp).segment(i).token(g);
+    let e = v("every real token is held by exactly one rank", cp).expected(expected);
+    if holders.is_empty() {
+        let at = match owner {
+            Some(o) => at.rank(o),
+            None => at,
+        };
+        return e.at(at).got("held by no rank").note(format!(
+            "global token {g}, offset {j} of segment {i}: the contiguous pieces leave a gap; \
+             a pack that does not split into cp equal pieces is padded or refused, never \
+             truncated"
+        ));
+    }
+    let wrong = holders.iter().copied().find(|&r| Some(r) != owner).unwrap_or(holders[0]);
+    e.at(at.rank(wrong)).got(format!("held by ranks {}", and_list(holders))).note(format!(
+        "global token {g}, offset {j} of segment {i}: the contiguous pieces overlap; rank \
+         {wrong} holds {}",
+        held(&view.positions[wrong])
+    ))
+}
+
+/// CP-SHARD, divisibility, for a splitter of `layout`: it may reject a layout only when the
+/// lengths do not split into the layout's equal pieces ([`ShardLayout::indivisible`]); a
+/// valid layout must be accepted.
+///
+/// # Errors
+/// A valid layout rejected.
+///
+/// # Example
+/// ```
+/// use properties::checks::{ShardLayout, check_split_accepted_in};
+/// // 3 + 3 tokens: the whole pack splits over cp = 2, each slot does not.
+/// assert!(check_split_accepted_in(ShardLayout::Contiguous, 2, &[3, 3], Some("no")).is_err());
+/// assert!(check_split_accepted_in(ShardLayout::ContiguousSlots, 2, &[3, 3], Some("no")).is_ok());
+/// ```
+pub fn check_split_accepted_in(
+    layout: ShardLayout,
+    cp: usize,
+    storage: &[u32],
+    rejection: Option<&str>,
+) -> Checked {
+    if layout == ShardLayout::Zigzag {
+        return check_split_accepted(cp, storage, rejection);
+    }
+    let what = match layout {
+        ShardLayout::ContiguousSlots => "every slot",
+        _ => "the pack",
+    };
+    match rejection {
+        Some(msg) if layout.indivisible(storage, cp).is_none() => Err(violation(
+            CP_SPLIT_ACCEPTED,
+            &format!("a layout whose {what} divides into cp contiguous pieces is accepted"),
+            cp,
+        )
+        .expected("shards")
+        .got(format!("an error: {msg}"))),
+        _ => Ok(()),
+    }
+}
+
+/// The contiguous layout the shards of `view` follow more closely: the whole pack
+/// ([`ShardLayout::Contiguous`]) or every slot ([`ShardLayout::ContiguousSlots`]), by the
+/// number of local slots that hold what the layout gives them (the whole pack on a tie). Both
+/// are contiguous CP (Ulysses and slime split the pack, ring-flash-attn's varlen ring every
+/// sequence), so a splitter is judged by the one it meant.
+///
+/// # Example
+/// ```
+/// use properties::checks::{ShardLayout, ShardView, closest_contiguous};
+/// // Slots of 2 and 2 over cp = 2: rank 0 holds the first token of each slot.
+/// let positions = vec![vec![Some(0), Some(2)], vec![Some(1), Some(3)]];
+/// let view = ShardView { cp: 2, lens: &[2, 2], storage: &[2, 2], positions: &positions,
+///     labels: None, unshifted_labels: None, position_ids: None };
+/// assert_eq!(closest_contiguous(&view), ShardLayout::ContiguousSlots);
+/// ```
+pub fn closest_contiguous(view: &ShardView<'_>) -> ShardLayout {
+    let agree = |layout: ShardLayout| -> usize {
+        view.positions
+            .iter()
+            .enumerate()
+            .map(|(r, shard)| {
+                let want = layout.positions(view.storage, view.cp, r);
+                shard.iter().zip(&want).filter(|(g, w)| **g == Some(**w)).count()
+            })
+            .sum()
+    };
+    if agree(ShardLayout::ContiguousSlots) > agree(ShardLayout::Contiguous) {
+        ShardLayout::ContiguousSlots
+    } else {
+        ShardLayout::Contiguous
+    }
+}
+
+/// CP-SHARD, `cp-shard`, on the rank files of a CP group split contiguously (the whole pack in
+/// `cp` pieces, every rank keeping the `global` offsets): all the files can show is how many
+/// tokens each rank holds (`held[r]`) against the `T` tokens the offsets address. The pieces are
+/// read back to back when they add up to `T` (then only unequal pieces can be wrong), else
+/// each from where the layout starts it (`r·⌊T/cp⌋`), so that a token on two ranks (pieces
+/// that overlap) or on none (a gap) is named with its rank. Every stored token counts, padding
+/// included: the ranks hold the stream as it is.
+///
+/// # Example
+/// ```
+/// use properties::checks::{Status, contiguous_group};
+/// // 8 tokens over cp = 2; rank 0 kept one token of rank 1's piece.
+/// let o = contiguous_group(&[0, 5, 8], &[5, 4], "cu_seqlens");
+/// assert_eq!(o.status, Status::Violated);
+/// let v = o.violation.unwrap();
+/// assert_eq!((v.at.rank, v.at.token), (Some(0), Some(4)));
+/// assert!(contiguous_group(&[0, 5, 8], &[4, 4], "cu_seqlens").violation.is_none());
+/// ```
+pub fn contiguous_group(global: &[i64], held: &[usize], key: &str) -> Outcome {
+    let cp = held.len();
+    if cp == 0 {
+        return CP_SHARD.violated(CP_SHARD.violation().expected("cp >= 1").got("cp = 0"));
+    }
+    let storage: Vec<u32> = global
+        .windows(2)
+        .map(|w| u32::try_from((w[1] - w[0]).max(0)).unwrap_or(u32::MAX))
+        .collect();
+    let total: usize = storage.iter().map(|&p| p as usize).sum();
+    let n = total / cp;
+    let back_to_back = held.iter().sum::<usize>() == total;
+    let mut start = 0usize;
+    let positions: Vec<Vec<Option<usize>>> = held
+        .iter()
+        .enumerate()
+        .map(|(r, &c)| {
+            let from = if back_to_back { start } else { r * n };
+            start += c;
+            (from..from + c).map(|g| (g < total).then_some(g)).collect()
+        })
+        .collect();
+    let view = ShardView {
+        cp,
+        lens: &storage,
+        storage: &storage,
+        positions: &positions,
+        labels: None,
+        unshifted_labels: None,
+        position_ids: None,
+    };
+    match check_cp_shard_in(&view, ShardLayout::Contiguous) {
+        Ok(()) => CP_SHARD.ok(format!(
+            "contiguous over cp = {cp}: {} × {n} tokens of the pack, every token on exactly one rank",
+            plural(cp, "rank")
+        )),
+        Err(e) => {
+            let at = (*e.at).clone().key(key);
+            let note = format!(
+                "{}; the ranks hold {} tokens against the {total} of `{key}`",
+                e.note.as_deref().unwrap_or("the contiguous split"),
+                held.iter().map(usize::to_string).collect::<Vec<_>>().join(" + ")
+            );
+            CP_SHARD.violated(e.at(at).note(note))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,5 +852,103 @@ mod tests {
         );
         assert_eq!(check_split_accepted(2, &[4], Some("no")).unwrap_err().id, "cp-split-accepted");
         assert_eq!(check_reassembly(2, &[1, 2], &[2, 1]).unwrap_err().id, "cp-shard");
+    }
+
+    /// A view of one batch of storage `storage` (every token real) whose ranks hold `positions`.
+    fn all_real<'a>(storage: &'a [u32], positions: &'a [Vec<Option<usize>>]) -> ShardView<'a> {
+        ShardView {
+            cp: positions.len(),
+            lens: storage,
+            storage,
+            positions,
+            labels: None,
+            unshifted_labels: None,
+            position_ids: None,
+        }
+    }
+
+    fn run(from: usize, to: usize) -> Vec<Option<usize>> {
+        (from..to).map(Some).collect()
+    }
+
+    /// A contiguous split passes under its layout and fails under the zigzag; pieces that
+    /// overlap, leave a gap or come out unequal are named with the rank and the token.
+    #[test]
+    fn contiguous_splits_are_judged_by_their_layout() {
+        let storage = [6, 7, 7, 4]; // slime --allgather-cp: 24 tokens, 12 per rank
+        let good = vec![run(0, 12), run(12, 24)];
+        let view = all_real(&storage, &good);
+        assert!(check_cp_shard_in(&view, ShardLayout::Contiguous).is_ok());
+        assert_eq!(closest_contiguous(&view), ShardLayout::Contiguous);
+        // Slots that split both ways: the contiguous pieces are not the zigzag's.
+        let halves = vec![run(0, 6), run(6, 12)];
+        assert!(check_cp_shard_in(&all_real(&[8, 4], &halves), ShardLayout::Contiguous).is_ok());
+        let v = check_cp_shard(&all_real(&[8, 4], &halves)).unwrap_err();
+        assert_eq!((v.at.rank, v.at.token), (Some(0), Some(2)), "{v}");
+
+        let overlap = vec![run(0, 13), run(12, 24)];
+        let v =
+            check_cp_shard_in(&all_real(&storage, &overlap), ShardLayout::Contiguous).unwrap_err();
+        assert_eq!(
+            (v.id, v.at.rank, v.at.token, v.at.segment),
+            ("cp-shard", Some(0), Some(12), Some(1))
+        );
+        assert_eq!(v.expected, "held by rank 1 only (tokens 12..24 of the pack)");
+        assert_eq!(v.got, "held by ranks 0 and 1");
+        assert!(v.note.as_deref().unwrap().contains("rank 0 holds global tokens 0..13"), "{v}");
+
+        let gap = vec![run(0, 11), run(12, 24)];
+        let v = check_cp_shard_in(&all_real(&storage, &gap), ShardLayout::Contiguous).unwrap_err();
+        assert_eq!((v.at.rank, v.at.token, v.got.as_str()), (Some(0), Some(11), "held by no rank"));
+
+        let unequal = vec![run(0, 13), run(13, 24)];
+        let v =
+            check_cp_shard_in(&all_real(&storage, &unequal), ShardLayout::Contiguous).unwrap_err();
+        assert_eq!((v.at.rank, v.expected.as_str(), v.got.as_str()), (Some(0), "12", "13"));
+        assert!(v.rule.contains("equal contiguous piece"), "{v}");
+
+        // 7 tokens over cp = 2 cut as torch.chunk does: 4 + 3.
+        let chunked = vec![run(0, 4), run(4, 7)];
+        let v = check_cp_shard_in(&all_real(&[7], &chunked), ShardLayout::Contiguous).unwrap_err();
+        assert_eq!((v.at.rank, v.got.as_str()), (Some(1), "3"));
+        assert!(v.note.as_deref().unwrap().contains("not divisible by cp = 2"), "{v}");
+
+        // Per slot: rank r holds piece r of each slot.
+        let slots = [4, 2];
+        let per_slot = vec![vec![Some(0), Some(1), Some(4)], vec![Some(2), Some(3), Some(5)]];
+        let view = all_real(&slots, &per_slot);
+        assert!(check_cp_shard_in(&view, ShardLayout::ContiguousSlots).is_ok());
+        assert_eq!(closest_contiguous(&view), ShardLayout::ContiguousSlots);
+        let v = check_cp_shard_in(&view, ShardLayout::Contiguous).unwrap_err();
+        assert_eq!((v.at.rank, v.at.token), (Some(0), Some(2)), "{v}");
+        assert_eq!(
+            reassemble_shards(
+                ShardLayout::ContiguousSlots,
+                &slots,
+                2,
+                &[vec![1, 2, 5], vec![3, 4, 6]]
+            ),
+            Ok(vec![1, 2, 3, 4, 5, 6])
+        );
+    }
+
+    /// A CP group's rank files show only how many tokens each rank holds.
+    #[test]
+    fn contiguous_groups_are_judged_by_their_counts() {
+        let global = [0, 6, 13, 20, 24];
+        let ok = contiguous_group(&global, &[12, 12], "cu_seqlens_q");
+        assert_eq!(ok.status, crate::checks::Status::Ok, "{ok:?}");
+        assert!(ok.detail.starts_with("contiguous over cp = 2"), "{}", ok.detail);
+        for (held, rank, token, got) in [
+            (&[13, 12][..], 0, 12, "held by ranks 0 and 1"),
+            (&[12, 11][..], 1, 23, "held by no rank"),
+        ] {
+            let v = contiguous_group(&global, held, "cu_seqlens_q").violation.unwrap();
+            assert_eq!((v.at.rank, v.at.token, v.got.as_str()), (Some(rank), Some(token), got));
+            assert_eq!(v.at.key.as_deref(), Some("cu_seqlens_q"));
+        }
+        // Back to back but unequal: 13 + 11.
+        let v = contiguous_group(&global, &[13, 11], "cu_seqlens_q").violation.unwrap();
+        assert_eq!((v.at.rank, v.expected.as_str(), v.got.as_str()), (Some(0), "12", "13"));
     }
 }

@@ -4,7 +4,8 @@
 //! [`Outcome`] (ok, violated with its [`Violation`](crate::Violation), skipped with why, plus
 //! notes) under its id in [`RULES`]; the `check_*` functions return `Ok(())` or the first
 //! violation, which is what the property tests use ([`first_violation`]). No rule here calls
-//! the `thd` code it judges: offsets, zigzag positions and sums are computed the obvious way.
+//! the `thd` code it judges: offsets, zigzag and contiguous positions and sums are computed the
+//! obvious way.
 //! The table of rule ids and their functions is in `properties/README.md`.
 //!
 //! | invariant | checks |
@@ -13,7 +14,7 @@
 //! | ATTN | [`check_attention`], [`check_isolation`] |
 //! | LOSS | [`check_loss`] |
 //! | CP-LOSS | [`check_cp_loss`] (every broken rule: [`cp_loss_violations`]), [`check_reported_loss`] |
-//! | CP-SHARD | [`check_cp_shard`], [`check_reassembly`], [`check_split_accepted`] |
+//! | CP-SHARD | [`check_cp_shard`] / [`check_cp_shard_in`] (zigzag or contiguous: [`ShardLayout`]), [`contiguous_group`], [`check_reassembly`], [`check_split_accepted`] / [`check_split_accepted_in`] |
 //! | WORK | [`check_work`] |
 //! | MFU-PAD | [`check_mfu_pad`] |
 //! | TOKENS-CP | [`check_tokens_cp`] |
@@ -48,7 +49,9 @@ pub use batch::{
 pub use block_mask::{BlockMask, BlockMaskSummary, block_mask};
 pub use cp_loss::{PartLoss, Split, check_cp_loss, check_reported_loss, cp_loss_violations};
 pub use cp_shard::{
-    ShardView, check_cp_shard, check_reassembly, check_split_accepted, roll_labels, rolled_label,
+    ShardLayout, ShardView, check_cp_shard, check_cp_shard_in, check_reassembly,
+    check_split_accepted, check_split_accepted_in, closest_contiguous, contiguous_group,
+    contiguous_positions, contiguous_slot_positions, reassemble_shards, roll_labels, rolled_label,
     zigzag_positions, zigzag_reassemble,
 };
 pub use dpo::{

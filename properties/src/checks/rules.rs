@@ -180,8 +180,9 @@ rules! {
     LABEL_TARGETS = "label-targets", Loss, "each valid label is the token it must predict (causal LM)";
     /// `T` is a multiple of `pad_to_multiple_of`. [`crate::checks::pad_multiple`].
     PAD_MULTIPLE = "pad-multiple", MfuPad, "T is a multiple of pad_to_multiple_of";
-    /// The batch shards over the CP ranks. [`crate::checks::cp_shard`].
-    CP_SHARD = "cp-shard", CpShard, "every slot splits into 2·cp zigzag chunks and every token lands on one rank";
+    /// The batch shards over the CP ranks. [`crate::checks::cp_shard`],
+    /// [`crate::checks::contiguous_group`].
+    CP_SHARD = "cp-shard", CpShard, "the batch splits into its CP layout's equal pieces (2·cp zigzag chunks of every slot, or cp contiguous pieces) and every token lands on one rank";
     /// DPO concatenated offsets. [`crate::checks::dpo_offsets`].
     DPO_OFFSETS = "dpo-offsets", Dpo, "concatenated offsets shift the rejected ones by the padded chosen length, and no document holds the padding";
     /// DPO concatenated tensors. [`crate::checks::dpo_concat`].

@@ -15,7 +15,7 @@
 //! | ATTN | [`Attention`] | [`run_attention`], [`run_isolation`] |
 //! | LOSS | [`PackedLoss`] | [`run_loss`] |
 //! | CP-LOSS | [`CpLossPipeline`] | [`run_cp_loss`] |
-//! | CP-SHARD | [`Sharder`] | [`run_cp_shard`] |
+//! | CP-SHARD | [`Sharder`] | [`run_cp_shard`] (zigzag), [`run_cp_shard_contiguous`] |
 //! | TOKENS-CP | [`Logger`] | [`run_tokens_cp`] |
 //! | WORK | [`WorkCounter`] | [`run_work`] |
 //! | MFU-PAD | [`ThroughputLogger`] | [`run_mfu_pad`] |
@@ -25,6 +25,7 @@
 
 mod attn;
 mod cp;
+mod cp_contiguous;
 mod dpo;
 mod formats;
 mod layout;
@@ -34,6 +35,9 @@ mod packer;
 
 pub use attn::{Attention, oracle_attention, run_attention, run_isolation};
 pub use cp::{Logger, Shard, Sharder, run_cp_shard, run_tokens_cp};
+#[cfg(any(test, feature = "zoo"))]
+pub(crate) use cp_contiguous::contiguous_shards;
+pub use cp_contiguous::{ContiguousSplit, run_cp_shard_contiguous};
 pub use dpo::{DpoCollator, DpoOut, run_dpo};
 pub use formats::{
     EosPack, EosPacker, MaskBuilder, SideTensors, run_block_mask, run_eos_pack, run_side_tensors,

@@ -399,3 +399,44 @@ impl crate::subjects::CpLossPipeline for SplitThenRoll {
         crate::subjects::CpLossPipeline::reduce(&ThdSubject, parts)
     }
 }
+
+/// A contiguous splitter whose end index is one too far (an inclusive end, `[r·n, (r+1)·n]`
+/// instead of `[r·n, (r+1)·n)`): every rank but the last also keeps the first token of the next
+/// rank's piece, so that token is on two ranks (its attention and its loss counted twice) and
+/// the pieces are no longer equal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OverlappingContiguousSplit;
+
+impl Sharder for OverlappingContiguousSplit {
+    fn name(&self) -> &str {
+        "zoo::OverlappingContiguousSplit"
+    }
+
+    fn shard(&self, batch: &PackedBatch, cp: usize) -> Result<Vec<Shard>, String> {
+        let total = batch.num_tokens();
+        if cp == 0 || !total.is_multiple_of(cp) {
+            return Err(format!("the pack of {total} tokens is not divisible by cp = {cp}"));
+        }
+        let n = total / cp;
+        crate::subjects::contiguous_shards(batch, cp, |r| Ok(r * n..((r + 1) * n + 1).min(total)))
+    }
+
+    fn reassemble(
+        &self,
+        batch: &PackedBatch,
+        cp: usize,
+        shards: &[Vec<i64>],
+    ) -> Result<Vec<i64>, String> {
+        // The mirror of the split: each rank's piece written from its start.
+        let n = batch.num_tokens() / cp.max(1);
+        let mut out = vec![0; batch.num_tokens()];
+        for (r, shard) in shards.iter().enumerate() {
+            for (k, &x) in shard.iter().enumerate() {
+                if let Some(slot) = out.get_mut(r * n + k) {
+                    *slot = x;
+                }
+            }
+        }
+        Ok(out)
+    }
+}

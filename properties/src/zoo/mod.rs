@@ -29,8 +29,8 @@ pub use attn::{
     RingAttentionIgnoresDocuments,
 };
 pub use cp::{
-    LocalPositionIds, LossTimesCp, PaddedTokensCounted, RankZeroStats, RollWithUnpaddedOffsets,
-    SplitThenRoll, TruncatingSplit, rank_local_stats, shift_after_split,
+    LocalPositionIds, LossTimesCp, OverlappingContiguousSplit, PaddedTokensCounted, RankZeroStats,
+    RollWithUnpaddedOffsets, SplitThenRoll, TruncatingSplit, rank_local_stats, shift_after_split,
 };
 pub use dpo::{PlainOpenInstructOffsets, SeqIdxFromLastToken, UnpaddedChosenOffset};
 pub use formats::{EosTruncatedAway, LogprobsOneShort, MaskNotReset};
@@ -109,6 +109,12 @@ pub const CATALOGUE: &[ZooEntry] = &[
         CpShard,
         [13],
         "Megatron-LM #4495 (MTP roll with unpadded cu_seqlens)"
+    ),
+    entry!(
+        "OverlappingContiguousSplit",
+        CpShard,
+        [],
+        "planted, no upstream issue: a contiguous CP split (the layout of Ulysses, slime --allgather-cp, Nanotron) with an inclusive end index puts a token on two ranks"
     ),
     entry!("RankZeroStats", TokensCp, [4], "AReaL #1242; verl #5983"),
     entry!("LossTimesCp", TokensCp, [5], "transformers #48167 (eval_loss × cp)"),

@@ -1,0 +1,188 @@
+//! CP-SHARD for contiguous splits: a sharder that gives rank `r` the `r`-th of `cp` equal
+//! contiguous pieces of the whole pack (DeepSpeed Ulysses, slime's `--allgather-cp`, Nanotron,
+//! llama3-style ring attention), judged by [`check_cp_shard_in`] with
+//! [`ShardLayout::Contiguous`]. `thd` shards only the zigzag, so the reference subject,
+//! [`ContiguousSplit`], is the split written out plainly.
+
+use thd::collate::{CpPadding, FlattenOptions, flatten, pad_for_cp};
+use thd::cp::shift_labels;
+use thd::{PackedBatch, PackedBatchParts};
+
+use super::{Shard, Sharder, diffs, failed, wide};
+use crate::checks::{
+    ShardLayout, ShardView, check_cp_shard_in, check_reassembly, check_split_accepted_in,
+};
+use crate::strategies::ShardCase;
+use crate::{Checked, Invariant};
+
+/// The contiguous split, plainly: the labels rolled on the full sequences, then the storage
+/// stream (`T` tokens, slots back to back) cut into `cp` pieces of `T / cp`; rank `r` gets
+/// piece `r` of the token ids, rolled labels and position ids. A pack that is not a multiple of
+/// `cp` is refused.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ContiguousSplit;
+
+impl ContiguousSplit {
+    /// The storage range rank `rank` holds, or why the pack does not split.
+    fn piece(
+        batch: &PackedBatch,
+        cp: usize,
+        rank: usize,
+    ) -> Result<std::ops::Range<usize>, String> {
+        let total = batch.num_tokens();
+        if cp == 0 || !total.is_multiple_of(cp) {
+            return Err(format!("the pack of {total} tokens is not divisible by cp = {cp}"));
+        }
+        let n = total / cp;
+        Ok(rank * n..(rank + 1) * n)
+    }
+}
+
+/// Every rank's [`Shard`] when rank `r` holds the storage tokens `range(r)`.
+pub(crate) fn contiguous_shards(
+    batch: &PackedBatch,
+    cp: usize,
+    range: impl Fn(usize) -> Result<std::ops::Range<usize>, String>,
+) -> Result<Vec<Shard>, String> {
+    let labels = shift_labels(batch);
+    (0..cp)
+        .map(|r| {
+            let piece = range(r)?;
+            Ok(Shard {
+                input_ids: batch.input_ids()[piece.clone()].to_vec(),
+                labels: labels[piece.clone()].to_vec(),
+                position_ids: batch.position_ids()[piece].to_vec(),
+            })
+        })
+        .collect()
+}
+
+impl Sharder for ContiguousSplit {
+    fn name(&self) -> &str {
+        "properties::ContiguousSplit"
+    }
+
+    fn shard(&self, batch: &PackedBatch, cp: usize) -> Result<Vec<Shard>, String> {
+        contiguous_shards(batch, cp, |r| Self::piece(batch, cp, r))
+    }
+
+    fn reassemble(
+        &self,
+        batch: &PackedBatch,
+        cp: usize,
+        shards: &[Vec<i64>],
+    ) -> Result<Vec<i64>, String> {
+        let mut out = vec![0; batch.num_tokens()];
+        for (r, shard) in shards.iter().enumerate() {
+            let piece = Self::piece(batch, cp, r)?;
+            if shard.len() != piece.len() {
+                return Err(format!("rank {r} holds {} tokens, not {}", shard.len(), piece.len()));
+            }
+            out[piece].copy_from_slice(shard);
+        }
+        Ok(out)
+    }
+}
+
+/// The batch of a shard case, every token id replaced by `1 + its storage index` so that a
+/// shard says where each of its tokens came from.
+fn tagged_batch(case: &ShardCase) -> thd::Result<PackedBatch> {
+    let flat = flatten(&case.sft.examples(), &FlattenOptions::default())?;
+    let b = if case.pad_first { pad_for_cp(&flat, &CpPadding::for_cp(case.cp, 0))? } else { flat };
+    PackedBatch::new(PackedBatchParts {
+        input_ids: (1..=b.num_tokens() as i64).collect(),
+        labels: b.labels().to_vec(),
+        position_ids: Some(b.position_ids().to_vec()),
+        cu_seqlens: wide(b.cu_seqlens()),
+        cu_seqlens_padded: b.cu_seqlens_padded().map(wide),
+        num_real_seqs: b.num_real_seqs(),
+        label_convention: b.label_convention(),
+    })
+}
+
+/// CP-SHARD, contiguous: shard the case's batch with `subject`, which claims the contiguous
+/// layout of the whole pack; every real token is held by exactly one rank (no overlap, no gap),
+/// rank `r` holds piece `r` of `cp` equal pieces, with the label of the next token of its own
+/// sequence and its own position; reassembly is the identity; a pack is refused only if it is
+/// not a multiple of `cp`. The batch is the one of [`super::run_cp_shard`] (sequences padded
+/// to `2·cp` in 7 cases of 8, which is also a multiple of `cp`).
+///
+/// # Errors
+/// The first [`crate::Violation`].
+///
+/// # Panics
+/// If the case cannot be collated (a bug in the strategy).
+pub fn run_cp_shard_contiguous(subject: &dyn Sharder, case: &ShardCase) -> Checked {
+    let layout = ShardLayout::Contiguous;
+    let batch = tagged_batch(case).expect("a generated shard case collates");
+    let cp = case.cp;
+    let lens = diffs(&wide(batch.cu_seqlens()));
+    let storage = diffs(&wide(batch.storage_cu_seqlens()));
+    let ctx = format!(
+        "{}, contiguous, {}",
+        subject.name(),
+        if case.pad_first { "padded for CP" } else { "not padded" }
+    );
+    let shards = match subject.shard(&batch, cp) {
+        Ok(s) => s,
+        Err(e) => {
+            return check_split_accepted_in(layout, cp, &storage, Some(&e))
+                .map_err(|v| v.within(&ctx));
+        }
+    };
+    let t = batch.num_tokens() as i64;
+    let positions: Vec<Vec<Option<usize>>> = shards
+        .iter()
+        .map(|s| {
+            s.input_ids.iter().map(|&id| (1..=t).contains(&id).then(|| (id - 1) as usize)).collect()
+        })
+        .collect();
+    let labels: Vec<Vec<i64>> = shards.iter().map(|s| s.labels.clone()).collect();
+    let pos: Vec<Vec<i64>> = shards.iter().map(|s| s.position_ids.clone()).collect();
+    let view = ShardView {
+        cp,
+        lens: &lens,
+        storage: &storage,
+        positions: &positions,
+        labels: Some(&labels),
+        unshifted_labels: Some(batch.labels()),
+        position_ids: Some(&pos),
+    };
+    check_cp_shard_in(&view, layout).map_err(|v| v.within(&ctx))?;
+    let ids: Vec<Vec<i64>> = shards.iter().map(|s| s.input_ids.clone()).collect();
+    let back = subject
+        .reassemble(&batch, cp, &ids)
+        .map_err(|e| failed(Invariant::CpShard, subject.name(), e))?;
+    check_reassembly(cp, batch.input_ids(), &back).map_err(|v| v.within(&ctx))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::strategies::arb_shard_case;
+
+    proptest! {
+        /// The plain contiguous split holds the property it is judged by: every real token on
+        /// one rank, piece r on rank r, labels rolled before the split, global positions; a pack
+        /// that is not a multiple of cp refused.
+        #[test]
+        fn contiguous_shards_cover_every_token_once(case in arb_shard_case(6, 24)) {
+            run_cp_shard_contiguous(&ContiguousSplit, &case)?;
+        }
+
+        /// The zigzag sharder is no contiguous one: the property sees the difference whenever
+        /// the ranks hold more than one chunk.
+        #[test]
+        fn the_zigzag_is_not_contiguous(case in arb_shard_case(6, 24)) {
+            let verdict = run_cp_shard_contiguous(&super::super::ThdSubject, &case);
+            let tokens = tagged_batch(&case).unwrap().num_tokens();
+            if case.cp == 1 {
+                prop_assert!(verdict.is_ok(), "{verdict:?}");
+            } else if case.pad_first && tokens > 0 {
+                prop_assert!(verdict.is_err(), "cp = {}, {tokens} tokens", case.cp);
+            }
+        }
+    }
+}
