@@ -1,181 +1,143 @@
 //! The keys real training loggers write, mapped onto the record of `thdcheck metrics`, so that
-//! `thdcheck metrics --logger STACK --expect LOGGED.json` reads the JSON a logger wrote under
-//! its own names. Each key names the upstream file and commit it was read from;
-//! `docs/loggers.md` has the formulas and the known bugs of each.
+//! `thdcheck metrics --logger NAME --expect LOGGED.json` reads the JSON a logger wrote under
+//! its own names. A logger is data: a `[loggers.NAME]` table of a stack's profile, the
+//! built-in ones in `reader/profiles/*.toml` (each with the upstream file and commit its keys
+//! were read from), a user's in the profile file given with `--profile`. `docs/loggers.md` has
+//! the formulas and the known bugs of each built-in one.
 
-/// A stack whose logger's keys are known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
-pub enum Logger {
-    /// bionemo-recipes `perf_logger.py` (PR #1548 head `b9f31aec7`; recipe formula
-    /// `bionemo_perf_logger`).
-    Bionemo,
-    /// Megatron-Bridge `training_log` + `flop_utils.py` (HEAD `067f987df`; formula
-    /// `megatron_lm`).
-    MegatronBridge,
-    /// AReaL's SFT `LMEngine` + `stats_tracker` (`sft/*`, `95e2379d0`).
-    Areal,
-    /// open-instruct `dpo.py` (OLMo-core `PerfCallback`, `e6c3044aa`).
-    OpenInstructDpo,
-    /// open-instruct `dpo_tune_cache.py` (Accelerate, `e6c3044aa`).
-    OpenInstructDpoCache,
-    /// open-instruct `finetune.py` (SFT, Accelerate, `e6c3044aa`).
-    OpenInstructSft,
-}
+use anyhow::{Result, bail};
+
+use crate::profile::{LoggerFacts, Profile};
 
 /// What kind of number a key holds (picks the rule of `properties::checks::check_logged`).
 pub use properties::checks::LoggedKind;
 
-/// One key a logger writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LoggedKey {
-    /// The key as it appears in the logged dict (wandb name).
-    pub key: &'static str,
-    /// The record key (`thdcheck metrics --json`, under `record`) holding the value it must
-    /// have, or why thdcheck cannot recompute it from batches.
-    pub record: Result<&'static str, &'static str>,
-    /// Count, FLOPs or rate.
-    pub kind: LoggedKind,
-    /// Where upstream computes it (file and commit).
-    pub source: &'static str,
+/// One key a logger writes: its record key (or why it is not recomputed) and its kind.
+pub use crate::profile::LoggedKey;
+
+/// A training logger whose keys are known: a `[loggers.NAME]` table of a profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Logger {
+    /// The name `--logger` takes (`megatron-bridge`).
+    pub name: String,
+    /// The profile that declares it (`megatron_bridge`, or a user's).
+    pub profile: String,
+    /// Its keys and where upstream computes them.
+    pub facts: LoggerFacts,
 }
 
 impl Logger {
-    /// The keys this logger writes.
-    pub fn keys(self) -> &'static [LoggedKey] {
-        match self {
-            Logger::Bionemo => BIONEMO,
-            Logger::MegatronBridge => MEGATRON_BRIDGE,
-            Logger::Areal => AREAL,
-            Logger::OpenInstructDpo => OPEN_INSTRUCT_DPO,
-            Logger::OpenInstructDpoCache => OPEN_INSTRUCT_DPO_CACHE,
-            Logger::OpenInstructSft => OPEN_INSTRUCT_SFT,
-        }
-    }
-
-    /// The entry of `key`, if this logger writes it.
+    /// The logger `--logger name` names: one of `profile`'s (the `--profile` given), else one of
+    /// the built-in profiles'.
+    ///
+    /// # Errors
+    /// A name that no such profile declares: the message lists the known loggers.
     ///
     /// # Example
     /// ```
-    /// use thdcheck::loggers::Logger;
-    /// let k = Logger::Bionemo.find("train/mfu_pct").unwrap();
-    /// assert_eq!(k.record, Ok("batch.mfu_pct.useful"));
-    /// assert!(Logger::Bionemo.find("train/nonsense").is_none());
+    /// use thdcheck::loggers::{Logger, LoggedKind};
+    /// let l = Logger::resolve("bionemo", None)?;
+    /// let k = l.find("train/mfu_pct").unwrap();
+    /// assert_eq!(k.record.as_deref(), Ok("batch.mfu_pct.useful"));
+    /// assert_eq!(LoggedKind::from(k.kind), LoggedKind::Rate);
+    /// assert!(l.find("train/nonsense").is_none());
+    /// assert!(Logger::resolve("nonsense", None).is_err());
+    /// # Ok::<(), anyhow::Error>(())
     /// ```
-    pub fn find(self, key: &str) -> Option<&'static LoggedKey> {
-        self.keys().iter().find(|k| k.key == key)
+    pub fn resolve(name: &str, profile: Option<&Profile>) -> Result<Logger> {
+        let of = |p: &Profile| {
+            p.loggers.get(name).map(|facts| Logger {
+                name: name.to_owned(),
+                profile: p.name.clone(),
+                facts: facts.clone(),
+            })
+        };
+        if let Some(l) = profile.and_then(of) {
+            return Ok(l);
+        }
+        if let Some(l) = Profile::builtins().find_map(|p| of(p)) {
+            return Ok(l);
+        }
+        let mut known = match profile {
+            Some(p) if !p.loggers.is_empty() => format!(
+                "those of --profile {} ({}), or ",
+                p.name,
+                p.loggers.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
+            ),
+            _ => String::new(),
+        };
+        known.push_str(&format!("the built-in ones ({})", Self::builtin_names().join(", ")));
+        bail!(
+            "--logger {name:?}: no such logger; expected {known}. A profile file declares its own \
+             with [loggers.NAME] (docs/loggers.md) and is given with --profile FILE"
+        )
+    }
+
+    /// The names of the built-in profiles' loggers, in profile order.
+    pub fn builtin_names() -> Vec<&'static str> {
+        Profile::builtins().flat_map(|p| p.loggers.keys().map(String::as_str)).collect()
+    }
+
+    /// The entry of `key`, if this logger writes it.
+    pub fn find(&self, key: &str) -> Option<&LoggedKey> {
+        self.facts.find(key)
+    }
+
+    /// The name in reports: each `-`/`_`-separated word capitalised (`MegatronBridge`), as the
+    /// reports have always spelled the built-in loggers.
+    pub fn title(&self) -> String {
+        self.name
+            .split(['-', '_'])
+            .map(|w| {
+                let mut c = w.chars();
+                c.next().map(|f| f.to_uppercase().chain(c).collect::<String>()).unwrap_or_default()
+            })
+            .collect()
     }
 }
 
-const fn key(
-    key: &'static str,
-    record: &'static str,
-    kind: LoggedKind,
-    source: &'static str,
-) -> LoggedKey {
-    LoggedKey { key, record: Ok(record), kind, source }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--logger`'s help text lists exactly the built-in loggers.
+    #[test]
+    fn the_help_of_logger_lists_the_builtin_loggers() {
+        use clap::CommandFactory;
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            m: crate::args::MetricsArgs,
+        }
+        let cmd = Wrap::command();
+        let arg = cmd.get_arguments().find(|a| a.get_id() == "logger").unwrap();
+        let help = arg.get_long_help().or(arg.get_help()).unwrap().to_string();
+        for name in Logger::builtin_names() {
+            assert!(help.contains(&format!("`{name}`")), "{name} not in {help}");
+        }
+        assert_eq!(
+            Logger::builtin_names(),
+            [
+                "megatron-bridge",
+                "bionemo",
+                "open-instruct-dpo",
+                "open-instruct-dpo-cache",
+                "open-instruct-sft",
+                "areal"
+            ]
+        );
+    }
+
+    #[test]
+    fn builtin_logger_names_are_unique_and_keep_their_titles() {
+        let mut names = Logger::builtin_names();
+        names.sort_unstable();
+        let n = names.len();
+        names.dedup();
+        assert_eq!(names.len(), n, "a logger name declared twice: {names:?}");
+        let title = |n| Logger::resolve(n, None).unwrap().title();
+        assert_eq!(title("megatron-bridge"), "MegatronBridge");
+        assert_eq!(title("open-instruct-dpo-cache"), "OpenInstructDpoCache");
+        assert_eq!(title("areal"), "Areal");
+    }
 }
-
-const fn not_recomputed(
-    key: &'static str,
-    why: &'static str,
-    kind: LoggedKind,
-    source: &'static str,
-) -> LoggedKey {
-    LoggedKey { key, record: Err(why), kind, source }
-}
-
-use LoggedKind::{Count, Rate};
-
-const PERF_LOGGER: &str = "bionemo-recipes/recipes/*/perf_logger.py @ b9f31aec7 (PR #1548)";
-const WALL: &str = "wall time: give it as --step-time";
-const LOGITS: &str = "needs the logits (`thdcheck fuzz loss` checks a loss function)";
-const NOT_BATCH: &str = "optimizer or memory state, not a property of the batches";
-const BIONEMO: &[LoggedKey] = &[
-    key("train/total_unpadded_tokens_per_batch", "batch.tokens.real", Count, PERF_LOGGER),
-    key(
-        "train/tokens_per_second_per_gpu",
-        "batch.stored_tokens_per_second_per_gpu",
-        Rate,
-        PERF_LOGGER,
-    ),
-    key(
-        "train/unpadded_tokens_per_second_per_gpu",
-        "batch.tokens_per_second_per_gpu",
-        Rate,
-        PERF_LOGGER,
-    ),
-    key("train/tflops_per_gpu", "batch.tflops_per_gpu.useful", Rate, PERF_LOGGER),
-    key("train/tflops_per_gpu_padded", "batch.tflops_per_gpu.hardware", Rate, PERF_LOGGER),
-    key("train/mfu_pct", "batch.mfu_pct.useful", Rate, PERF_LOGGER),
-    key("train/mfu_padded_pct", "batch.mfu_pct.hardware", Rate, PERF_LOGGER),
-    not_recomputed("train/step_time", WALL, Rate, PERF_LOGGER),
-    not_recomputed("train/loss", LOGITS, Rate, PERF_LOGGER),
-    not_recomputed("train/perplexity", LOGITS, Rate, PERF_LOGGER),
-    not_recomputed("train/grad_norm", NOT_BATCH, Rate, PERF_LOGGER),
-    not_recomputed("train/learning_rate", NOT_BATCH, Rate, PERF_LOGGER),
-    not_recomputed("train/global_step", NOT_BATCH, Count, PERF_LOGGER),
-];
-const TRAINING_LOG: &str =
-    "src/megatron/bridge/training/utils/train_utils.py training_log + flop_utils.py @ 067f987df";
-const MEGATRON_BRIDGE: &[LoggedKey] = &[
-    key("throughput/tflops/device", "batch.megatron.tflops_per_gpu", Rate, TRAINING_LOG),
-    // The MLflow spelling of the same value.
-    key("throughput/tflops_per_device", "batch.megatron.tflops_per_gpu", Rate, TRAINING_LOG),
-    key("throughput/tflops", "batch.megatron.tflops", Rate, TRAINING_LOG),
-    not_recomputed("iteration-time", WALL, Rate, TRAINING_LOG),
-    not_recomputed("lm loss", LOGITS, Rate, TRAINING_LOG),
-    not_recomputed(
-        "throughput/tokens_per_sec",
-        "config batch size × wall time, not the batches' tokens",
-        Rate,
-        TRAINING_LOG,
-    ),
-];
-const LM_ENGINE: &str =
-    "areal/engine/sft/lm_engine.py + areal/utils/stats_tracker.py @ 95e2379d0 (#1249)";
-const AREAL: &[LoggedKey] = &[
-    key("sft/n_tokens", "batch.tokens.real", Count, LM_ENGINE),
-    key("sft/n_valid_tokens", "batch.tokens.valid", Count, LM_ENGINE),
-    key("sft/prompt_tokens", "batch.tokens.prompt", Count, LM_ENGINE),
-    key("sft/n_seqs", "batch.sequences.with_valid_labels", Count, LM_ENGINE),
-    not_recomputed("sft/loss/avg", LOGITS, Rate, LM_ENGINE),
-    not_recomputed("sft/loss/min", LOGITS, Rate, LM_ENGINE),
-    not_recomputed("sft/loss/max", LOGITS, Rate, LM_ENGINE),
-    not_recomputed("sft/ppl/avg", LOGITS, Rate, LM_ENGINE),
-    not_recomputed("sft/ppl/min", LOGITS, Rate, LM_ENGINE),
-    not_recomputed("sft/ppl/max", LOGITS, Rate, LM_ENGINE),
-    not_recomputed("sft/grad_norm", NOT_BATCH, Rate, LM_ENGINE),
-    not_recomputed("sft/lr", NOT_BATCH, Rate, LM_ENGINE),
-];
-const DPO_PY: &str = "open_instruct/dpo.py + olmo_core_callbacks.py PerfCallback @ e6c3044aa";
-const MFU_STEP: &str = "open-instruct's approximate_learner_utilization (sequences of the average \
-                        length, peak 990 TFLOP/s): another formula than the record's";
-const OPEN_INSTRUCT_DPO: &[LoggedKey] = &[
-    key("train/token_count", "batch.tokens.real", Count, DPO_PY),
-    key("train/padding_fraction", "batch.padding_fraction", Rate, DPO_PY),
-    key("train/global_sequences_per_step", "batch.sequences.real", Count, DPO_PY),
-    key("perf/tokens_per_second_step", "batch.tokens_per_second", Rate, DPO_PY),
-    key("perf/tokens_per_second", "batch.tokens_per_second", Rate, DPO_PY),
-    key("perf/tokens_per_second_per_gpu", "batch.tokens_per_second_per_gpu", Rate, DPO_PY),
-    not_recomputed("perf/mfu_step", MFU_STEP, Rate, DPO_PY),
-    not_recomputed("perf/mfu", MFU_STEP, Rate, DPO_PY),
-    not_recomputed("train_loss", LOGITS, Rate, DPO_PY),
-    not_recomputed("train/loss", LOGITS, Rate, DPO_PY),
-    not_recomputed("learning_rate", NOT_BATCH, Rate, DPO_PY),
-];
-const DPO_CACHE_PY: &str = "open_instruct/dpo_tune_cache.py @ e6c3044aa";
-const OPEN_INSTRUCT_DPO_CACHE: &[LoggedKey] = &[
-    // Counts valid labels, not real tokens, under the same name as dpo.py.
-    key("perf/tokens_per_second_step", "batch.valid_tokens_per_second", Rate, DPO_CACHE_PY),
-    not_recomputed("perf/mfu_step", MFU_STEP, Rate, DPO_CACHE_PY),
-    not_recomputed("train_loss", LOGITS, Rate, DPO_CACHE_PY),
-    not_recomputed("learning_rate", NOT_BATCH, Rate, DPO_CACHE_PY),
-];
-const FINETUNE_PY: &str = "open_instruct/finetune.py @ e6c3044aa";
-const OPEN_INSTRUCT_SFT: &[LoggedKey] = &[
-    key("total_tokens_this_log_period", "batch.tokens.real", Count, FINETUNE_PY),
-    not_recomputed("total_tokens", "cumulative over the run", Count, FINETUNE_PY),
-    not_recomputed("total_tokens_including_padding", "cumulative over the run", Count, FINETUNE_PY),
-    not_recomputed("train_loss", LOGITS, Rate, FINETUNE_PY),
-    not_recomputed("learning_rate", NOT_BATCH, Rate, FINETUNE_PY),
-];

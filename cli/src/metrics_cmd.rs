@@ -29,6 +29,8 @@ struct Computed {
     step: Option<Step>,
     comparison: Option<Vec<Compared>>,
     mismatches: usize,
+    /// The logger of `--logger`, whose keys `--expect` was read under.
+    logger: Option<Logger>,
 }
 
 /// Runs the command; returns the exit code.
@@ -67,6 +69,10 @@ fn compute(args: &MetricsArgs, in_memory: Vec<(String, BatchFile)>) -> Result<Co
     if args.logger.is_some() && args.expect.is_none() {
         bail!("--logger names the keys of --expect LOGGED.json: give the logged values too");
     }
+    let logger = match &args.logger {
+        Some(name) => Some(Logger::resolve(name, args.read.profile.as_deref())?),
+        None => None,
+    };
     let record = golden::metrics(&recipe).map_err(|e| match (e, args.step_time) {
         (golden::Error::Invalid { key, reason, .. }, Some(t)) if key == "timing.step_time_s" => {
             anyhow::anyhow!("--step-time {t:?}: {reason}")
@@ -125,7 +131,7 @@ fn compute(args: &MetricsArgs, in_memory: Vec<(String, BatchFile)>) -> Result<Co
         Some(path) => Some(compare_file(
             path,
             &doc,
-            args.logger,
+            logger.as_ref(),
             Tolerance { rtol: args.rtol, atol: args.atol },
             &step.as_ref().map(|s| s.factors.clone()).unwrap_or_default(),
         )?),
@@ -133,7 +139,7 @@ fn compute(args: &MetricsArgs, in_memory: Vec<(String, BatchFile)>) -> Result<Co
     };
     let mismatches =
         comparison.as_ref().map_or(0, |c| c.iter().filter(|r| r.is_mismatch()).count());
-    Ok(Computed { record, doc, step, comparison, mismatches })
+    Ok(Computed { record, doc, step, comparison, mismatches, logger })
 }
 
 fn json_doc(args: &MetricsArgs, c: &Computed) -> Value {
@@ -141,7 +147,7 @@ fn json_doc(args: &MetricsArgs, c: &Computed) -> Value {
     if let Some(cmp) = &c.comparison {
         full["comparison"] = json!({
             "rtol": args.rtol, "atol": args.atol, "mismatches": c.mismatches,
-            "logger": args.logger.map(|l| format!("{l:?}")),
+            "logger": c.logger.as_ref().map(Logger::title),
             "values": cmp.iter().map(Compared::to_json).collect::<Vec<_>>(),
         });
     }
@@ -153,6 +159,7 @@ fn json_doc(args: &MetricsArgs, c: &Computed) -> Value {
 
 fn print_text(out: &mut impl Write, args: &MetricsArgs, c: &Computed) -> Result<()> {
     let (record, step, comparison, mismatches) = (&c.record, &c.step, &c.comparison, c.mismatches);
+    let logger = &c.logger;
     {
         writeln!(out, "{}", record.to_table())?;
         if let Some(s) = &step {
@@ -169,7 +176,7 @@ fn print_text(out: &mut impl Write, args: &MetricsArgs, c: &Computed) -> Result<
                 out,
                 "\ncompared with {}{} (integers exact; other numbers |Δ| ≤ max(atol {:e}, rtol {:e}·|expected|)):",
                 path.display(),
-                args.logger.map(|l| format!(" as {l:?}'s keys")).unwrap_or_default(),
+                logger.as_ref().map(|l| format!(" as {}'s keys", l.title())).unwrap_or_default(),
                 args.atol,
                 args.rtol
             )?;
@@ -556,7 +563,7 @@ enum Status {
     Ok,
     Mismatch(Box<properties::Violation>),
     /// The logger writes it, but it cannot be recomputed from batches: why.
-    NotRecomputed(&'static str),
+    NotRecomputed(String),
     /// Not a key of the record (or of the logger).
     Unknown,
     /// A record key without a value here (e.g. valid tokens of unlabelled batches).
@@ -666,7 +673,7 @@ pub(crate) fn kind_of(record_key: &str) -> LoggedKind {
 fn compare_file(
     path: &Path,
     doc: &Value,
-    logger: Option<Logger>,
+    logger: Option<&Logger>,
     tol: Tolerance,
     factors: &[Factor],
 ) -> Result<Vec<Compared>> {
@@ -690,15 +697,15 @@ fn compare_file(
     let mut out = Vec::new();
     for (key, value) in entries {
         let (record_key, kind) = match logger.map(|l| l.find(&key)) {
-            Some(Some(k)) => match k.record {
-                Ok(r) => (r.to_owned(), k.kind),
+            Some(Some(k)) => match &k.record {
+                Ok(r) => (r.clone(), LoggedKind::from(k.kind)),
                 Err(why) => {
                     out.push(Compared {
                         key,
                         record: None,
                         logged: value,
                         expected: None,
-                        status: Status::NotRecomputed(why),
+                        status: Status::NotRecomputed(why.clone()),
                     });
                     continue;
                 }
@@ -749,20 +756,18 @@ fn compare_file(
             path.display(),
             keys.join(", "),
             if out.len() > 8 { ", …" } else { "" },
-            if logger.is_none() { " or pass --logger STACK" } else { "" }
+            if logger.is_none() { " or pass --logger NAME" } else { "" }
         );
     }
     Ok(out)
 }
 
 /// Why a `batch.*` key has no value: listed under `batch.not_recomputed`.
-fn expected_why(doc: &Value, key: &str) -> Option<&'static str> {
+fn expected_why(doc: &Value, key: &str) -> Option<String> {
     let rest = key.strip_prefix("batch.")?;
     let leaf = rest.rsplit('.').next()?;
     let why = doc.get("batch")?.get("not_recomputed")?;
-    let text = why.get(rest).or_else(|| why.get(leaf))?.as_str()?;
-    // Leaked once per key, at most a handful per run: the report borrows it as `'static`.
-    Some(Box::leak(text.to_owned().into_boxed_str()))
+    Some(why.get(rest).or_else(|| why.get(leaf))?.as_str()?.to_owned())
 }
 
 /// A step record's numbers by dotted key (`tokens.real`), the text of `not_recomputed` left out.

@@ -640,6 +640,95 @@ fn metrics_reads_a_real_loggers_keys_with_logger() {
     assert!(stdout(&o).contains("CP factor 2"), "{}", stdout(&o));
 }
 
+/// A logger is data: a user's profile file declares its own `[loggers.NAME]`, and
+/// `--logger NAME --profile FILE` judges its keys as it judges a built-in logger's.
+#[test]
+fn metrics_reads_the_keys_of_a_logger_a_users_profile_declares() {
+    let dir = "examples/batches/good/cp_shards";
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("mine.toml");
+    std::fs::write(
+        &profile,
+        "name = \"mine\"\n\n[loggers.my-trainer]\nsource = \"me/mystack@0123abcd train.py: log_step\"\n\n\
+         [loggers.my-trainer.keys]\n\
+         \"perf/tokens\" = { record = \"batch.tokens.real\", kind = \"count\" }\n\
+         \"perf/mfu\" = { record = \"batch.mfu_pct.useful\", kind = \"rate\" }\n\
+         \"loss\" = { not_recomputed = \"needs the logits\", kind = \"rate\" }\n",
+    )
+    .unwrap();
+    let profile = profile.to_str().unwrap();
+    let r = metrics_record(&["--batch", dir, "--profile", profile]);
+    let logged = tmp.path().join("logged.json");
+    let write = |v: serde_json::Value| std::fs::write(&logged, v.to_string()).unwrap();
+    let logged_path = logged.to_str().unwrap();
+    let args = |logger| vec!["metrics", "--recipe", RECIPE, "--batch", dir, "--logger", logger];
+    let with = |logger, extra: &[&str], want| {
+        let mut a = args(logger);
+        a.extend_from_slice(&["--profile", profile, "--expect", logged_path]);
+        a.extend_from_slice(extra);
+        run_expect(&a, want)
+    };
+    write(serde_json::json!({
+        "perf/tokens": r["batch"]["tokens"]["real"],
+        "perf/mfu": r["batch"]["mfu_pct"]["useful"],
+        "loss": 2.5,
+        "perf/other": 1.0,
+    }));
+    let out = stdout(&with("my-trainer", &[], 0));
+    assert!(out.contains("as MyTrainer's keys"), "{out}");
+    assert!(out.contains("ok       perf/tokens (= batch.tokens.real)"), "{out}");
+    assert!(out.contains("ok       perf/mfu (= batch.mfu_pct.useful)"), "{out}");
+    assert!(
+        out.contains("n/a      loss") && out.contains("not recomputed: needs the logits"),
+        "{out}"
+    );
+    assert!(out.contains("unknown  perf/other"), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&with("my-trainer", &["--json"], 0).stdout).unwrap();
+    assert_eq!(v["comparison"]["logger"], "MyTrainer", "{v}");
+    // Its counts are exact: rank 0's shard counted as the batch is named as the CP factor.
+    let half = r["batch"]["tokens"]["real"].as_u64().unwrap() / 2;
+    write(serde_json::json!({"perf/tokens": half}));
+    assert!(stdout(&with("my-trainer", &[], 1)).contains("CP factor 2"));
+    // The built-in loggers stay known beside the profile's own.
+    write(serde_json::json!({"sft/n_tokens": r["batch"]["tokens"]["real"]}));
+    with("areal", &[], 0);
+    // A logger no profile declares is exit 2 listing the known ones.
+    let mut a = args("my-trainer");
+    a.extend_from_slice(&["--expect", logged_path]);
+    let o = run_expect(&a, 2);
+    assert!(stderr(&o).contains("--logger \"my-trainer\": no such logger"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("open-instruct-dpo-cache"), "{}", stderr(&o));
+    let o = with("nosuch", &[], 2);
+    assert!(stderr(&o).contains("those of --profile mine (my-trainer)"), "{}", stderr(&o));
+    // A bad kind is exit 2 naming the file, the line and the values allowed.
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "name = \"bad\"\n[loggers.mine]\n[loggers.mine.keys]\n\"perf/tokens\" = { record = \"batch.tokens.real\" }\n",
+    )
+    .unwrap();
+    let bad = bad.to_str().unwrap();
+    let o =
+        run_expect(&[&args("mine")[..], &["--profile", bad, "--expect", logged_path]].concat(), 2);
+    assert!(stderr(&o).contains(&format!("{bad}:4: missing field `kind`")), "{}", stderr(&o));
+    std::fs::write(
+        bad,
+        "name = \"bad\"\n[loggers.mine]\n[loggers.mine.keys]\n\"perf/tokens\" = { record = \"batch.tokens.real\", kind = \"count\" }\n\
+         \"perf/mfu\" = { record = \"batch.mfu_pct.useful\", kind = \"ratio\" }\n",
+    )
+    .unwrap();
+    let o =
+        run_expect(&[&args("mine")[..], &["--profile", bad, "--expect", logged_path]].concat(), 2);
+    assert!(
+        stderr(&o).contains(&format!(
+            "{bad}:5: unknown variant `ratio`, expected one of `count`, `flops`, `rate`"
+        )),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn fuzz_collator_reads_answers_in_the_formats_of_axolotl_llm_foundry_trl_and_olmo_core() {
     let collator = example_adapter("sample_numbers_collator");

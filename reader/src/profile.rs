@@ -170,6 +170,11 @@ pub enum CpLayout {
     /// Every slot (or the whole pack) in `cp` contiguous pieces, rank r holding piece r
     /// (Ulysses-style sequence parallelism, ring attention without load balancing).
     Contiguous,
+    /// The whole sequence (a flattened pretraining row, its documents ignored) in `2·cp`
+    /// chunks, rank r holding r and 2·cp−1−r, the rank files keeping the global offsets
+    /// (Megatron-LM's per-sequence zigzag, `get_batch_on_this_cp_rank(use_per_sequence_balancing)`,
+    /// for inter-document masking).
+    ZigzagSequence,
 }
 
 /// Where padding may sit as segments of its own (`padding_segments`).
@@ -248,6 +253,102 @@ pub struct FuzzFacts {
     pub fitting_only: Option<bool>,
 }
 
+/// What kind of number a logged key holds (`kind` of a `[loggers.NAME.keys]` entry): picks the
+/// rule `thdcheck metrics --expect` judges it by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoggedKindFact {
+    /// A token or sequence count: exact.
+    Count,
+    /// FLOPs or an attention sum: exact when logged as an integer.
+    Flops,
+    /// A rate (TFLOP/s, MFU, tokens/s) or a ratio: within the tolerance.
+    Rate,
+}
+
+impl From<LoggedKindFact> for properties::checks::LoggedKind {
+    fn from(k: LoggedKindFact) -> Self {
+        match k {
+            LoggedKindFact::Count => Self::Count,
+            LoggedKindFact::Flops => Self::Flops,
+            LoggedKindFact::Rate => Self::Rate,
+        }
+    }
+}
+
+/// One key a logger writes (an entry of `[loggers.NAME.keys]`): `{ record = "batch.…", kind }`
+/// or `{ not_recomputed = "why", kind }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "LoggedKeyToml", into = "LoggedKeyToml")]
+pub struct LoggedKey {
+    /// The record key (`thdcheck metrics --json`, under `record`) holding the value the logged
+    /// one must have, or why thdcheck cannot recompute it from batches.
+    pub record: std::result::Result<String, String>,
+    /// Count, FLOPs or rate.
+    pub kind: LoggedKindFact,
+}
+
+/// A `[loggers.NAME.keys]` entry as written: exactly one of `record` and `not_recomputed`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoggedKeyToml {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    record: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    not_recomputed: Option<String>,
+    kind: LoggedKindFact,
+}
+
+impl TryFrom<LoggedKeyToml> for LoggedKey {
+    type Error = String;
+
+    fn try_from(t: LoggedKeyToml) -> std::result::Result<Self, String> {
+        let record = match (t.record, t.not_recomputed) {
+            (Some(r), None) if !r.trim().is_empty() => Ok(r),
+            (None, Some(why)) if !why.trim().is_empty() => Err(why),
+            (Some(_), Some(_)) => {
+                return Err("a logged key has either `record` or `not_recomputed`, not both".into());
+            }
+            (None, None) => {
+                return Err("a logged key needs `record = \"batch.…\"` (the record key holding \
+                            its value) or `not_recomputed = \"why\"`"
+                    .into());
+            }
+            _ => return Err("`record` / `not_recomputed` must not be empty".into()),
+        };
+        Ok(LoggedKey { record, kind: t.kind })
+    }
+}
+
+impl From<LoggedKey> for LoggedKeyToml {
+    fn from(k: LoggedKey) -> Self {
+        let (record, not_recomputed) = match k.record {
+            Ok(r) => (Some(r), None),
+            Err(why) => (None, Some(why)),
+        };
+        LoggedKeyToml { record, not_recomputed, kind: k.kind }
+    }
+}
+
+/// A training logger of the stack (`[loggers.NAME]`): the keys it writes (wandb names), each
+/// mapped onto the record of `thdcheck metrics` (`--logger NAME`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoggerFacts {
+    /// Where upstream computes the keys (file, function and commit).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
+    /// The logged key (as it appears in the logged dict, `train/mfu_pct`) → its entry.
+    pub keys: BTreeMap<String, LoggedKey>,
+}
+
+impl LoggerFacts {
+    /// The entry of `key`, if this logger writes it.
+    pub fn find(&self, key: &str) -> Option<&LoggedKey> {
+        self.keys.get(key)
+    }
+}
+
 /// A stack's contract. Every field but `name` is optional: unset, the format's reading and the
 /// defaults of packed training apply.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -310,6 +411,9 @@ pub struct Profile {
     /// The fuzz defaults.
     #[serde(default)]
     pub fuzz: FuzzFacts,
+    /// The stack's training loggers by name (`[loggers.NAME]`, what `--logger NAME` reads).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub loggers: BTreeMap<String, LoggerFacts>,
     /// Where each fact was read from: field name → `owner/repo@commit path: function — what`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sources: BTreeMap<String, String>,
@@ -340,6 +444,7 @@ pub const FIELDS: &[&str] = &[
     "cp_layout",
     "side_tensors",
     "fuzz",
+    "loggers",
 ];
 
 fn builtins() -> &'static [Arc<Profile>] {
@@ -419,6 +524,33 @@ impl Profile {
                     p.name
                 ),
             });
+        }
+        for (name, logger) in &p.loggers {
+            let at = || {
+                line(&format!("[loggers.{name}"))
+                    .or_else(|| line(&format!("[loggers.\"{name}\"")))
+                    .or_else(|| line("[loggers"))
+            };
+            if !valid_logger_name(name) {
+                return Err(Error::Profile {
+                    origin: origin.to_owned(),
+                    line: at(),
+                    message: format!(
+                        "[loggers] {name:?}: a logger's name (`--logger NAME`) is lowercase \
+                         letters, digits, `-` and `_`"
+                    ),
+                });
+            }
+            if logger.keys.is_empty() {
+                return Err(Error::Profile {
+                    origin: origin.to_owned(),
+                    line: at(),
+                    message: format!(
+                        "[loggers.{name}] has no keys: expected `[loggers.{name}.keys]` with \
+                         entries `\"train/key\" = {{ record = \"batch.…\", kind = \"rate\" }}`"
+                    ),
+                });
+            }
         }
         for key in p.sources.keys() {
             let field = key.split('.').next().unwrap_or(key);
@@ -546,6 +678,9 @@ impl Profile {
         map_when.extend(top.map_when);
         let mut sources = self.sources;
         sources.extend(top.sources);
+        // A logger of `top` replaces the base's logger of the same name whole.
+        let mut loggers = self.loggers;
+        loggers.extend(top.loggers);
         Profile {
             name: top.name,
             stack: if top.stack.is_empty() { self.stack } else { top.stack },
@@ -579,6 +714,7 @@ impl Profile {
                 static_length: top.fuzz.static_length.or(self.fuzz.static_length),
                 fitting_only: top.fuzz.fitting_only.or(self.fuzz.fitting_only),
             },
+            loggers,
             sources,
             origin: top.origin,
         }
@@ -591,6 +727,14 @@ impl Profile {
         let table = value.as_table().cloned().unwrap_or_default();
         let mut out = Vec::new();
         for &field in FIELDS {
+            if field == "loggers" {
+                // By name only: the keys are in the profile's file (docs/loggers.md).
+                if !self.loggers.is_empty() {
+                    let names: Vec<&str> = self.loggers.keys().map(String::as_str).collect();
+                    out.push((field, names.join(", ")));
+                }
+                continue;
+            }
             match table.get(field) {
                 None => {}
                 Some(toml::Value::Table(t)) if t.is_empty() => {}
@@ -662,6 +806,14 @@ fn inline(v: &toml::Value) -> String {
     }
 }
 
+/// A logger's name: lowercase letters, digits, `-` and `_` (`megatron-bridge`).
+fn valid_logger_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
 fn looks_like_path(spec: &str) -> bool {
     spec.ends_with(".toml") || spec.contains('/') || spec.contains(std::path::MAIN_SEPARATOR)
 }
@@ -728,6 +880,9 @@ mod tests {
                     p.name
                 );
             }
+            for (name, logger) in &p.loggers {
+                assert!(!logger.source.is_empty(), "{}: [loggers.{name}] has no `source`", p.name);
+            }
         }
     }
 
@@ -767,6 +922,59 @@ mod tests {
         assert!(err.starts_with("x.toml:2:") && err.contains("transformers"), "{err}");
         let err = Profile::parse("name = \"X Y\"\n", "x.toml", None).unwrap_err().to_string();
         assert!(err.starts_with("x.toml:1:"), "{err}");
+    }
+
+    #[test]
+    fn a_logger_is_a_table_of_keys_and_a_bad_one_names_its_line() {
+        let text = "name = \"mine\"\nextends = \"areal\"\n\n[loggers.mine]\nsource = \"me/x@1 log.py: log\"\n\n\
+                    [loggers.mine.keys]\n\"train/tokens\" = { record = \"batch.tokens.real\", kind = \"count\" }\n\
+                    \"train/loss\" = { not_recomputed = \"needs the logits\", kind = \"rate\" }\n";
+        let p = Profile::parse(text, "mine.toml", None).unwrap();
+        let l = &p.loggers["mine"];
+        assert_eq!(l.source, "me/x@1 log.py: log");
+        let k = l.find("train/tokens").unwrap();
+        assert_eq!((k.record.as_deref(), k.kind), (Ok("batch.tokens.real"), LoggedKindFact::Count));
+        assert_eq!(l.find("train/loss").unwrap().record, Err("needs the logits".to_owned()));
+        // `extends` keeps the base's loggers beside its own; the facts name them only.
+        assert!(p.loggers.contains_key("areal"));
+        assert!(p.facts().contains(&("loggers", "areal, mine".to_owned())), "{:?}", p.facts());
+        for (body, want) in [
+            (
+                "kind = \"ratio\" }",
+                "x.toml:4: unknown variant `ratio`, expected one of `count`, `flops`, `rate`",
+            ),
+            ("kind = \"rate\", recrod = \"x\" }", "x.toml:4: unknown field `recrod`"),
+            (
+                "kind = \"rate\", not_recomputed = \"why\" }",
+                "x.toml:4: a logged key has either `record` or",
+            ),
+        ] {
+            let text = format!(
+                "name = \"x\"\n[loggers.mine]\n[loggers.mine.keys]\n\"a/b\" = {{ record = \"batch.x\", {body}\n"
+            );
+            let err = Profile::parse(&text, "x.toml", None).unwrap_err().to_string();
+            assert!(err.starts_with(want), "{text}\nwant {want:?}, got {err}");
+        }
+        let err = Profile::parse(
+            "name = \"x\"\n[loggers.mine]\n[loggers.mine.keys]\n\"a\" = { kind = \"rate\" }\n",
+            "x.toml",
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("x.toml:4: a logged key needs `record"), "{err}");
+        let err = Profile::parse(
+            "name = \"x\"\n\n[loggers.Mine]\nkeys = { a = { record = \"b\", kind = \"rate\" } }\n",
+            "x.toml",
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("x.toml:3: [loggers] \"Mine\""), "{err}");
+        let err = Profile::parse("name = \"x\"\n[loggers.mine]\nsource = \"s\"\n", "x.toml", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("missing field `keys`"), "{err}");
     }
 
     #[test]

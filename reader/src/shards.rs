@@ -71,11 +71,12 @@ pub fn cp_layout(meta: &BTreeMap<String, String>, profile: Option<&Profile>) -> 
     match meta.get("cp_layout").map(|v| v.trim()) {
         Some("zigzag") => Ok(CpLayout::Zigzag),
         Some("contiguous") => Ok(CpLayout::Contiguous),
+        Some("zigzag-sequence") => Ok(CpLayout::ZigzagSequence),
         Some(_) => Err(Error::Value {
             key: "__metadata__.cp_layout".into(),
             index: 0,
             value: meta["cp_layout"].clone(),
-            expected: "zigzag or contiguous",
+            expected: "zigzag, contiguous or zigzag-sequence",
         }),
         None => Ok(profile.and_then(|p| p.cp_layout).unwrap_or(CpLayout::Zigzag)),
     }
@@ -127,6 +128,9 @@ pub fn read_group(dir: &Path, size: usize, files: &[PathBuf], read: &ReadOptions
     }
     let batch = match layout {
         CpLayout::Contiguous => contiguous_pieces(&group, &shards)?,
+        CpLayout::ZigzagSequence => {
+            GroupBatch::Whole(Box::new(reassemble_sequence(&group, &shards)?))
+        }
         CpLayout::Zigzag => match lost_tokens(&shards) {
             Some((offsets, cp)) => GroupBatch::Lost {
                 global: SplitOffsets {
@@ -147,6 +151,7 @@ fn name(layout: CpLayout) -> &'static str {
     match layout {
         CpLayout::Zigzag => "zigzag",
         CpLayout::Contiguous => "contiguous",
+        CpLayout::ZigzagSequence => "zigzag-sequence",
     }
 }
 
@@ -230,6 +235,54 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
         )));
     };
     build(group, &ranks, ShardLayout::Zigzag, global, last == local * cp)
+}
+
+/// Reassembles the per-sequence zigzag shards of one CP group (Megatron-LM's
+/// `get_batch_on_this_cp_rank` with `use_per_sequence_balancing`): the whole pack in `2·cp`
+/// chunks, rank r holding chunks r and 2·cp−1−r, whatever its documents; every rank keeps the
+/// global offsets, which are the documents of the reassembled pack.
+///
+/// # Errors
+/// [`Error::Shards`] when the shards do not form one batch: ranks missing or repeated,
+/// different token counts or offsets, offsets that do not end at the ranks' tokens together,
+/// a pack that does not split into `2·cp` chunks.
+pub fn reassemble_sequence(group: &str, shards: &[Shard]) -> Result<BatchData> {
+    let bad = |detail: String| Error::Shards { group: group.to_owned(), detail };
+    let ranks = in_rank_order(group, shards)?;
+    let cp = ranks.len();
+    let local = ranks[0].pack.tokens();
+    let stored = ranks[0].pack.cu.clone();
+    for s in &ranks {
+        if s.pack.tokens() != local {
+            return Err(bad(format!(
+                "rank {} has {} tokens, rank 0 has {local}",
+                s.rank,
+                s.pack.tokens()
+            )));
+        }
+        if s.pack.cu != stored {
+            return Err(bad(format!("rank {} has other offsets than rank 0", s.rank)));
+        }
+    }
+    let total = local * cp;
+    if *stored.last().unwrap_or(&0) as usize != total {
+        return Err(bad(format!(
+            "offsets end at {}: the per-sequence zigzag keeps the global offsets, which end at \
+             cp·{local} = {total}",
+            stored.last().unwrap_or(&0)
+        )));
+    }
+    let mut pack = build(group, &ranks, ShardLayout::Zigzag, vec![0, total as i64], true)?;
+    pack.keys.cu_seqlens = format!("{} (global)", ranks[0].pack.keys.cu_seqlens);
+    pack.cu = stored;
+    pack.cu_padded = None;
+    pack.notes = vec![format!(
+        "reassembled from {cp} rank files (per-sequence zigzag: the whole pack in {} chunks, \
+         rank r holding r and {}−r, labels rolled before the split)",
+        2 * cp,
+        2 * cp - 1
+    )];
+    Ok(pack)
 }
 
 /// The contiguous shards of one CP group: every rank keeps the same offsets, either the global

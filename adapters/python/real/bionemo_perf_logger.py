@@ -44,7 +44,7 @@ Per request, one optimizer step with `logger.frequency = 1` and `log_mfu = true`
   requests pad with id 0 (and use 1 as a real token): token ids 0 and 1 are swapped in input_ids
   and labels, so that the request's pad tokens are ESM-2's.
 
-Answers the logged keys under the record names of `cli/src/loggers.rs` (BIONEMO, docs/loggers.md
+Answers the logged keys under the record names of `reader/profiles/bionemo.toml` (`[loggers.bionemo]`, docs/loggers.md
 §1): `train/total_unpadded_tokens_per_batch` → `tokens.real`, `train/tokens_per_second_per_gpu` →
 `stored_tokens_per_second_per_gpu`, `train/unpadded_tokens_per_second_per_gpu` →
 `tokens_per_second_per_gpu`, `train/tflops_per_gpu` → `tflops_per_gpu.useful`,
@@ -90,7 +90,7 @@ REPO = "NVIDIA-BioNeMo/bionemo-framework"
 RECIPES = {"llama3": "bionemo-recipes/recipes/llama3_native_te", "esm2": "bionemo-recipes/recipes/esm2_native_te"}
 CAUSAL = {"llama3": True, "esm2": False}  # DataCollatorForContextParallel(is_causal_lm=...)
 ESM2_PAD = 1
-# cli/src/loggers.rs BIONEMO: logged key -> record key.
+# reader/profiles/bionemo.toml [loggers.bionemo]: logged key -> record key.
 RECORD = {
     "train/total_unpadded_tokens_per_batch": "tokens.real",
     "train/tokens_per_second_per_gpu": "stored_tokens_per_second_per_gpu",

@@ -149,7 +149,9 @@ def run(case, docs, *, seq, rows, cfg, cp=None, drop_last=True, expected="pass",
     if "cu_seqlens" in batch:
         batch = m["utils"].flatten_batch_for_packed_sequences(batch)
         fn += " -> flatten_batch_for_packed_sequences"
-    meta = {"causal": "true", "labels": "shifted", "objective": "pretrain", "profile": "megatron_lm"}
+    # The EOD id is the tokenizer's (the documents end with it: the profile's documents = "eos").
+    meta = {"causal": "true", "labels": "shifted", "objective": "pretrain", "profile": "megatron_lm",
+            "eos_token_id": EOD}
     meta.update(metadata or {})
     inp = {"documents": docs, "sample_index": sample_index.tolist(), "rows": list(rows)}
     if cp is None:
@@ -208,6 +210,9 @@ def generate() -> None:
     # A short last sample (drop_last_partial_sequence False): padding folded into the last document.
     short = [[11, 12, 13, E], [21, 22, 23, 24, 25, E], [31, 32, E]]
     run("inter_doc_padded_v0.19.0", short, seq=8, rows=[1], cfg=idm, drop_last=False,
+        # GPTDataset.__getitem__ writes id 0 where _pad_token_id padded the sample
+        # (tokens[tokens == self._pad_token_id] = 0).
+        metadata={"pad_token_id": 0},
         why="A validation dataset without drop_last_partial_validation_sequence: sample 1 holds "
             "the last 5 tokens (document 1's tail [25 E] after the shared token 24, and document "
             "2 [31 32 E]) and 3 pad tokens (_pad_token_id -1, mapped to id 0 in tokens and "
@@ -222,7 +227,6 @@ def generate() -> None:
     classic = dict(reset_position_ids=True, reset_attention_mask=True, eod_mask_loss=True,
                    create_attention_mask=True, inter_document_masking=False)
     run("eod_mask_mbs2_v0.19.0", docs, seq=8, rows=[0, 1], cfg=classic,
-        metadata={"eos_token_id": EOD},
         why="The pre-#5298 way to isolate documents: reset_attention_mask cuts the [1, S, S] "
             "causal mask after each EOD, reset_position_ids restarts positions after each EOD, "
             "eod_mask_loss zeroes the loss at EOD inputs. default_collate stacks [2, 1, 8, 8]. "
@@ -230,10 +234,6 @@ def generate() -> None:
 
     # CP: per-sequence zigzag of the flattened pretraining row.
     run("inter_doc_cp2_v0.19.0", docs, seq=8, rows=[0, 1], cfg=idm, cp=2,
-        pending="pretraining CP splits the whole flattened row into 2*cp zigzag chunks "
-                "(use_per_sequence_balancing), not each document: the rank files keep the global "
-                "cu_seqlens [0,5,8,15,16] while their tokens are chunks 0+3 / 1+2 of the row; the "
-                "reader's CP reassembly expects per-document zigzag slots",
         why="pretrain_gpt.get_batch with --context-parallel-size 2 and inter-document masking: "
             "get_batch_on_this_cp_rank(use_per_sequence_balancing=True) views the [1,16] row as "
             "4 chunks of 4 and keeps chunks (0,3) on rank 0 and (1,2) on rank 1 for tokens, "

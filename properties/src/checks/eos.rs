@@ -68,11 +68,22 @@ pub fn eos_delimited(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
         .collect();
     let row = |i: usize| view.real(i).start / width;
     let (mut first, mut bad, mut cut) = (None::<Violation>, 0usize, Vec::new());
+    let mut folded = 0usize;
     for (n, &i) in docs.iter().enumerate() {
-        let r = view.real(i);
-        let last = r.end - 1;
+        let mut r = view.real(i);
         let next = docs.get(n + 1).copied();
         let last_of_row = next.is_none_or(|j| row(j) != row(i));
+        // A row's last segment may hold the row's padding after its document's EOS (Megatron
+        // folds a short sample's padding into its last document): with the pad id stated, the
+        // document ends before those pad tokens.
+        if last_of_row && let Some(pad) = view.pad_token_id.filter(|&p| p != eos) {
+            let tail = ids.slice(r.clone()).iter().rev().take_while(|&x| x == pad).count();
+            if tail > 0 && tail < r.len() && ids.at(r.end - tail - 1) == eos {
+                r.end -= tail;
+                folded += 1;
+            }
+        }
+        let last = r.end - 1;
         let v = if let Some(j) = ids.slice(r.start..last).iter().position(|x| x == eos) {
             let t = r.start + j;
             Some(
@@ -89,7 +100,10 @@ pub fn eos_delimited(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                         r.start, r.end
                     )),
             )
-        } else if ids.at(last) != eos && last_of_row {
+        } else if ids.at(last) != eos && (last_of_row || view.cross_doc_labels_by_design) {
+            // Pretraining cuts documents wherever a sample ends, and a flattened batch
+            // (Megatron's flatten_batch_for_packed_sequences) no longer shows its samples: a
+            // segment without its EOS is a cut document there, noted.
             cut.push((i, row(i)));
             None
         } else if ids.at(last) != eos {
@@ -125,11 +139,18 @@ pub fn eos_delimited(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
         "each of {} ends with the EOS {eos}, none holds one inside",
         plural(docs.len() - cut.len(), "document")
     ));
+    if folded > 0 {
+        o.notes.push(format!(
+            "{} the row's padding (pad id {}) after its EOS",
+            plural(folded, "row's last document") + if folded == 1 { " holds" } else { " hold" },
+            view.pad_token_id.unwrap_or_default()
+        ));
+    }
     if let Some(&(i, r)) = cut.first() {
         o.notes.push(format!(
-            "{} in a document cut by the pack length, without its EOS (segment {i} of row {r} \
-             first)",
-            plural(cut.len(), "row") + if cut.len() == 1 { " ends" } else { " end" }
+            "{} cut by the pack length or where a sample ends, without its EOS (segment {i} of \
+             row {r} first)",
+            plural(cut.len(), "document")
         ));
     }
     o
@@ -161,15 +182,47 @@ mod tests {
         assert_eq!(o.detail, "each of 2 documents ends with the EOS 2, none holds one inside");
         assert_eq!(
             o.notes,
-            ["1 row ends in a document cut by the pack length, without its EOS (segment 2 of \
-              row 0 first)"]
+            ["1 document cut by the pack length or where a sample ends, without its EOS \
+              (segment 2 of row 0 first)"]
         );
         // Two rows of 4, each ending in a cut document; the pad tail is the EOS id.
         let ids = [5, 2, 6, 7, 8, 2, 9, 2];
         let v = LayoutView { rows: 2, ..view(&ids, &[0, 2, 4, 6, 7]) };
         let o = eos_delimited(&v, &[false; 4]);
         assert_eq!(o.status, Status::Ok, "{o:?}");
-        assert!(o.notes[0].starts_with("2 rows end in a document cut"), "{o:?}");
+        assert!(o.notes[0].starts_with("2 documents cut by the pack length"), "{o:?}");
+    }
+
+    #[test]
+    fn under_pretraining_a_segment_without_its_eos_is_a_cut_document() {
+        // Two samples of 4 flattened into one row: [5 6 2 7 | 8 2 9 2], the document 7 8 cut
+        // where sample 0 ends.
+        let ids = [5, 6, 2, 7, 8, 2, 9, 2];
+        let cu = [0, 3, 4, 6, 8];
+        assert_eq!(eos_delimited(&view(&ids, &cu), &[false; 4]).status, Status::Violated);
+        let v = LayoutView { cross_doc_labels_by_design: true, ..view(&ids, &cu) };
+        let o = eos_delimited(&v, &[false; 4]);
+        assert_eq!(o.status, Status::Ok, "{o:?}");
+        // An EOS inside a segment is two documents merged, pretraining or not.
+        let v = LayoutView { cross_doc_labels_by_design: true, ..view(&ids, &[0, 4, 8]) };
+        assert_eq!(eos_delimited(&v, &[false; 2]).status, Status::Violated);
+    }
+
+    #[test]
+    fn a_rows_padding_after_its_last_eos_is_folded_in_only_with_the_pad_id() {
+        // Megatron's short sample: [31 32 EOS pad pad] as the row's last segment.
+        let ids = [5, 2, 31, 32, 2, 0, 0];
+        let cu = [0, 2, 7];
+        let o = eos_delimited(&view(&ids, &cu), &[false; 2]);
+        assert_eq!(o.status, Status::Violated, "without the pad id: {o:?}");
+        let v = LayoutView { pad_token_id: Some(0), ..view(&ids, &cu) };
+        let o = eos_delimited(&v, &[false; 2]);
+        assert_eq!(o.status, Status::Ok, "{o:?}");
+        assert!(o.notes[0].contains("padding (pad id 0) after its EOS"), "{o:?}");
+        // Not inside a row: a segment followed by another holds no padding.
+        let ids = [5, 2, 0, 31, 2];
+        let v = LayoutView { pad_token_id: Some(0), ..view(&ids, &[0, 3, 5]) };
+        assert_eq!(eos_delimited(&v, &[false; 2]).status, Status::Violated);
     }
 
     #[test]

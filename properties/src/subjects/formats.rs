@@ -342,7 +342,7 @@ mod tests {
         assert_eq!(p.rows, 3);
         let o = crate::checks::eos_delimited(&p.view(9), &[false; 3]);
         assert!(!o.is_violated(), "{o:?}");
-        assert!(o.notes[0].starts_with("1 row ends in a document cut"), "{o:?}");
+        assert!(o.notes[0].starts_with("1 document cut by the pack length"), "{o:?}");
         // One row: the offsets are the documents'.
         assert_eq!(EosPack::cut(&[vec![1, 9], vec![9]], None, 9).cu_seqlens, [0, 2, 3]);
     }
