@@ -74,6 +74,10 @@ pub struct BatchData {
     pub eos_token_id: Option<i64>,
     /// Every document ends with the EOS token (the profile's `documents = "eos"`).
     pub documents_end_with_eos: bool,
+    /// The loss mask the labels were derived from, when the file has no labels (the targets
+    /// are the tokens it trains, AReaL's and slime's batches): a CP group derives them again on
+    /// the reassembled tokens, since a rank's next token is not the sequence's.
+    pub loss_mask_targets: Option<Vec<bool>>,
     /// The profile's per-token side tensors present in the file: `(key, entries)`.
     pub side_tensors: Vec<(String, usize)>,
     /// Things worth knowing that are not violations.

@@ -390,7 +390,28 @@ fn build(
         }
     }
     let input_ids = join(&|p| Some(p.input_ids.ints().to_vec()))?.unwrap_or_default();
-    let labels = join(&|p| p.labels.as_ref().map(|c| c.ints().to_vec()))?;
+    // Labels a loss mask stands for are the targets of the whole sequence: derived again from
+    // the reassembled tokens (a rank's own next token is another chunk's).
+    let loss_mask = if ranks.iter().all(|s| s.pack.loss_mask_targets.is_some()) {
+        join(&|p| p.loss_mask_targets.as_ref().map(|m| m.iter().map(|&b| i64::from(b)).collect()))?
+            .map(|m| m.into_iter().map(|x| x == 1).collect::<Vec<bool>>())
+    } else {
+        None
+    };
+    let labels = match &loss_mask {
+        Some(m) => Some(
+            (0..input_ids.len())
+                .map(|t| {
+                    let target = match ranks[0].pack.convention {
+                        thd::LabelConvention::Unshifted => Some(input_ids[t]),
+                        thd::LabelConvention::Shifted => input_ids.get(t + 1).copied(),
+                    };
+                    target.filter(|_| m[t]).unwrap_or(thd::IGNORE_INDEX)
+                })
+                .collect(),
+        ),
+        None => join(&|p| p.labels.as_ref().map(|c| c.ints().to_vec()))?,
+    };
     let position_ids = join(&|p| p.position_ids.as_ref().map(|c| c.ints().to_vec()))?;
     let mask = join(&|p| p.real_mask.as_ref().map(|m| m.iter().map(|&b| i64::from(b)).collect()))?
         .map(|m| m.into_iter().map(|x| x == 1).collect::<Vec<bool>>());
@@ -451,9 +472,10 @@ fn build(
         eos_token_id: ranks[0].pack.eos_token_id,
         documents_end_with_eos: ranks[0].pack.documents_end_with_eos,
         block_mask: None,
+        loss_mask_targets: loss_mask.clone(),
         side_tensors: Vec::new(),
         notes: vec![format!(
-            "reassembled from {cp} rank files ({}, labels rolled before the split)",
+            "reassembled from {cp} rank files ({}, {})",
             match layout {
                 ShardLayout::Zigzag => "zigzag".to_string(),
                 ShardLayout::Contiguous => format!(
@@ -462,6 +484,11 @@ fn build(
                 ShardLayout::ContiguousSlots => {
                     "contiguous: rank r holds piece r of every slot, local offsets × cp".to_string()
                 }
+            },
+            if loss_mask.is_some() {
+                "the labels the targets of the loss mask on the reassembled tokens"
+            } else {
+                "labels rolled before the split"
             }
         )],
     })

@@ -30,10 +30,9 @@ Contract (data.py `get_batch`, 624b824a8):
 
 Saved: `tokens`, the PackedSeqParams tensors `cu_seqlens_q`, `cu_seqlens_kv`, `max_seqlen_q`,
 `max_seqlen_kv`, and `full_loss_masks` (the per-sample lists are not tensors of the batch).
-`thd_cp1` is read under the built-in `slime` profile, which does not map `full_loss_masks` (the
-targets are the next tokens under it): read as AReaL's `loss_mask`, the CP group `thd_cp2` fails
-`label-targets` because the reader rolls each rank's targets before reassembly, so it is under
-pending/; the `allgather_cp` rank files (contiguous CP shards) are read as `thd_cp1` is.
+Every case is read under the built-in `slime` profile, which maps `full_loss_masks` to
+`loss_mask` with `labels = "shifted"`: the targets are the next tokens it trains, derived for a
+CP group on the reassembled tokens (a rank's own next token is another chunk's).
 No bug with a fix touching `get_batch` / `slice_with_cp` was found (#838 widened the final
 padding to `tp_size * 128`, #1205 added `full_loss_masks`, #2175 fixed routing replay).
 """
@@ -81,12 +80,6 @@ STUBS = ["megatron.core.mpu: get_context_parallel_world_size/rank, "
          "slime.utils.accelerator: current_device()/device() -> 'cpu'",
          "slime.utils.types.RolloutBatch -> dict (a type alias)",
          "megatron.core.packed_seq_params: the real file of NVIDIA/Megatron-LM core_v0.19.0"]
-
-PEND = ("no labels: the targets are the next tokens under `full_loss_masks` (a shifted loss "
-        "mask under slime's own key); read today only as AReaL's: --map "
-        "full_loss_masks=loss_mask, metadata loss_mask_convention = shifted, --profile areal "
-        "(the final padding segment by design)")
-
 
 def rollout(samples):
     """Per-sample rollout fields: (prompt ids, response ids, response loss mask)."""
@@ -148,10 +141,6 @@ def generate() -> None:
             "prompt's last token predicts the first response token; the EOS predicts nothing), "
             "sample 2 keeps its 0 (a masked response token). Valid.")
     run("thd_cp2", samples, cp=2, pad_multiplier=4,
-        pending=PEND + "; and read so, the reassembled CP group fails `label-targets` because "
-                       "the reader derives each rank's targets from that rank's own tokens "
-                       "(rolled before reassembly), while slime's targets are the next tokens of "
-                       "the whole sample (the loss gathers the logits over CP)",
         why="The same samples with context parallelism 2: each sample is padded with 0 to a "
             "multiple of 4 (6 -> 8, 7 -> 8) and cut into 4 chunks, rank r keeping chunks r and 3-r; "
             "each rank holds 2+2 tokens per sample = 12, padded to a multiple of 4 (no pad "

@@ -219,6 +219,7 @@ pub(super) fn labels_from_loss_mask(
             target.filter(|_| mask[t]).unwrap_or(thd::IGNORE_INDEX)
         })
         .collect();
+    pack.loss_mask_targets = Some(mask);
     pack.labels = Some(labels.into());
     pack.convention = convention;
     pack.keys.labels = "loss_mask (labels: the targets it trains)".into();

@@ -151,6 +151,7 @@ fn dpo_concatenated(
         num_real_seqs: None,
         row_slots: None,
         block_mask: None,
+        loss_mask_targets: None,
         bidirectional: false,
         eos_token_id: None,
         documents_end_with_eos: false,

@@ -256,6 +256,7 @@ pub(super) fn pack(
         num_real_seqs: count(file, &k("num_real_seqs"))?,
         row_slots: None,
         block_mask: None,
+        loss_mask_targets: None,
         bidirectional: false,
         eos_token_id: None,
         documents_end_with_eos: false,

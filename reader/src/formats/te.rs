@@ -275,6 +275,7 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         num_real_seqs: count(file, "num_real_seqs")?,
         row_slots,
         block_mask: None,
+        loss_mask_targets: None,
         bidirectional: false,
         eos_token_id: None,
         documents_end_with_eos: false,
