@@ -408,3 +408,55 @@ fn fuzz_loss_sends_contiguous_shards() {
     let rows: Vec<usize> = ranks.iter().map(|r| r["logits"].as_array().unwrap().len()).collect();
     assert!(rows.iter().all(|&n| n == rows[0]), "{rows:?}");
 }
+
+/// Nanotron's layout: a `[B, S]` batch whose documents are where the position ids restart,
+/// each rank keeping the contiguous piece `[r·S/cp, (r+1)·S/cp)` of every row beside the global
+/// position ids of the rows. Rows `[11 12 13 2 | 21 22 23 24]` and `[25 2 31 32 | 2 41 42 43]`.
+#[test]
+fn contiguous_pieces_of_every_row_beside_global_positions_are_reassembled_row_by_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: [[i64; 8]; 2] = [[11, 12, 13, 2, 21, 22, 23, 24], [25, 2, 31, 32, 2, 41, 42, 43]];
+    let pos: [[i64; 8]; 2] = [[0, 1, 2, 3, 0, 1, 2, 3], [0, 1, 0, 1, 2, 0, 1, 2]];
+    // Shifted labels within each document (its last token trains nothing).
+    let label = |b: usize, t: usize| -> i64 {
+        if t + 1 < 8 && pos[b][t + 1] != 0 { rows[b][t + 1] } else { -100 }
+    };
+    let write = |name: &str, rank: usize, piece: usize| -> PathBuf {
+        let sub = dir.path().join(name);
+        std::fs::create_dir_all(&sub).unwrap();
+        let take = |f: &dyn Fn(usize, usize) -> i64| -> Vec<i64> {
+            (0..2)
+                .flat_map(|b| (piece * 4..piece * 4 + 4).map(move |t| (b, t)))
+                .map(|(b, t)| f(b, t))
+                .collect()
+        };
+        let bytes = write_ints(
+            &[
+                ("input_ids", vec![2, 4], take(&|b, t| rows[b][t])),
+                ("labels", vec![2, 4], take(&label)),
+                ("position_ids", vec![2, 8], pos.iter().flatten().copied().collect()),
+            ],
+            &[
+                ("cp_rank", &rank.to_string()),
+                ("cp_size", "2"),
+                ("profile", "nanotron"),
+                ("causal", "true"),
+            ],
+        )
+        .unwrap();
+        let p = sub.join(format!("rank{rank}.safetensors"));
+        std::fs::write(&p, bytes).unwrap();
+        sub
+    };
+    let good = write("good", 0, 0);
+    write("good", 1, 1);
+    let o = run_expect(&["check", good.to_str().unwrap()], 0);
+    assert!(text(&o).contains("of each of the 2 rows"), "{}", text(&o));
+    // A splitter that hands rank 1 the first piece again (every token of it on two ranks): row
+    // 1's document [31 32 2] crosses the pieces, and the label of 32 (the 2 of rank 1's true
+    // piece) no longer predicts the token that follows it.
+    let twice = write("twice", 0, 0);
+    write("twice", 1, 0);
+    let o = run_expect(&["check", twice.to_str().unwrap()], 1);
+    assert!(text(&o).contains("VIOLATED label-targets"), "{}", text(&o));
+}

@@ -9,11 +9,11 @@ use clap::ValueEnum;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
-use safetensors::Dtype;
 use reader::formats::{Dialect, Objective};
 use reader::profile::Profile;
 use reader::tensors::{BatchFile, SharedTensor};
 use reader::{CheckOptions, ReadOptions};
+use safetensors::Dtype;
 
 create_exception!(
     _native,
@@ -79,13 +79,13 @@ fn shared_tensors(tensors: Vec<PyTensor<'_>>) -> PyResult<Vec<SharedTensor>> {
     let mut shared: Vec<SharedTensor> = Vec::with_capacity(tensors.len());
     for (key, code, shape, data) in tensors {
         let dt = dtype(&key, &code)?;
-        let bytes: Box<dyn reader::tensors::SharedBytes> =
-            if let Ok(b) = data.extract::<Vec<u8>>() {
-                Box::new(b)
-            } else {
-                let (owner, ptr, len): (Py<PyAny>, usize, usize) = data.extract()?;
-                Box::new(Held { _owner: owner, ptr, len })
-            };
+        let bytes: Box<dyn reader::tensors::SharedBytes> = if let Ok(b) = data.extract::<Vec<u8>>()
+        {
+            Box::new(b)
+        } else {
+            let (owner, ptr, len): (Py<PyAny>, usize, usize) = data.extract()?;
+            Box::new(Held { _owner: owner, ptr, len })
+        };
         shared.push((key, dt, shape, bytes));
     }
     Ok(shared)

@@ -298,6 +298,9 @@ pub fn contiguous_pieces(group: &str, shards: &[Shard]) -> Result<GroupBatch> {
     let bad = |detail: String| Error::Shards { group: group.to_owned(), detail };
     let ranks = in_rank_order(group, shards)?;
     let cp = ranks.len();
+    if ranks[0].pack.rows > 1 && ranks[0].pack.boundaries_from_positions {
+        return Ok(GroupBatch::Whole(Box::new(contiguous_rows(group, &ranks)?)));
+    }
     let stored = ranks[0].pack.storage().to_vec();
     if let Some(s) = ranks.iter().find(|s| s.pack.storage() != stored.as_slice()) {
         return Err(bad(format!("rank {} has other offsets than rank 0", s.rank)));
@@ -319,6 +322,95 @@ pub fn contiguous_pieces(group: &str, shards: &[Shard]) -> Result<GroupBatch> {
     }
     let pack = build(group, &ranks, ShardLayout::Contiguous, stored, true)?;
     Ok(GroupBatch::Whole(Box::new(pack)))
+}
+
+/// Contiguous CP pieces of every row of a `[B, S]` batch whose documents are where its position
+/// ids restart (Nanotron's `DataCollatorForCLMWithPositionIds`: rank r keeps tokens
+/// `[r·S/cp, (r+1)·S/cp)` of each row beside the global position ids): the rows put back
+/// together, piece by piece, and the documents read again from their position ids.
+///
+/// # Errors
+/// [`Error::Shards`] when the ranks hold different rows or token counts, or some carry a
+/// tensor the others lack.
+fn contiguous_rows(group: &str, ranks: &[&Shard]) -> Result<BatchData> {
+    let bad = |detail: String| Error::Shards { group: group.to_owned(), detail };
+    let cp = ranks.len();
+    let first = &ranks[0].pack;
+    let (rows, local) = (first.rows, first.tokens());
+    if let Some(s) = ranks.iter().find(|s| s.pack.rows != rows || s.pack.tokens() != local) {
+        return Err(bad(format!(
+            "rank {} holds {} rows of {} tokens, rank 0 {rows} rows of {local}",
+            s.rank,
+            s.pack.rows,
+            s.pack.tokens()
+        )));
+    }
+    let w = local / rows.max(1);
+    let join =
+        |what: &str, get: &dyn Fn(&BatchData) -> Option<Vec<i64>>| -> Result<Option<Vec<i64>>> {
+            let parts: Vec<Option<Vec<i64>>> = ranks.iter().map(|s| get(&s.pack)).collect();
+            match (parts.iter().position(Option::is_some), parts.iter().position(Option::is_none)) {
+                (Some(i), Some(j)) => Err(bad(format!(
+                    "rank {} has {what}, rank {} has none: the ranks must carry the same tensors",
+                    ranks[i].rank, ranks[j].rank
+                ))),
+                (None, _) => Ok(None),
+                (Some(_), None) => {
+                    let parts: Vec<Vec<i64>> = parts.into_iter().flatten().collect();
+                    Ok(Some(
+                        (0..rows)
+                            .flat_map(|b| {
+                                parts.iter().flat_map(move |p| p[b * w..(b + 1) * w].to_vec())
+                            })
+                            .collect(),
+                    ))
+                }
+            }
+        };
+    let input_ids = join("input ids", &|p| Some(p.input_ids.ints().to_vec()))?.unwrap_or_default();
+    let labels = join("labels", &|p| p.labels.as_ref().map(|c| c.ints().to_vec()))?;
+    let mask = join("a mask", &|p| {
+        p.real_mask.as_ref().map(|m| m.iter().map(|&b| i64::from(b)).collect())
+    })?
+    .map(|m| m.into_iter().map(|x| x == 1).collect::<Vec<bool>>());
+    let Some(position_ids) =
+        join("position ids", &|p| p.position_ids.as_ref().map(|c| c.ints().to_vec()))?
+    else {
+        return Err(bad("no position ids: the documents of the rows cannot be read".into()));
+    };
+    let cu = crate::formats::restarts(&position_ids, rows, input_ids.len());
+    let keys = &first.keys;
+    Ok(BatchData {
+        part: Some(format!("{cp} ranks reassembled")),
+        keys: KeyNames {
+            cu_seqlens: format!("{} (restarts of the reassembled rows)", keys.position_ids),
+            mask: keys.mask.clone(),
+            labels: keys.labels.clone(),
+            position_ids: keys.position_ids.clone(),
+            ..KeyNames::default()
+        },
+        rows,
+        input_ids: input_ids.into(),
+        labels: labels.map(Column::from),
+        convention: first.convention,
+        position_ids: Some(position_ids.into()),
+        cu,
+        real_mask: mask,
+        position_base: first.position_base,
+        pad_token_id: first.pad_token_id,
+        padding_segment_by_design: first.padding_segment_by_design,
+        padding_segment_per_row: first.padding_segment_per_row,
+        boundaries_from_positions: true,
+        cross_doc_labels_by_design: first.cross_doc_labels_by_design,
+        bidirectional: first.bidirectional,
+        eos_token_id: first.eos_token_id,
+        documents_end_with_eos: first.documents_end_with_eos,
+        notes: vec![format!(
+            "reassembled from {cp} rank files (contiguous: rank r holds tokens [r·{w}, (r+1)·{w}) \
+             of each of the {rows} rows; the documents where the position ids restart)"
+        )],
+        ..BatchData::default()
+    })
 }
 
 /// The shards by rank, each rank once, every rank of the CP size there.

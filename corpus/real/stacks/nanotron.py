@@ -24,10 +24,9 @@ Contract (clm_collator.py, 2411b022a):
 The model (models/qwen.py, llama.py) reads `position_ids` (documents where they restart) and the
 loss is `masked_mean(loss, label_mask)`.
 
-The single-rank cases are read under the built-in `nanotron` profile (`label_ids`, pretraining:
-the separate bool `label_mask` is not read yet, so the cross-document predictions it removes are
-notes); the CP rank files (pending/) are contiguous slices whose `position_ids` are longer than
-their tokens. No bug with a fix touching the collator's
+Every case is read under the built-in `nanotron` profile (`label_ids` the labels, the separate
+bool `label_mask` their loss mask, pretraining, contiguous CP); the CP rank files are contiguous
+slices of each row beside the global `position_ids` of the rows, reassembled row by row. No bug with a fix touching the collator's
 layout was found (#339 / 37cc8b0c fixed an UnboundLocalError of `cp_rank` in DataCollatorForCLM).
 """
 
@@ -122,12 +121,6 @@ def run(case, stream, *, seq, rows, cp=1, doc_masking=True, why, notes="", pendi
                   pending=pending)
 
 
-PEND = ("labels under nanotron's key `label_ids` (--map label_ids=labels) and the trained "
-        "targets gated by a separate bool `label_mask` key, which the reader does not apply "
-        "beside labels (with the rename alone `cross-doc-label` fires on the EOS predictions "
-        "that label_mask removes; --objective pretrain, nanotron's objective, makes them notes)")
-
-
 def generate() -> None:
     E = EOS
     stream = [11, 12, 13, E, 21, 22, 23, 24,
@@ -147,9 +140,7 @@ def generate() -> None:
         why="use_doc_masking=False (plain pretraining): position_ids arange(8) per row, "
             "label_mask all True: each window is one sequence trained across its documents, "
             "every EOS predicting the next document's first token (objective pretrain). Valid.")
-    run("doc_masking_cp2", stream, seq=8, rows=2, cp=2,
-        pending="contiguous CP slices (rank r keeps tokens [4r, 4r+4) of each row) whose "
-                "position_ids stay global ([B, 8] beside [B, 4] tokens), and " + PEND,
+    run("doc_masking_cp2", stream, seq=8, rows=2, cp=2, pending=None,
         why="The doc-masking batch with context parallelism 2: each rank keeps the contiguous "
             "half of input_ids, label_ids and label_mask, and the full global position_ids "
             "(cp_return_global_position_ids, default True since 7bc99232), from which the "

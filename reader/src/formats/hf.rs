@@ -36,6 +36,9 @@ pub(super) struct Boundaries {
     pub max_doc_lens: bool,
     /// The `attention_mask` is not a per-token mask (a 4-D block mask): no real-token mask.
     pub no_token_mask: bool,
+    /// The position ids the source read, when they are not the file's tensor as is (a CP
+    /// rank's piece of global position ids).
+    pub position_ids: Option<Vec<i64>>,
     /// What the source noted.
     pub notes: Vec<String>,
 }
@@ -168,6 +171,7 @@ pub(super) fn pack(
         rows_are_sequences,
         max_doc_lens,
         no_token_mask,
+        position_ids: source_positions,
         mut notes,
     } = b;
     let cu_key = k("cu_seq_lens_q");
@@ -241,7 +245,10 @@ pub(super) fn pack(
         rows,
         labels,
         convention: opts.labels.unwrap_or(convention),
-        position_ids: counted_tokens(file, &pos_key, tokens, &mut counted)?,
+        position_ids: match source_positions {
+            Some(p) => Some(p.into()),
+            None => counted_tokens(file, &pos_key, tokens, &mut counted)?,
+        },
         absorbed: false,
         cu,
         cu_padded,

@@ -43,6 +43,7 @@ use properties::checks::DpoConcat;
 use thd::LabelConvention;
 
 pub use common::MAX_CP;
+pub use position_restarts::restarts;
 
 use crate::pack::BatchData;
 use crate::profile::{LabelsFact, PaddingSegments, Profile};
@@ -60,6 +61,8 @@ pub struct Input<'a> {
     pub opts: &'a ReadOptions,
     /// The CP size of a rank's shard, whose offsets may be the global ones; 1 otherwise.
     pub scale: usize,
+    /// The CP rank of a rank's shard; 0 otherwise.
+    pub rank: usize,
 }
 
 /// What a format read.
@@ -398,7 +401,12 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
     };
     let cp_shard = common::cp_shard(&file)?;
     // A shard's offsets may be the global ones (Automodel keeps cu_seqlens_padded).
-    let input = Input { file: &file, opts, scale: cp_shard.map_or(1, |(_, s)| s) };
+    let input = Input {
+        file: &file,
+        opts,
+        scale: cp_shard.map_or(1, |(_, s)| s),
+        rank: cp_shard.map_or(0, |(r, _)| r),
+    };
     let format = select(dialect, &input)?;
     let read = format.read(&input)?;
     notes.extend(read.notes);

@@ -5,7 +5,7 @@ use super::common::{same_tokens, token_tensor};
 use super::hf::{self, Boundaries};
 use super::{Format, Input, Read};
 use crate::Result;
-use crate::profile::Dialect;
+use crate::profile::{CpLayout, Dialect};
 use crate::tensors::BatchFile;
 use crate::words::plural;
 
@@ -34,9 +34,24 @@ impl Format for PositionRestarts {
         Ok(!rows_only(file, "position_ids", "attention_mask", rows)?)
     }
     fn read(&self, input: &Input<'_>) -> Result<Read> {
-        hf::read_single(input, |file, rows, tokens, _| {
+        let (scale, rank) = (input.scale, input.rank);
+        let contiguous = input.opts.fact(|p| p.cp_layout) == Some(CpLayout::Contiguous);
+        let mut global_note = None;
+        let mut read = hf::read_single(input, |file, rows, tokens, _| {
             let pos_key = "position_ids";
-            let (_, pos) = token_tensor(file, pos_key)?;
+            let (_, mut pos) = token_tensor(file, pos_key)?;
+            if scale > 1 && contiguous && pos.len() == tokens * scale && rows > 0 {
+                // A contiguous CP shard beside the global position ids of its rows
+                // (Nanotron's cp_return_global_position_ids): the rank's piece of each row.
+                let (w, gw) = (tokens / rows, tokens * scale / rows);
+                pos = (0..rows)
+                    .flat_map(|b| pos[b * gw + rank * w..b * gw + (rank + 1) * w].to_vec())
+                    .collect();
+                global_note = Some(format!(
+                    "`{pos_key}` holds the global positions of each row ({gw} each): rank {rank}'s \
+                     contiguous piece of each row read"
+                ));
+            }
             same_tokens(pos_key, pos.len(), "input_ids", tokens)?;
             let cu = restarts(&pos, rows, tokens);
             let note = format!(
@@ -46,8 +61,17 @@ impl Format for PositionRestarts {
                  checked",
                 plural(cu.len() - 1, "document")
             );
-            Ok(Boundaries { cu, from_positions: true, notes: vec![note], ..Boundaries::default() })
-        })
+            let mut b =
+                Boundaries { cu, from_positions: true, notes: vec![note], ..Boundaries::default() };
+            if global_note.is_some() {
+                b.position_ids = Some(pos);
+            }
+            Ok(b)
+        })?;
+        if let (Some(note), Some(p)) = (global_note, read.packs.first_mut()) {
+            p.notes.push(note);
+        }
+        Ok(read)
     }
 }
 
@@ -82,7 +106,7 @@ pub(super) fn rows_only(
 /// ```text
 /// position_ids [0 1 2 0 1 0 1 2 3] → cu_seqlens [0 3 5 9]
 /// ```
-pub(super) fn restarts(pos: &[i64], rows: usize, tokens: usize) -> Vec<i64> {
+pub fn restarts(pos: &[i64], rows: usize, tokens: usize) -> Vec<i64> {
     let row_len = if rows > 0 { tokens / rows.max(1) } else { tokens };
     let mut cu = vec![0i64];
     for t in 1..pos.len() {
