@@ -210,3 +210,19 @@ fn a_side_tensor_one_token_short_is_flagged_by_token_counts() {
     let text = r.text("rl", true);
     assert!(text.contains("old_logprobs") && text.contains("one entry short"), "{text}");
 }
+
+#[test]
+fn position_ids_of_another_count_are_judged_by_token_counts_not_refused() {
+    // ms-swift #5665's class: position ids built from the length before truncation, 14 for 10
+    // tokens. The documents are read from the ones beside the tokens; the count is the verdict.
+    let mut pos: Vec<i64> = (0..10).collect();
+    pos.extend(0..4);
+    let t = vec![
+        ints("input_ids", &[1, 10], &(1..=10).collect::<Vec<_>>()),
+        ints("position_ids", &[1, 14], &pos),
+    ];
+    let r = check(&t, &[], &ReadOptions::default());
+    assert_eq!(r.format, "position-restarts");
+    assert_eq!(r.violated(), ["token-counts"], "{}", r.text("5665", true));
+    assert!(r.text("5665", true).contains("`position_ids` has 14 entries for 10 tokens"));
+}

@@ -133,17 +133,17 @@ def generate() -> None:
     run("padding_free_truncated_v4.5.2", RELEASE, long, max_length=6,
         why=trunc_why + "Since #5665 the length is taken after truncation (6), so position_ids "
             "[0..5, 0..3] match the 10 input ids. Valid (negative control of #5665).")
-    run("padding_free_truncated_5f342eef2", PRE_5665, long, max_length=6, expected=["error"],
+    run("padding_free_truncated_5f342eef2", PRE_5665, long, max_length=6, expected=["token-counts"],
         bug="#5665",
         why=trunc_why + "Before #5665 (bee677132), _encode_truncated stored length = 10, computed "
             "before _truncate, and packing_row built position_ids from it: range(10) + range(4) "
             "= 14 position ids for 10 tokens, so the second sample's restart sits at token 10 "
             "instead of 6 and the row's position_ids and input_ids disagree in length. Fixed by "
             "bee677132 ('[bugfix] fix padding_free & truncate', recomputing the length after "
-            "truncation). The batch cannot be read as one layout: unreadable.",
-        notes="The model gets position_ids [1, 14] beside input_ids [1, 10]; the check tool "
-              "rejects the file naming the two lengths (exit 2), which is the closest verdict: "
-              "no segment layout exists for it.")
+            "truncation). A per-token tensor with 14 entries for 10 tokens: token-counts.",
+        notes="The model gets position_ids [1, 14] beside input_ids [1, 10]; no segment layout "
+              "exists for it, so the documents the check reads beside the tokens (the first 10 "
+              "position ids) are not the real ones: the verdict is the count.")
     run("padding_free_truncated_bee677132", FIX_5665, long, max_length=6,
         why=trunc_why + "At the fix commit bee677132: length 6 after truncation, position_ids "
             "[0..5, 0..3]. Valid.")

@@ -1,7 +1,7 @@
 //! No offsets: documents start where `position_ids` restart (transformers'
 //! `DataCollatorWithFlattening` by default, TRL's padding-free collators).
 
-use super::common::{same_tokens, token_tensor};
+use super::common::token_tensor;
 use super::hf::{self, Boundaries};
 use super::{Format, Input, Read};
 use crate::Result;
@@ -52,8 +52,31 @@ impl Format for PositionRestarts {
                      contiguous piece of each row read"
                 ));
             }
-            same_tokens(pos_key, pos.len(), "input_ids", tokens)?;
-            let cu = restarts(&pos, rows, tokens);
+            let mut count_note = None;
+            if global_note.is_none() && pos.len() != tokens && !pos.is_empty() && tokens > 0 {
+                // Position ids of another count than the tokens (ms-swift #5665 built them from
+                // the length before truncation): the documents are read from the ones beside
+                // the tokens, and `token-counts` judges the tensor.
+                count_note = Some(format!(
+                    "`{pos_key}` has {} entries for {tokens} tokens: the documents are read from \
+                     {}",
+                    pos.len(),
+                    if pos.len() > tokens {
+                        "its first ones, beside the tokens"
+                    } else {
+                        "the ones there are, the last running to the end"
+                    }
+                ));
+                pos.truncate(tokens);
+            }
+            let cu = if pos.len() == tokens {
+                restarts(&pos, rows, tokens)
+            } else {
+                let mut cu = restarts(&pos, 1, pos.len());
+                cu.push(tokens as i64);
+                cu.dedup();
+                cu
+            };
             let note = format!(
                 "no offsets: {} read from where `{pos_key}` restarts (transformers \
                  DataCollatorWithFlattening's default output): the restarts are the boundaries, \
@@ -61,8 +84,12 @@ impl Format for PositionRestarts {
                  checked",
                 plural(cu.len() - 1, "document")
             );
-            let mut b =
-                Boundaries { cu, from_positions: true, notes: vec![note], ..Boundaries::default() };
+            let mut b = Boundaries {
+                cu,
+                from_positions: true,
+                notes: vec![note].into_iter().chain(count_note).collect(),
+                ..Boundaries::default()
+            };
             if global_note.is_some() {
                 b.position_ids = Some(pos);
             }
