@@ -544,3 +544,60 @@ pub fn cp_shard(view: &LayoutView<'_>, cp: usize) -> Outcome {
         view.num_tokens / cp
     ))
 }
+
+/// The rules [`check_layout`] runs, in order: a batch's layout on its own.
+pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
+    let off = layout::offsets(view);
+    if off.is_violated() {
+        return vec![off];
+    }
+    let counts = layout::token_counts(view);
+    if counts.is_violated() {
+        return vec![off, counts];
+    }
+    let mock = mock_segments(view);
+    vec![
+        off,
+        counts,
+        layout::padded_slots(view),
+        layout::num_real_seqs(view),
+        layout::mock_nonempty(view),
+        layout::position_ids(view),
+        layout::cross_doc_label(view),
+        crate::checks::block_mask(view, &mock),
+        crate::checks::eos_delimited(view, &mock),
+    ]
+}
+
+/// LAYOUT on one packed batch: the first violation of [`layout_rules`].
+///
+/// ```text
+/// cu[0] = 0, cu[i] ≤ cu[i+1], cu[B] ≤ T, every offset ≤ i32::MAX          (real and padded)
+/// padded: same B, pᵢ ≥ sᵢ
+/// num_real_seqs ≤ B; every mock segment holds ≥ 1 token                 (AReaL #1103)
+/// position_ids[startᵢ + j] = base + j                      j < sᵢ        (Megatron #5243, HF #47496)
+/// Unshifted: labels[startᵢ₊₁] ≠ input_ids[startᵢ₊₁]   Shifted: labels[startᵢ + sᵢ − 1] ≠ input_ids[startᵢ₊₁]
+/// 4-D mask: real query t of segment i sees keys [startᵢ, t + 1)   (bidirectional: [startᵢ, endᵢ))
+/// EOS: input_ids[endᵢ − 1] = eos (but a row's last segment), eos ∉ input_ids[startᵢ .. endᵢ − 1]
+/// side tensors: T entries each
+/// ```
+///
+/// # Errors
+/// The first rule broken, with the segment and token.
+///
+/// # Example
+/// ```
+/// use properties::checks::{Ints, LayoutView, check_layout};
+/// let leak = LayoutView {
+///     num_tokens: 5,
+///     cu_seqlens: &[0, 3, 5],
+///     input_ids: Some(Ints::from(&[5, 6, 7, 8, 9])),
+///     labels: Some(Ints::from(&[-100, 6, 7, 8, 9])),
+///     ..Default::default()
+/// };
+/// let v = check_layout(&leak).unwrap_err();
+/// assert_eq!((v.id, v.at.segment, v.at.token), ("cross-doc-label", Some(0), Some(3)));
+/// ```
+pub fn check_layout(view: &LayoutView<'_>) -> crate::Checked {
+    crate::checks::first_violation(&layout_rules(view))
+}

@@ -8,43 +8,8 @@
 //! [`BlockMaskSummary`] computes that summary from any dense mask, the obvious way.
 
 use crate::Location;
-use crate::checks::layout::{LayoutView, plural};
+use crate::checks::layout::{BlockMask, LayoutView, plural};
 use crate::checks::rules::{BLOCK_MASK, Outcome};
-
-/// A 4-D attention mask summarised per query token, `T` entries row-major over `[B, S]`.
-///
-/// ```text
-/// spans[t] = [lo, hi)   the hull of the keys query t may attend to, in flattened token indices
-///                       (row b's keys are b·S .. (b+1)·S); lo == hi: no key at all
-/// gaps                  the queries whose allowed keys are not one contiguous interval (sorted)
-/// ```
-///
-/// # Example
-/// ```
-/// use properties::checks::{BlockMask, LayoutView, block_mask};
-/// // Two documents of 2 tokens; the mask lets token 2 (the second document's first) see token 1.
-/// let spans = [[0, 1], [0, 2], [1, 3], [2, 4]];
-/// let view = LayoutView {
-///     num_tokens: 4,
-///     cu_seqlens: &[0, 2, 4],
-///     block_mask: Some(BlockMask { key: "attention_mask", spans: &spans, gaps: &[] }),
-///     ..Default::default()
-/// };
-/// let o = block_mask(&view, &[false, false]);
-/// let v = o.violation.unwrap();
-/// assert_eq!((v.id, v.at.segment, v.at.token), ("block-mask", Some(1), Some(2)));
-/// assert_eq!(v.expected, "keys [2, 3): segment 1's tokens 2..=2, up to the query (causal)");
-/// assert_eq!(v.got, "query 2 sees keys [1, 3)");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BlockMask<'a> {
-    /// The mask's name in the batch (`attention_mask`).
-    pub key: &'a str,
-    /// Per query token, `[lo, hi)`: the hull of the keys it may attend to.
-    pub spans: &'a [[i64; 2]],
-    /// The queries whose allowed keys are not one interval, sorted.
-    pub gaps: &'a [usize],
-}
 
 /// The per-query summary of a dense mask, owned: what a reader (or a test) hands the
 /// `block-mask` rule through [`BlockMaskSummary::view`].

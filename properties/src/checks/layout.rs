@@ -9,14 +9,12 @@ use std::ops::Range;
 
 use thd::{IGNORE_INDEX, LabelConvention};
 
-use crate::checks::block_mask::{BlockMask, block_mask};
-use crate::checks::eos::eos_delimited;
+use crate::checks::Ints;
 use crate::checks::rules::{
     CROSS_DOC_LABEL, DOCUMENTS, MASK, MAX_SEQLEN, MOCK_NONEMPTY, NUM_REAL_SEQS, OFFSETS, Outcome,
     PADDED_SLOTS, POSITION_IDS, QK_OFFSETS, ROW_SLOTS, SEQ_IDX, STATIC_SHAPE, TOKEN_COUNTS,
     first_violation,
 };
-use crate::checks::{Ints, mock_segments};
 use crate::{Checked, Location, Violation};
 
 /// The names of a batch's tensors, as the user's file spells them: messages quote these.
@@ -65,6 +63,41 @@ impl Default for KeyNames {
 fn default_keys() -> &'static KeyNames {
     static KEYS: std::sync::OnceLock<KeyNames> = std::sync::OnceLock::new();
     KEYS.get_or_init(KeyNames::default)
+}
+
+/// A 4-D attention mask summarised per query token, `T` entries row-major over `[B, S]`.
+///
+/// ```text
+/// spans[t] = [lo, hi)   the hull of the keys query t may attend to, in flattened token indices
+///                       (row b's keys are b·S .. (b+1)·S); lo == hi: no key at all
+/// gaps                  the queries whose allowed keys are not one contiguous interval (sorted)
+/// ```
+///
+/// # Example
+/// ```
+/// use properties::checks::{BlockMask, LayoutView, block_mask};
+/// // Two documents of 2 tokens; the mask lets token 2 (the second document's first) see token 1.
+/// let spans = [[0, 1], [0, 2], [1, 3], [2, 4]];
+/// let view = LayoutView {
+///     num_tokens: 4,
+///     cu_seqlens: &[0, 2, 4],
+///     block_mask: Some(BlockMask { key: "attention_mask", spans: &spans, gaps: &[] }),
+///     ..Default::default()
+/// };
+/// let o = block_mask(&view, &[false, false]);
+/// let v = o.violation.unwrap();
+/// assert_eq!((v.id, v.at.segment, v.at.token), ("block-mask", Some(1), Some(2)));
+/// assert_eq!(v.expected, "keys [2, 3): segment 1's tokens 2..=2, up to the query (causal)");
+/// assert_eq!(v.got, "query 2 sees keys [1, 3)");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlockMask<'a> {
+    /// The mask's name in the batch (`attention_mask`).
+    pub key: &'a str,
+    /// Per query token, `[lo, hi)`: the hull of the keys it may attend to.
+    pub spans: &'a [[i64; 2]],
+    /// The queries whose allowed keys are not one interval, sorted.
+    pub gaps: &'a [usize],
 }
 
 /// A packed batch as plain data (the tensors a collator emits, int64 like PyTorch), flattened
@@ -873,63 +906,6 @@ pub fn seq_idx(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
     o
 }
 
-/// The rules [`check_layout`] runs, in order: a batch's layout on its own.
-pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
-    let off = offsets(view);
-    if off.is_violated() {
-        return vec![off];
-    }
-    let counts = token_counts(view);
-    if counts.is_violated() {
-        return vec![off, counts];
-    }
-    let mock = mock_segments(view);
-    vec![
-        off,
-        counts,
-        padded_slots(view),
-        num_real_seqs(view),
-        mock_nonempty(view),
-        position_ids(view),
-        cross_doc_label(view),
-        block_mask(view, &mock),
-        eos_delimited(view, &mock),
-    ]
-}
-
-/// LAYOUT on one packed batch: the first violation of [`layout_rules`].
-///
-/// ```text
-/// cu[0] = 0, cu[i] ≤ cu[i+1], cu[B] ≤ T, every offset ≤ i32::MAX          (real and padded)
-/// padded: same B, pᵢ ≥ sᵢ
-/// num_real_seqs ≤ B; every mock segment holds ≥ 1 token                 (AReaL #1103)
-/// position_ids[startᵢ + j] = base + j                      j < sᵢ        (Megatron #5243, HF #47496)
-/// Unshifted: labels[startᵢ₊₁] ≠ input_ids[startᵢ₊₁]   Shifted: labels[startᵢ + sᵢ − 1] ≠ input_ids[startᵢ₊₁]
-/// 4-D mask: real query t of segment i sees keys [startᵢ, t + 1)   (bidirectional: [startᵢ, endᵢ))
-/// EOS: input_ids[endᵢ − 1] = eos (but a row's last segment), eos ∉ input_ids[startᵢ .. endᵢ − 1]
-/// side tensors: T entries each
-/// ```
-///
-/// # Errors
-/// The first rule broken, with the segment and token.
-///
-/// # Example
-/// ```
-/// use properties::checks::{Ints, LayoutView, check_layout};
-/// let leak = LayoutView {
-///     num_tokens: 5,
-///     cu_seqlens: &[0, 3, 5],
-///     input_ids: Some(Ints::from(&[5, 6, 7, 8, 9])),
-///     labels: Some(Ints::from(&[-100, 6, 7, 8, 9])),
-///     ..Default::default()
-/// };
-/// let v = check_layout(&leak).unwrap_err();
-/// assert_eq!((v.id, v.at.segment, v.at.token), ("cross-doc-label", Some(0), Some(3)));
-/// ```
-pub fn check_layout(view: &LayoutView<'_>) -> Checked {
-    first_violation(&layout_rules(view))
-}
-
 /// LAYOUT, documents: a collator's answer holds the packs its contract asks for (`want`: one
 /// for SFT, chosen and rejected for DPO) before its documents can be compared.
 ///
@@ -1041,6 +1017,7 @@ pub fn check_static_shape(view: &LayoutView<'_>, max_seq_length: u64) -> Checked
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checks::check_layout;
 
     #[test]
     fn layout_accepts_a_padded_batch_and_names_each_broken_rule() {

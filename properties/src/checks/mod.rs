@@ -43,10 +43,10 @@ mod work;
 
 pub use attn::{AttnView, check_attention, check_isolation};
 pub use batch::{
-    BatchFacts, BatchOptions, BatchReport, batch_facts, check_batch, cp_shard, label_targets,
-    mock_marked, mock_segments, pad_labels, pad_multiple,
+    BatchFacts, BatchOptions, BatchReport, batch_facts, check_batch, check_layout, cp_shard,
+    label_targets, layout_rules, mock_marked, mock_segments, pad_labels, pad_multiple,
 };
-pub use block_mask::{BlockMask, BlockMaskSummary, block_mask};
+pub use block_mask::{BlockMaskSummary, block_mask};
 pub use cp_loss::{PartLoss, Split, check_cp_loss, check_reported_loss, cp_loss_violations};
 pub use cp_shard::{
     ShardLayout, ShardView, check_cp_shard, check_cp_shard_in, check_reassembly,
@@ -62,10 +62,10 @@ pub use eos::eos_delimited;
 pub use flops::{FlopsStats, MicroBatchView, check_flops, check_flops_additive};
 pub use ints::{Ints, IntsIter};
 pub use layout::{
-    KeyNames, LayoutView, SideTensor, check_documents, check_layout, check_offsets,
-    check_packs_present, check_static_shape, cross_doc_label, layout_rules, mask, max_seqlen,
-    mock_nonempty, num_real_seqs, offsets, padded_slots, position_ids, qk_offsets, row_slots,
-    seq_idx, token_counts,
+    BlockMask, KeyNames, LayoutView, SideTensor, check_documents, check_offsets,
+    check_packs_present, check_static_shape, cross_doc_label, mask, max_seqlen, mock_nonempty,
+    num_real_seqs, offsets, padded_slots, position_ids, qk_offsets, row_slots, seq_idx,
+    token_counts,
 };
 pub use logged::{Factor, LoggedKind, Number, Tolerance, check_logged, check_logged_text};
 pub use loss::{LossRecord, check_loss};
