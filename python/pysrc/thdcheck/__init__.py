@@ -28,6 +28,9 @@ __all__ = [
     "FuzzFailure",
     "Guard",
     "GuardViolation",
+    "MetricsGuard",
+    "MetricsReport",
+    "MetricsViolation",
     "ThdcheckWarning",
     "FuzzResult",
     "Outcome",
@@ -678,3 +681,4 @@ def metrics(
 
 
 from thdcheck.guard import Guard, GuardViolation, ThdcheckWarning, guard  # noqa: E402
+from thdcheck.metrics_guard import MetricsGuard, MetricsReport, MetricsViolation  # noqa: E402

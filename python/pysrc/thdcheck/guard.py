@@ -55,6 +55,7 @@ class Guard:
         every: int = 1,
         on_violation: str = "raise",
         dump_dir: str | os.PathLike | None = None,
+        metrics: Any = None,
         **options: Any,
     ) -> None:
         if not callable(collate_fn):
@@ -63,7 +64,10 @@ class Guard:
             raise ValueError(f"guard: every={every!r}: expected an integer >= 1")
         if on_violation not in _ACTIONS:
             raise ValueError(f"guard: on_violation={on_violation!r}: expected one of {', '.join(_ACTIONS)}")
+        if metrics is not None and not callable(getattr(metrics, "_produced", None)):
+            raise TypeError(f"guard: metrics={metrics!r}: expected a thdcheck.MetricsGuard")
         self.collate_fn = collate_fn
+        self.metrics = metrics
         self.every = every
         self.on_violation = on_violation
         self.dump_dir = os.fspath(dump_dir) if dump_dir is not None else "thdcheck-dumps"
@@ -84,6 +88,8 @@ class Guard:
         self.stats["batches"] += 1
         if (self.stats["batches"] - 1) % self.every == 0:
             self._check(batch)
+        if self.metrics is not None:
+            self.metrics._produced(batch)
         return batch
 
     def _check(self, batch: Any) -> None:
@@ -123,7 +129,8 @@ class Guard:
 
 def guard(collate_fn: Callable[..., Any], **options: Any) -> Guard:
     """Wraps `collate_fn` in a `Guard`: `every=1`, `on_violation="raise"|"warn"|"dump"`,
-    `dump_dir="thdcheck-dumps"`, and the options of `thdcheck.check` (`profile`,
+    `dump_dir="thdcheck-dumps"`, `metrics=` a `MetricsGuard` that every batch is also given to
+    (as a micro-batch of the step it trains), and the options of `thdcheck.check` (`profile`,
     `pad_token_id`, `cp_size`, ...)."""
     return Guard(collate_fn, **options)
 
