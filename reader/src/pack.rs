@@ -1,7 +1,7 @@
 //! One pack in a dialect-free form: what the reader builds and the rules judge.
 //!
 //! A [`BatchData`] is built from the tensors of one file (or one part of a DPO file) by
-//! [`crate::dialect`]. Building it validates everything that makes the file *understood*
+//! the modules of [`crate::formats`]. Building it validates everything that makes the file *understood*
 //! (offsets that are offsets, shapes that agree); every verdict comes from the rules of
 //! `properties::checks`, applied to its [`BatchData::view`].
 
