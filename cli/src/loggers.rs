@@ -73,9 +73,16 @@ impl Logger {
         )
     }
 
-    /// The names of the built-in profiles' loggers, in profile order.
+    /// The names of the built-in profiles' loggers, in profile order, each once (a profile that
+    /// extends another, `bionemo_esm2`, inherits its base's logger, the same table).
     pub fn builtin_names() -> Vec<&'static str> {
-        Profile::builtins().flat_map(|p| p.loggers.keys().map(String::as_str)).collect()
+        let mut names: Vec<&'static str> = Vec::new();
+        for name in Profile::builtins().flat_map(|p| p.loggers.keys().map(String::as_str)) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
     }
 
     /// The entry of `key`, if this logger writes it.

@@ -91,6 +91,8 @@ const BUILTIN: &[(&str, &str)] = &[
     ("transformers.toml", include_str!("../profiles/transformers.toml")),
     ("trl.toml", include_str!("../profiles/trl.toml")),
     ("bionemo.toml", include_str!("../profiles/bionemo.toml")),
+    ("bionemo_esm2.toml", include_str!("../profiles/bionemo_esm2.toml")),
+    ("bionemo_llama3.toml", include_str!("../profiles/bionemo_llama3.toml")),
     ("open_instruct.toml", include_str!("../profiles/open_instruct.toml")),
     ("automodel.toml", include_str!("../profiles/automodel.toml")),
     ("te.toml", include_str!("../profiles/te.toml")),
@@ -450,15 +452,20 @@ pub const FIELDS: &[&str] = &[
 fn builtins() -> &'static [Arc<Profile>] {
     static CELL: OnceLock<Vec<Arc<Profile>>> = OnceLock::new();
     CELL.get_or_init(|| {
-        BUILTIN
-            .iter()
-            .map(|(file, text)| {
-                // Tested (`every_builtin_profile_parses`): a built-in that does not parse is a
-                // build of thdcheck that cannot be released.
-                let origin = format!("built-in profiles/{file}");
-                Arc::new(Profile::parse(text, &origin, None).unwrap_or_else(|e| panic!("{e}")))
-            })
-            .collect()
+        // A built-in that extends another finds it among those read before it (BUILTIN lists
+        // bases first): looking it up through `builtins()` here would wait on this very
+        // initialisation forever.
+        let mut out: Vec<Arc<Profile>> = Vec::with_capacity(BUILTIN.len());
+        for (file, text) in BUILTIN {
+            // Tested (`every_builtin_profile_parses`): a built-in that does not parse is a
+            // build of thdcheck that cannot be released.
+            let origin = format!("built-in profiles/{file}");
+            let p: Profile = toml::from_str(text).unwrap_or_else(|e| panic!("{origin}: {e}"));
+            let p = Profile::finish(p, text, &origin, None, 0, Some(&out))
+                .unwrap_or_else(|e| panic!("{e}"));
+            out.push(Arc::new(p));
+        }
+        out
     })
 }
 
@@ -498,16 +505,18 @@ impl Profile {
             line: e.span().map(|s| line_of(text, s.start)),
             message: e.message().trim().to_owned(),
         })?;
-        Self::finish(p, text, origin, dir, depth)
+        Self::finish(p, text, origin, dir, depth, None)
     }
 
-    /// Checks what serde cannot (the name, the sources' fields) and applies `extends`.
+    /// Checks what serde cannot (the name, the sources' fields) and applies `extends`, a
+    /// built-in name looked up in `bases` while the built-ins are being read, else among them.
     fn finish(
         mut p: Profile,
         text: &str,
         origin: &str,
         dir: Option<&Path>,
         depth: usize,
+        bases: Option<&[Arc<Profile>]>,
     ) -> Result<Profile> {
         p.origin = origin.to_owned();
         let line = |field: &str| {
@@ -575,7 +584,11 @@ impl Profile {
                     ),
                 });
             }
-            let base = match Self::builtin(&parent) {
+            let builtin = match bases {
+                Some(bases) => bases.iter().find(|b| b.name == parent).cloned(),
+                None => Self::builtin(&parent),
+            };
+            let base = match builtin {
                 Some(b) => (*b).clone(),
                 None => match dir {
                     Some(d) if looks_like_path(&parent) => {
@@ -653,7 +666,7 @@ impl Profile {
             // serde_json appends " at line 1 column N" of the JSON text the binding wrote.
             message: e.to_string().split(" at line ").next().unwrap_or_default().to_owned(),
         })?;
-        Self::finish(p, "", "profile=", None, 0).map(Arc::new)
+        Self::finish(p, "", "profile=", None, 0, None).map(Arc::new)
     }
 
     /// The built-in profile whose `[[detect]]` keys the file has, first in detection order.
@@ -850,7 +863,7 @@ pub fn from_pyproject(start: &Path) -> Result<Option<Arc<Profile>>> {
                             message: e.message().trim().to_owned(),
                         }
                     })?;
-                Profile::finish(p, "", &origin, Some(dir), 0).map(|p| Some(Arc::new(p)))
+                Profile::finish(p, "", &origin, Some(dir), 0, None).map(|p| Some(Arc::new(p)))
             }
             Some(other) => Err(Error::Profile {
                 origin,
@@ -975,6 +988,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("missing field `keys`"), "{err}");
+    }
+
+    #[test]
+    fn a_builtin_extends_another_builtin_without_waiting_on_itself() {
+        // Resolving `extends` through `builtins()` while the built-ins are being read waited on
+        // that very initialisation forever (`thdcheck profile show bionemo_esm2` hung).
+        let esm = Profile::builtin("bionemo_esm2").expect("a built-in");
+        let base = Profile::builtin("bionemo").expect("a built-in");
+        assert_eq!(esm.pad_token_id, Some(1));
+        assert_eq!(esm.objective, Some(Objective::Mlm));
+        assert_eq!(esm.fuzz, base.fuzz, "the base's fuzz defaults are inherited");
+        assert_eq!(esm.loggers.keys().collect::<Vec<_>>(), base.loggers.keys().collect::<Vec<_>>());
+        // Every built-in that extends another comes after it in BUILTIN.
+        for (i, p) in Profile::builtins().enumerate() {
+            if let Some(parent) = &p.extends {
+                let at = Profile::builtins().position(|b| &b.name == parent).unwrap();
+                assert!(at < i, "{} extends {parent}, listed after it", p.name);
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 """bionemo recipes' real THD collator (`DataCollatorWithFlattening` of `collator.py`, wrapping
 transformers' `DataCollatorForLanguageModeling`) as a `thdcheck fuzz collator` adapter.
 
-    thdcheck fuzz collator --profile bionemo [--mlm] [--pad-token-id 1] -- \
+    thdcheck fuzz collator --profile bionemo_esm2 (or bionemo_llama3) -- \
         python adapters/python/real/bionemo_collator.py RECIPE [OPTION=VALUE ...]
 
 RECIPE is `esm2` (masked LM, ESM-2 tokenizer, pad id 1) or `llama3` (causal LM, nucleotide

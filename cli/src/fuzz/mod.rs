@@ -244,8 +244,11 @@ pub fn check_ignore(values: &[String]) -> Result<()> {
 fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> Result<u8> {
     check_ignore(&args.ignore)?;
     // The stack's profile carries its fuzz defaults; an option given on the command line wins.
-    let read = args.batch.read_options()?;
+    let mut read = args.batch.read_options()?;
     let profile = read.stated_profile().cloned();
+    // The generators need the profile's pad id before any batch is read (an example never
+    // holds it): the option wins, as when a file is read.
+    read.pad_token_id = read.pad_token_id.or(profile.as_ref().and_then(|p| p.pad_token_id));
     let fuzz = profile.as_ref().map(|p| p.fuzz.clone()).unwrap_or_default();
     match args.target {
         FuzzTarget::Packer => {
@@ -289,7 +292,10 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                 read: read.clone(),
                 opts: crate::checks::with_profile(args.batch.check_options(), profile.as_deref()),
                 rewrites: collator::Rewrites {
-                    mlm: args.batch.mlm,
+                    // `--mlm`, or a profile whose objective is masked LM (bionemo's ESM-2).
+                    mlm: args.batch.mlm
+                        || profile.as_deref().and_then(|p| p.objective)
+                            == Some(crate::profile::Objective::Mlm),
                     bos: args.add_bos,
                     eos: args.add_eos,
                 },
