@@ -75,7 +75,7 @@ impl Sharder for ThdSubject {
 
 /// The batch of a shard case, every token id replaced by `1 + its storage index` so that a
 /// shard says where each of its tokens came from.
-fn tagged_batch(case: &ShardCase) -> thd::Result<PackedBatch> {
+pub(super) fn tagged_batch(case: &ShardCase) -> thd::Result<PackedBatch> {
     let flat = flatten(&case.sft.examples(), &FlattenOptions::default())?;
     let b = if case.pad_first { pad_for_cp(&flat, &CpPadding::for_cp(case.cp, 0))? } else { flat };
     PackedBatch::new(PackedBatchParts {

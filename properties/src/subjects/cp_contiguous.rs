@@ -4,10 +4,10 @@
 //! [`ShardLayout::Contiguous`]. `thd` shards only the zigzag, so the reference subject,
 //! [`ContiguousSplit`], is the split written out plainly.
 
-use thd::collate::{CpPadding, FlattenOptions, flatten, pad_for_cp};
+use thd::PackedBatch;
 use thd::cp::shift_labels;
-use thd::{PackedBatch, PackedBatchParts};
 
+use super::cp::tagged_batch;
 use super::{Shard, Sharder, diffs, failed, wide};
 use crate::checks::{
     ShardLayout, ShardView, check_cp_shard_in, check_reassembly, check_split_accepted_in,
@@ -82,22 +82,6 @@ impl Sharder for ContiguousSplit {
         }
         Ok(out)
     }
-}
-
-/// The batch of a shard case, every token id replaced by `1 + its storage index` so that a
-/// shard says where each of its tokens came from.
-fn tagged_batch(case: &ShardCase) -> thd::Result<PackedBatch> {
-    let flat = flatten(&case.sft.examples(), &FlattenOptions::default())?;
-    let b = if case.pad_first { pad_for_cp(&flat, &CpPadding::for_cp(case.cp, 0))? } else { flat };
-    PackedBatch::new(PackedBatchParts {
-        input_ids: (1..=b.num_tokens() as i64).collect(),
-        labels: b.labels().to_vec(),
-        position_ids: Some(b.position_ids().to_vec()),
-        cu_seqlens: wide(b.cu_seqlens()),
-        cu_seqlens_padded: b.cu_seqlens_padded().map(wide),
-        num_real_seqs: b.num_real_seqs(),
-        label_convention: b.label_convention(),
-    })
 }
 
 /// CP-SHARD, contiguous: shard the case's batch with `subject`, which claims the contiguous

@@ -150,14 +150,10 @@ fn dpo_concatenated(
         seq_idx: read("concatenated_seq_idx")?,
         num_real_seqs: None,
         row_slots: None,
-        block_mask: None,
-        loss_mask_targets: None,
-        bidirectional: false,
-        eos_token_id: None,
-        documents_end_with_eos: false,
         side_tensors: Vec::new(),
         notes: Vec::new(),
         input_ids: ids.into(),
+        ..BatchData::default()
     };
     Ok((Some(pack), offsets))
 }

@@ -262,11 +262,6 @@ pub(super) fn pack(
         seq_idx: counted_tokens(file, &seq_idx_key, tokens, &mut counted)?,
         num_real_seqs: count(file, &k("num_real_seqs"))?,
         row_slots: None,
-        block_mask: None,
-        loss_mask_targets: None,
-        bidirectional: false,
-        eos_token_id: None,
-        documents_end_with_eos: false,
         side_tensors: counted,
         notes,
         input_ids,
@@ -275,5 +270,6 @@ pub(super) fn pack(
         boundaries_from_positions: from_positions,
         rows_are_sequences,
         cross_doc_labels_by_design: opts.pretrain(),
+        ..BatchData::default()
     })
 }

@@ -274,11 +274,6 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         seq_idx: counted_tokens(file, "seq_idx", tokens, &mut counted)?,
         num_real_seqs: count(file, "num_real_seqs")?,
         row_slots,
-        block_mask: None,
-        loss_mask_targets: None,
-        bidirectional: false,
-        eos_token_id: None,
-        documents_end_with_eos: false,
         side_tensors: counted,
         notes,
         input_ids,
@@ -287,6 +282,7 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         boundaries_from_positions: false,
         rows_are_sequences: false,
         cross_doc_labels_by_design: opts.pretrain(),
+        ..BatchData::default()
     };
     if pack.labels.is_none() {
         labels_from_loss_mask(file, &mut pack, opts)?;
