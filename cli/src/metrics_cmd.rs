@@ -284,10 +284,11 @@ fn load_micro_batches(paths: &[PathBuf], read: &ReadOptions) -> Result<Vec<Micro
                         metadata: group.metadata,
                         cp: size,
                     }),
-                    GroupBatch::Lost { cp, key, .. } => bail!(
-                        "{label}: the ranks hold fewer tokens than their global `{key}` address \
-                         (the zigzag split of cp {cp} dropped the rest of a slot): run `thdcheck \
-                         check` on the directory"
+                    GroupBatch::Lost { cp, key, global } => bail!(
+                        "{label}: the ranks do not hold exactly the tokens their global `{key}` \
+                         address (the {} split of cp {cp} lost, repeated or unevenly cut some): \
+                         run `thdcheck check` on the directory",
+                        global.layout.name()
                     ),
                 }
             }
