@@ -6,7 +6,8 @@ use thd::{PackedBatch, PackedBatchParts};
 
 use super::{ThdSubject, diffs, failed, oracle_loss_of, wide};
 use crate::checks::{
-    ShardView, TokenRecord, check_cp_shard, check_reassembly, check_split_accepted, check_tokens_cp,
+    ShardLayout, ShardView, TokenRecord, check_cp_shard_in, check_reassembly,
+    check_split_accepted_in, check_tokens_cp,
 };
 use crate::strategies::{SftCase, ShardCase};
 use crate::{Checked, Invariant};
@@ -99,18 +100,35 @@ pub(super) fn tagged_batch(case: &ShardCase) -> thd::Result<PackedBatch> {
 /// # Panics
 /// If the case cannot be collated (a bug in the strategy).
 pub fn run_cp_shard(subject: &dyn Sharder, case: &ShardCase) -> Checked {
+    run_cp_shard_in(subject, case, ShardLayout::Zigzag)
+}
+
+/// CP-SHARD under `layout`: [`run_cp_shard`]'s property for a sharder that claims that layout
+/// (the contexts of zigzag violations do not name the layout, the others' do).
+pub(super) fn run_cp_shard_in(
+    subject: &dyn Sharder,
+    case: &ShardCase,
+    layout: ShardLayout,
+) -> Checked {
     let batch = tagged_batch(case).expect("a generated shard case collates");
     let cp = case.cp;
     let lens = diffs(&wide(batch.cu_seqlens()));
     let storage = diffs(&wide(batch.storage_cu_seqlens()));
+    let named = match layout {
+        ShardLayout::Zigzag => String::new(),
+        other => format!(", {}", other.name()),
+    };
     let ctx = format!(
-        "{}, {}",
+        "{}{named}, {}",
         subject.name(),
         if case.pad_first { "padded for CP" } else { "not padded" }
     );
     let shards = match subject.shard(&batch, cp) {
         Ok(s) => s,
-        Err(e) => return check_split_accepted(cp, &storage, Some(&e)).map_err(|v| v.within(&ctx)),
+        Err(e) => {
+            return check_split_accepted_in(layout, cp, &storage, Some(&e))
+                .map_err(|v| v.within(&ctx));
+        }
     };
     let t = batch.num_tokens() as i64;
     let positions: Vec<Vec<Option<usize>>> = shards
@@ -130,7 +148,7 @@ pub fn run_cp_shard(subject: &dyn Sharder, case: &ShardCase) -> Checked {
         unshifted_labels: Some(batch.labels()),
         position_ids: Some(&pos),
     };
-    check_cp_shard(&view).map_err(|v| v.within(&ctx))?;
+    check_cp_shard_in(&view, layout).map_err(|v| v.within(&ctx))?;
     let ids: Vec<Vec<i64>> = shards.iter().map(|s| s.input_ids.clone()).collect();
     let back = subject
         .reassemble(&batch, cp, &ids)

@@ -7,13 +7,11 @@
 use thd::PackedBatch;
 use thd::cp::shift_labels;
 
-use super::cp::tagged_batch;
-use super::{Shard, Sharder, diffs, failed, wide};
-use crate::checks::{
-    ShardLayout, ShardView, check_cp_shard_in, check_reassembly, check_split_accepted_in,
-};
+use super::cp::run_cp_shard_in;
+use super::{Shard, Sharder};
+use crate::Checked;
+use crate::checks::ShardLayout;
 use crate::strategies::ShardCase;
-use crate::{Checked, Invariant};
 
 /// The contiguous split, plainly: the labels rolled on the full sequences, then the storage
 /// stream (`T` tokens, slots back to back) cut into `cp` pieces of `T / cp`; rank `r` gets
@@ -97,47 +95,7 @@ impl Sharder for ContiguousSplit {
 /// # Panics
 /// If the case cannot be collated (a bug in the strategy).
 pub fn run_cp_shard_contiguous(subject: &dyn Sharder, case: &ShardCase) -> Checked {
-    let layout = ShardLayout::Contiguous;
-    let batch = tagged_batch(case).expect("a generated shard case collates");
-    let cp = case.cp;
-    let lens = diffs(&wide(batch.cu_seqlens()));
-    let storage = diffs(&wide(batch.storage_cu_seqlens()));
-    let ctx = format!(
-        "{}, contiguous, {}",
-        subject.name(),
-        if case.pad_first { "padded for CP" } else { "not padded" }
-    );
-    let shards = match subject.shard(&batch, cp) {
-        Ok(s) => s,
-        Err(e) => {
-            return check_split_accepted_in(layout, cp, &storage, Some(&e))
-                .map_err(|v| v.within(&ctx));
-        }
-    };
-    let t = batch.num_tokens() as i64;
-    let positions: Vec<Vec<Option<usize>>> = shards
-        .iter()
-        .map(|s| {
-            s.input_ids.iter().map(|&id| (1..=t).contains(&id).then(|| (id - 1) as usize)).collect()
-        })
-        .collect();
-    let labels: Vec<Vec<i64>> = shards.iter().map(|s| s.labels.clone()).collect();
-    let pos: Vec<Vec<i64>> = shards.iter().map(|s| s.position_ids.clone()).collect();
-    let view = ShardView {
-        cp,
-        lens: &lens,
-        storage: &storage,
-        positions: &positions,
-        labels: Some(&labels),
-        unshifted_labels: Some(batch.labels()),
-        position_ids: Some(&pos),
-    };
-    check_cp_shard_in(&view, layout).map_err(|v| v.within(&ctx))?;
-    let ids: Vec<Vec<i64>> = shards.iter().map(|s| s.input_ids.clone()).collect();
-    let back = subject
-        .reassemble(&batch, cp, &ids)
-        .map_err(|e| failed(Invariant::CpShard, subject.name(), e))?;
-    check_reassembly(cp, batch.input_ids(), &back).map_err(|v| v.within(&ctx))
+    run_cp_shard_in(subject, case, ShardLayout::Contiguous)
 }
 
 #[cfg(test)]
@@ -146,6 +104,7 @@ mod tests {
 
     use super::*;
     use crate::strategies::arb_shard_case;
+    use crate::subjects::cp::tagged_batch;
 
     proptest! {
         /// The plain contiguous split holds the property it is judged by: every real token on
