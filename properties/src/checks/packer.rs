@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use thd::pack::{Dropped, Example, Pack};
 
 use crate::checks::{
-    PACKER_CAPACITY, PACKER_CONSERVATION, PACKER_DEALING, PACKER_DETERMINISTIC, PACKER_FIRST_FIT,
+    PACKER_CAPACITY, PACKER_CONSERVATION, PACKER_DEALING, PACKER_DETERMINISTIC, PACKER_DROPS,
+    PACKER_FIRST_FIT,
 };
 use crate::{Checked, Invariant, Location, Violation};
 
@@ -291,6 +292,102 @@ pub fn check_refusal(run: &PackerRun, capacity: u32) -> Checked {
             run.pushed.len()
         ))
         .got(format!("a refusal (the longest example takes {longest} tokens)")))
+}
+
+/// The drops a packer's stack declares (`thdcheck fuzz packer --drops`, a profile's `[fuzz]
+/// drops`): anything else reported as dropped is a [`check_drops`] violation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeclaredDrops {
+    /// An example longer than the capacity (padded, on some branch) may be dropped: every stack
+    /// may, so this is the default.
+    pub over_length: bool,
+    /// With packs dealt to this many data-parallel ranks, the trailing packs beyond the last
+    /// multiple of it may be dropped (open-instruct's loader with `drop_last`): those examples
+    /// fit in fewer packs than there are ranks.
+    pub dp_remainder: Option<u64>,
+}
+
+impl Default for DeclaredDrops {
+    fn default() -> Self {
+        Self { over_length: true, dp_remainder: None }
+    }
+}
+
+/// PACKER, drops: an example reported dropped is one the declaration names. Over-length: its
+/// padded length exceeds the capacity. DP remainder: the dropped examples that fit would fill
+/// fewer packs than there are ranks (`⌈Σ padded / C⌉ < R`, per branch): what cutting the packs
+/// to a multiple of `R` can drop, and no more.
+///
+/// # Errors
+/// The first dropped example no declaration covers.
+///
+/// # Example
+/// ```
+/// use properties::checks::{DeclaredDrops, PackerRun, check_drops};
+/// use thd::pack::{DropReason, Dropped, Example};
+/// let drop = |id, len| Dropped { item: Example::single(id, len).item(), reason: DropReason::OverLength };
+/// let run = PackerRun {
+///     pushed: vec![Example::single(0, 6), Example::single(1, 12)],
+///     dropped: vec![drop(1, 12)],
+///     ..Default::default()
+/// };
+/// assert!(check_drops(&run, 10, DeclaredDrops::default()).is_ok()); // 12 > 10
+/// let none = DeclaredDrops { over_length: false, dp_remainder: None };
+/// assert_eq!(check_drops(&run, 10, none).unwrap_err().id, "packer-drops");
+/// let fits = PackerRun { dropped: vec![drop(0, 6)], ..run };
+/// assert!(check_drops(&fits, 10, DeclaredDrops::default()).is_err()); // 6 fits: not over-length
+/// ```
+pub fn check_drops(run: &PackerRun, capacity: u32, declared: DeclaredDrops) -> Checked {
+    let cap = u64::from(capacity);
+    let longest = |id: u64| {
+        run.pushed.iter().filter(|e| e.id == id).map(|e| run.padded_longest(e)).max().unwrap_or(0)
+    };
+    let mut fitting = [0u64; 2];
+    let mut first_fitting = None;
+    for d in &run.dropped {
+        let l = longest(d.item.id);
+        if l > cap && declared.over_length {
+            continue;
+        }
+        if declared.dp_remainder.is_none() {
+            let why = if l > cap {
+                "an over-length example dropped, and the stack declares no drops".to_owned()
+            } else {
+                format!("an example of {l} tokens that fits the capacity of {capacity}")
+            };
+            return Err(v("an example is dropped only as the stack declares")
+                .id(PACKER_DROPS.id)
+                .at(Location::default().example(d.item.id))
+                .expected(if declared.over_length {
+                    format!(
+                        "only examples longer than {capacity} tokens dropped (--drops over-length)"
+                    )
+                } else {
+                    "no example dropped (--drops none)".to_owned()
+                })
+                .got(format!("dropped: {why}")));
+        }
+        first_fitting.get_or_insert(d.item.id);
+        for (b, n) in d.item.lens.branches().into_iter().enumerate() {
+            fitting[b] += run.padded(n);
+        }
+    }
+    if let (Some(r), Some(id)) = (declared.dp_remainder, first_fitting) {
+        let packs = fitting.iter().map(|t| t.div_ceil(cap.max(1))).max().unwrap_or(0);
+        if packs >= r {
+            return Err(v("only the trailing packs beyond a multiple of the DP size are dropped")
+                .id(PACKER_DROPS.id)
+                .at(Location::default().example(id))
+                .expected(format!(
+                    "dropped examples that fill fewer than {r} packs of {capacity} tokens                      (--drops dp-remainder)"
+                ))
+                .got(format!(
+                    "{} tokens dropped (branches {fitting:?}): at least {packs} packs",
+                    fitting[0].max(fitting[1])
+                )));
+        }
+    }
+    Ok(())
 }
 
 /// PACKER, dealing: packs dealt to `dp_size` data-parallel ranks give every rank the same
