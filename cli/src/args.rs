@@ -177,6 +177,33 @@ pub struct FuzzArgs {
     /// profile's `[fuzz] fitting_only = true`.
     #[arg(long)]
     pub fitting_only: bool,
+    /// Packer: what it may drop (repeatable): `over-length` examples (the default), the
+    /// `dp-remainder` (the trailing packs beyond a multiple of --dp-size, a loader's
+    /// `drop_last`), or `none`. Any other drop is a `packer-drops` violation. Default: the
+    /// profile's `[fuzz] drops`, else over-length.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub drops: Vec<crate::profile::DropFact>,
+    /// Packer: it asserts a non-empty request (every push of a session), so none is generated.
+    /// Also the profile's `[fuzz] non_empty = true`.
+    #[arg(long)]
+    pub non_empty: bool,
+    /// Packer: it asserts an example count divisible by --dp-size, so every request (every
+    /// push) holds a multiple of it. Also the profile's `[fuzz] examples_multiple_of_dp`.
+    #[arg(long, requires = "dp_size")]
+    pub examples_multiple_of_dp: bool,
+    /// Packer: at most N examples a request (a push of a session). Also the profile's `[fuzz]
+    /// max_examples`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_examples: Option<u64>,
+    /// Judge the request in FILE (one JSON request line, as a failing report prints it)
+    /// instead of generated cases: no shrinking; exit 0 when it passes, 1 with its failure.
+    /// Packer (one-shot) only.
+    #[arg(long, value_name = "FILE")]
+    pub request: Option<std::path::PathBuf>,
+    /// Packer: which generators draw the cases: `mixed` (the uniform shapes and the
+    /// edge-biased swarm), `uniform` or `edge`.
+    #[arg(long, value_enum, default_value = "mixed")]
+    pub generation: crate::fuzz::Generation,
     /// Logger: the FLOPs formula the logger implements (the request says which; the model's
     /// causal convention follows it: Megatron halves, bionemo's perf_logger does not).
     #[arg(long, value_enum, default_value = "megatron-lm")]

@@ -186,6 +186,32 @@ def test_the_first_failure_is_the_default_and_the_scan_is_asked_for():
     assert e.value.report["scan_runs"] > 0, e.value.report
 
 
+def test_a_failure_is_one_minimal_and_preconditions_are_stated_not_guarded():
+    # A dealing bug shrinks to the smallest case that shows it: one one-token example, two ranks.
+    def uneven(lengths, capacity, seed, dp_size=None):
+        packs = [[i] for i, n in enumerate(lengths) if n <= capacity]
+        dropped = [i for i, n in enumerate(lengths) if n > capacity]
+        return {"packs": packs, "dropped": dropped, "ranks": [k % dp_size for k in range(len(packs))]}
+
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(uneven, dp_size=3)
+    r = e.value.report
+    assert r["one_minimal"] is True, r
+    req = r["failure"]["request"]
+    assert (req["capacity"], req["dp_size"], req["examples"]) == (1, 2, [{"id": 0, "len": 1}]), req
+
+    # A packer that asserts a non-empty step divisible by the DP size is never sent another.
+    def strict(lengths, capacity, seed, dp_size=None):
+        assert lengths and len(lengths) % dp_size == 0, len(lengths)
+        return {"packs": [[i] for i in range(len(lengths))], "ranks": [k % dp_size for k in range(len(lengths))]}
+
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_packer(strict, dp_size=2, fitting_only=True)
+    assert e.value.report["failure"]["kind"] == "adapter-error", e.value.report
+    ok = thdcheck.fuzz_packer(strict, dp_size=2, fitting_only=True, non_empty=True, examples_multiple_of_dp=True)
+    assert ok.cases == 256
+
+
 def test_options_are_the_commands_and_bad_ones_are_value_errors():
     # OLMo-core's format: pretraining labels pass under its profile, fail stated as SFT.
     fmt = example("sample_numbers_collator")

@@ -253,6 +253,28 @@ pub struct FuzzFacts {
     pub static_length: Option<StaticLengthFact>,
     /// `--fitting-only`: the packer refuses an example longer than the capacity.
     pub fitting_only: Option<bool>,
+    /// `--drops`: what the packer may drop (default: over-length examples).
+    pub drops: Option<Vec<DropFact>>,
+    /// `--non-empty`: the packer asserts a non-empty request (a non-empty step).
+    pub non_empty: Option<bool>,
+    /// `--examples-multiple-of-dp`: the packer asserts an example count divisible by the DP
+    /// size.
+    pub examples_multiple_of_dp: Option<bool>,
+    /// `--max-examples`: the packer takes at most this many examples a request.
+    pub max_examples: Option<u64>,
+}
+
+/// What a packer may drop (`[fuzz] drops`, `thdcheck fuzz packer --drops`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum DropFact {
+    /// Nothing (stated alone).
+    None,
+    /// An example longer than the capacity.
+    OverLength,
+    /// The trailing packs beyond the last multiple of the DP size (`drop_last` on a DP-dealt
+    /// loader).
+    DpRemainder,
 }
 
 /// What kind of number a logged key holds (`kind` of a `[loggers.NAME.keys]` entry): picks the
@@ -726,6 +748,13 @@ impl Profile {
             fuzz: FuzzFacts {
                 static_length: top.fuzz.static_length.or(self.fuzz.static_length),
                 fitting_only: top.fuzz.fitting_only.or(self.fuzz.fitting_only),
+                drops: top.fuzz.drops.clone().or_else(|| self.fuzz.drops.clone()),
+                non_empty: top.fuzz.non_empty.or(self.fuzz.non_empty),
+                examples_multiple_of_dp: top
+                    .fuzz
+                    .examples_multiple_of_dp
+                    .or(self.fuzz.examples_multiple_of_dp),
+                max_examples: top.fuzz.max_examples.or(self.fuzz.max_examples),
             },
             loggers,
             sources,

@@ -7,6 +7,7 @@ mod collator;
 mod logger;
 pub use collator::StaticLength;
 pub use logger::{Formula, LayoutKind};
+pub use packer::Generation;
 mod cp_batch;
 mod cp_split;
 mod loss;
@@ -99,7 +100,7 @@ impl std::fmt::Display for Signature {
 /// One thing the fuzzer can drive.
 pub trait Target {
     /// A generated case.
-    type Case: Clone + Debug;
+    type Case: Clone + Debug + 'static;
     /// `packer`, `collator`, `loss` or `cp-split` (the request's `kind`).
     fn kind(&self) -> &'static str;
     /// The cases.
@@ -118,6 +119,23 @@ pub trait Target {
         case: &Self::Case,
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure>;
+    /// Smaller cases than `case`, the first tried first. After proptest's shrinking, the case
+    /// is replaced by the first of its reductions that fails the same way, until none does: a
+    /// 1-minimal case (no example can be removed, nothing lowered by one, while the failure
+    /// class holds). None by default.
+    fn reductions(&self, _case: &Self::Case) -> Vec<Self::Case> {
+        Vec::new()
+    }
+    /// The case a request line holds (`--request FILE`), for a target that can read one back:
+    /// `None` when it cannot, else the case or why the line is not a request of this target.
+    fn case_of(&self, _request: &Value) -> Option<Result<Self::Case, String>> {
+        None
+    }
+    /// Whether [`Target::reductions`] lists every reduction by one (the report then says
+    /// whether the counterexample is 1-minimal).
+    fn minimizes(&self) -> bool {
+        false
+    }
     /// The invariants checked, for the report.
     fn invariants(&self) -> &'static str;
     /// What the passing cases measured, beyond the rules (a packer's efficiency): one line for
@@ -262,7 +280,39 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                 },
                 pairs: args.pairs,
                 fitting_only: args.fitting_only || fuzz.fitting_only == Some(true),
+                pre: packer::Preconditions {
+                    non_empty: args.non_empty || fuzz.non_empty == Some(true),
+                    dp_multiple: args.examples_multiple_of_dp
+                        || fuzz.examples_multiple_of_dp == Some(true),
+                    max_examples: args
+                        .max_examples
+                        .or(fuzz.max_examples)
+                        .map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
+                },
+                drops: declared_drops(if args.drops.is_empty() {
+                    fuzz.drops.as_deref()
+                } else {
+                    Some(&args.drops)
+                })?,
+                generation: args.generation,
             };
+            if cfg.pre.dp_multiple && args.dp_size.is_none() {
+                anyhow::bail!(
+                    "the profile's [fuzz] examples_multiple_of_dp needs --dp-size: the example \
+                     counts are multiples of the DP size"
+                );
+            }
+            if cfg.pre.smallest_nonempty(args.dp_size).is_none()
+                && (cfg.pre.non_empty || !cfg.pre.admits(0, args.dp_size))
+            {
+                anyhow::bail!(
+                    "the preconditions admit no request: --max-examples {} is below the smallest \
+                     count of examples the others admit (--dp-size {} with \
+                     --examples-multiple-of-dp)",
+                    cfg.pre.max_examples.unwrap_or(0),
+                    args.dp_size.unwrap_or(1)
+                );
+            }
             drive(&packer::PackerTarget::new(cfg), args, transport, out)
         }
         FuzzTarget::Logger => drive(
@@ -328,6 +378,20 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
     }
 }
 
+/// `--drops` (or the profile's `[fuzz] drops`) as the packer target holds it; nothing stated:
+/// over-length drops only.
+fn declared_drops(stated: Option<&[crate::profile::DropFact]>) -> Result<packer::DropsDeclared> {
+    use crate::profile::DropFact;
+    let Some(kinds) = stated else { return Ok(packer::DropsDeclared::default()) };
+    if kinds.contains(&DropFact::None) && kinds.len() > 1 {
+        anyhow::bail!("--drops none says nothing is dropped: it cannot be given with other kinds");
+    }
+    Ok(packer::DropsDeclared {
+        over_length: kinds.contains(&DropFact::OverLength),
+        dp_remainder: kinds.contains(&DropFact::DpRemainder),
+    })
+}
+
 fn drive<T: Target>(
     target: &T,
     args: &FuzzArgs,
@@ -346,6 +410,27 @@ fn drive<T: Target>(
         max_shrink_time: 120_000,
         ..Config::default()
     };
+    // `--request FILE`: that one case, judged once.
+    let given = match &args.request {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--request {}: cannot read it", path.display()))?;
+            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
+            let value: Value = serde_json::from_str(line).map_err(|e| {
+                anyhow::anyhow!("--request {}: line 1 is not JSON: {e}", path.display())
+            })?;
+            match target.case_of(&value) {
+                None => anyhow::bail!(
+                    "--request is not supported by `fuzz {}` (packer requests only)",
+                    target.kind()
+                ),
+                Some(Err(why)) => anyhow::bail!("--request {}: {why}", path.display()),
+                Some(Ok(case)) => Some(case),
+            }
+        }
+    };
+    let config = if given.is_some() { Config { cases: 1, ..config } } else { config };
     let scan_config = config.clone();
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
@@ -481,7 +566,11 @@ fn drive<T: Target>(
         target.judge(case, &mut send)
     };
     let start = Instant::now();
-    let result = runner.run(&target.strategy(), |case| {
+    let strategy = match &given {
+        Some(case) => proptest::strategy::Strategy::boxed(proptest::strategy::Just(case.clone())),
+        None => target.strategy(),
+    };
+    let result = runner.run(&strategy, |case| {
         // Past the shrink budget (or after a hang) a run reports success without running, so
         // proptest keeps the smallest failure found so far.
         if hung.get()
@@ -571,6 +660,51 @@ fn drive<T: Target>(
         }
         Err(TestError::Abort(reason)) => anyhow::bail!("fuzzing aborted: {reason}"),
         Err(TestError::Fail(_, minimal)) => {
+            // Proptest's shrinking stops where no simpler value of the generator's draws fails
+            // (a count modulo the DP size is not monotone in them): a minimization pass over the
+            // request itself follows, until no reduction fails the same way (1-minimal) or the
+            // shrink budget is spent.
+            let budget = u64::from(args.max_shrink_runs) + passed.get();
+            let mut minimal = minimal;
+            let mut minimized = 0u64;
+            let mut one_minimal = !hung.get() && target.minimizes() && given.is_none();
+            if one_minimal {
+                'fixpoint: loop {
+                    for candidate in target.reductions(&minimal) {
+                        if executed.get() > budget {
+                            one_minimal = false;
+                            break 'fixpoint;
+                        }
+                        crash_history.borrow_mut().clear();
+                        let Err(f) = exec(&candidate).or_else(|f| unignored(f).map_or(Ok(()), Err))
+                        else {
+                            continue;
+                        };
+                        let same =
+                            found.borrow().as_ref().is_some_and(|g| g.signature() == f.signature());
+                        if f.kind == "hang" {
+                            // Every further run of a hang waits the full timeout.
+                            one_minimal = same;
+                            if same {
+                                *found.borrow_mut() = Some(f);
+                                minimal = candidate;
+                            }
+                            break 'fixpoint;
+                        }
+                        if same {
+                            if f.kind == "crash" {
+                                *found_history.borrow_mut() = crash_history.borrow().clone();
+                            }
+                            *found.borrow_mut() = Some(f);
+                            minimal = candidate;
+                            minimized += 1;
+                            continue 'fixpoint;
+                        }
+                        other_classes.set(other_classes.get() + 1);
+                    }
+                    break;
+                }
+            }
             // Replay the minimal case once more to report it in full. It failed as `found`
             // when shrinking; a replay that passes or fails another way is reported as such.
             let requests: Vec<String> = target
@@ -646,6 +780,7 @@ fn drive<T: Target>(
                 .min(u64::from(args.also_failing));
             let blind = ["crash", "hang", "too-long", "not-json"];
             let scan_runs = if args.first_failure
+                || given.is_some()
                 || hung.get()
                 || blind.contains(&failure.kind)
                 || shrunk_as.as_ref().is_some_and(|g| blind.contains(&g.kind))
@@ -732,6 +867,8 @@ fn drive<T: Target>(
                         "response": failure.response.as_deref().map(clip), "replay": replay,
                     },
                     "other_failures_ignored": other_classes.get(),
+                    "one_minimal": (target.minimizes() && given.is_none()).then_some(one_minimal),
+                    "reductions": minimized,
                     "also_failing": also.iter().map(|(class, (n, detail))| json!({
                         "class": class, "cases": n, "detail": clip(detail),
                     })).collect::<Vec<_>>(),
@@ -757,7 +894,9 @@ fn drive<T: Target>(
                     target.kind(),
                     passed.get(),
                     args.seed,
-                    if hung.get() {
+                    if given.is_some() {
+                        "the request of --request, judged as given".to_owned()
+                    } else if hung.get() {
                         "not shrunk (every run of a hang waits the full timeout)".to_owned()
                     } else {
                         let others = match other_classes.get() {
@@ -767,8 +906,18 @@ fn drive<T: Target>(
                                 if n == 1 { "" } else { "s" }
                             ),
                         };
+                        let minimal = match (target.minimizes(), one_minimal) {
+                            (false, _) => String::new(),
+                            (true, true) => format!(
+                                ", 1-minimal after {minimized} reduction{}",
+                                if minimized == 1 { "" } else { "s" }
+                            ),
+                            (true, false) => format!(
+                                ", {minimized} reductions, not 1-minimal: --max-shrink-runs spent"
+                            ),
+                        };
                         format!(
-                            "shrunk to a minimal case in {} runs, keeping the failure `{}`{others}",
+                            "shrunk to a minimal case in {} runs{minimal}, keeping the failure `{}`{others}",
                             runs,
                             shrunk_as
                                 .as_ref()

@@ -12,8 +12,8 @@ use crate::protocol::{
     SESSION_VERSION,
 };
 use properties::checks::{
-    EmittedPack, PackerRun, check_conservation, check_dealing, check_deterministic,
-    check_emitted_so_far, check_pairwise_full, check_refusal,
+    DeclaredDrops, EmittedPack, PackerRun, check_conservation, check_dealing, check_deterministic,
+    check_drops, check_emitted_so_far, check_pairwise_full, check_refusal,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -36,6 +36,136 @@ pub struct PackerConfig {
     pub pairs: bool,
     /// Generate only examples that fit the capacity (padded).
     pub fitting_only: bool,
+    /// What the packer asserts of a request: every generated request respects it.
+    pub pre: Preconditions,
+    /// What the packer may drop; any other drop is a `packer-drops` violation.
+    pub drops: DropsDeclared,
+    /// Which generators draw the cases.
+    pub generation: Generation,
+}
+
+/// The drops a stack declares, as the fuzzer holds them (the DP size comes from each case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DropsDeclared {
+    /// Over-length examples may be dropped.
+    pub over_length: bool,
+    /// The trailing packs beyond a multiple of the DP size may be dropped.
+    pub dp_remainder: bool,
+}
+
+impl Default for DropsDeclared {
+    fn default() -> Self {
+        Self { over_length: true, dp_remainder: false }
+    }
+}
+
+/// What a packer asserts of a request (`--non-empty`, `--examples-multiple-of-dp`,
+/// `--max-examples`, a profile's `[fuzz]`): every generated request, every push of a session
+/// and every reduction tried while minimizing respects it, so an adapter never needs a guard.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    /// At least one example.
+    pub non_empty: bool,
+    /// An example count divisible by the DP size (the request's `dp_size`).
+    pub dp_multiple: bool,
+    /// At most this many examples.
+    pub max_examples: Option<usize>,
+}
+
+impl Preconditions {
+    /// Whether a request of `n` examples, dealt to `dp` ranks, is one the packer accepts.
+    pub fn admits(&self, n: usize, dp: Option<u64>) -> bool {
+        let empty = self.non_empty && n == 0;
+        let indivisible =
+            self.dp_multiple && dp.is_some_and(|r| r > 0 && !(n as u64).is_multiple_of(r));
+        !empty && !indivisible && self.max_examples.is_none_or(|m| n <= m)
+    }
+
+    /// The smallest example count ≥ 1 admitted (`None`: no non-empty request is).
+    pub fn smallest_nonempty(&self, dp: Option<u64>) -> Option<usize> {
+        let step = if self.dp_multiple { dp.map_or(1, |r| r.max(1)) } else { 1 };
+        let n = usize::try_from(step).ok()?;
+        self.admits(n, dp).then_some(n)
+    }
+
+    /// `raw` cut (or, when a non-empty request is needed, extended by cycling it) to a length
+    /// the preconditions admit. `None` when no request is admitted at all.
+    fn fit<T: Clone>(&self, mut raw: Vec<T>, filler: T, dp: Option<u64>) -> Option<Vec<T>> {
+        if let Some(n) = (0..=raw.len()).rev().find(|&n| self.admits(n, dp)) {
+            raw.truncate(n);
+            return Some(raw);
+        }
+        let want = self.smallest_nonempty(dp)?;
+        let source = if raw.is_empty() { vec![filler] } else { raw };
+        Some(source.iter().cycle().take(want).cloned().collect())
+    }
+}
+
+/// Which generators draw the cases (`--generation`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Generation {
+    /// The uniform shapes and the edge-biased swarm, mixed (two cases in three uniform).
+    #[default]
+    Mixed,
+    /// The uniform shapes alone: lengths as fractions of the capacity, arbitrary, tiny or equal.
+    Uniform,
+    /// The edge-biased swarm alone: lengths at the capacity ± 1 and of one token, sums at
+    /// k·capacity ± 1, counts at k·R ± 1 for the DP size R, each feature on in a random subset
+    /// of the cases.
+    Edge,
+}
+
+impl PackerConfig {
+    /// A generated length as the packer may get it: with `--fitting-only`, at most the largest
+    /// multiple of `m` within the capacity.
+    fn fit_len(&self, len: u64, capacity: u64, m: u64) -> u64 {
+        if self.fitting_only { len.min(capacity / m * m).max(1) } else { len }
+    }
+}
+
+/// The edge-biased swarm's raw lengths, Hypothesis-style: each case turns on a random subset of
+/// four features (swarm testing), and each feature puts values where off-by-one bugs live:
+/// lengths at the capacity − 1, the capacity and the capacity + 1 (`on[0]`), one-token examples
+/// (`on[1]`), a count at k·R − 1, k·R or k·R + 1 for the DP size R (4 without one, `on[2]`),
+/// a first-branch sum at k·C − 1, k·C or k·C + 1 (`on[3]`: examples cut from the end or added
+/// to reach it). The other lengths are fractions of the capacity, as the uniform shape's.
+fn edge_lengths(
+    capacity: u64,
+    on: [bool; 4],
+    draws: &[(u8, (u64, u64))],
+    k: u64,
+    off: u64,
+    dp: Option<u64>,
+) -> Vec<(u64, u64)> {
+    let c = capacity.max(1);
+    let at_edge = |r: u64| (c - 1 + r % 3).max(1);
+    let mut lens: Vec<(u64, u64)> = draws
+        .iter()
+        .map(|&(sel, (a, b))| match sel {
+            0 if on[0] => (at_edge(a), at_edge(b)),
+            1 if on[1] => (1, 1),
+            _ => ((c * a).div_ceil(32), (c * b).div_ceil(32)),
+        })
+        .collect();
+    if on[2] {
+        let r = dp.unwrap_or(4).max(1);
+        let n = usize::try_from((k * r + off).saturating_sub(1)).unwrap_or(usize::MAX).min(4096);
+        let source = if lens.is_empty() { vec![(1, 1)] } else { lens.clone() };
+        lens = source.iter().cycle().take(n).copied().collect();
+    }
+    if on[3] {
+        let target = (k * c + off).saturating_sub(1);
+        let mut sum: u64 = lens.iter().map(|l| l.0).sum();
+        while sum > target {
+            sum -= lens.pop().map_or(0, |l| l.0);
+        }
+        while sum < target {
+            let add = (target - sum).min(c);
+            lens.push((add, add));
+            sum += add;
+        }
+    }
+    lens
 }
 
 /// The packer target.
@@ -54,6 +184,31 @@ impl PackerTarget {
     /// The multiple every length is padded to (1: none).
     fn multiple(&self) -> u64 {
         self.cfg.options.pad_to_multiple_of.unwrap_or(1).max(1)
+    }
+
+    /// Whether the packer accepts `case`: every push as the preconditions admit, every length
+    /// fitting under `--fitting-only`.
+    fn admits(&self, case: &PackerCase) -> bool {
+        let m = self.multiple();
+        case.epochs.iter().flatten().all(|push| self.cfg.pre.admits(push.len(), case.dp_size))
+            && (!self.cfg.fitting_only
+                || case
+                    .examples()
+                    .flat_map(|e| e.lens.branches())
+                    .all(|l| l.div_ceil(m) * m <= case.capacity))
+    }
+
+    /// The drops the stack declares, for a case's DP size.
+    fn declared(&self, case: &PackerCase) -> DeclaredDrops {
+        DeclaredDrops {
+            over_length: self.cfg.drops.over_length,
+            dp_remainder: case.dp_size.filter(|_| self.cfg.drops.dp_remainder),
+        }
+    }
+
+    /// The options a case's requests carry.
+    fn options(&self, case: &PackerCase) -> PackerOptions {
+        PackerOptions { dp_size: case.dp_size, ..self.cfg.options }
     }
 
     /// An empty run with the configured limits, for the PACKER rules.
@@ -84,11 +239,21 @@ pub struct PackerCase {
     pub seed: u64,
     /// `epochs[e][k]`: the examples of the k-th push of epoch e.
     pub epochs: Vec<Vec<Vec<PackerExample>>>,
+    /// The DP size the request deals to (`--dp-size`, lowered while minimizing).
+    pub dp_size: Option<u64>,
 }
 
 impl PackerCase {
     fn examples(&self) -> impl Iterator<Item = &PackerExample> {
         self.epochs.iter().flatten().flatten()
+    }
+
+    /// Ids `0..n` in order, after examples were removed.
+    fn renumbered(mut self) -> Self {
+        for (id, e) in self.epochs.iter_mut().flatten().flatten().enumerate() {
+            e.id = id as u64;
+        }
+        self
     }
 }
 
@@ -122,16 +287,20 @@ impl Target for PackerTarget {
 
     fn invariants(&self) -> &'static str {
         match (self.cfg.first_fit, self.cfg.options.dp_size.is_some()) {
-            (false, false) => "packer-conservation, packer-capacity, packer-deterministic",
+            (false, false) => {
+                "packer-conservation, packer-capacity, packer-drops, packer-deterministic"
+            }
             (true, false) => {
-                "packer-conservation, packer-capacity, packer-deterministic, packer-first-fit"
+                "packer-conservation, packer-capacity, packer-drops, packer-deterministic, \
+                 packer-first-fit"
             }
             (false, true) => {
-                "packer-conservation, packer-capacity, packer-dealing, packer-deterministic"
+                "packer-conservation, packer-capacity, packer-drops, packer-dealing, \
+                 packer-deterministic"
             }
             (true, true) => {
-                "packer-conservation, packer-capacity, packer-dealing, packer-deterministic, \
-                 packer-first-fit"
+                "packer-conservation, packer-capacity, packer-drops, packer-dealing, \
+                 packer-deterministic, packer-first-fit"
             }
         }
     }
@@ -140,32 +309,33 @@ impl Target for PackerTarget {
     /// up to 8). Most lengths are fractions of the capacity (`⌈C·r/32⌉`, r in 1..=48, so up to
     /// 1.5·C and some over it): shrinking the capacity then shrinks every length with it, and
     /// a failure shrinks to the smallest capacity that shows it (independent lengths left it at
-    /// 12 or 21). The rest of the one-shot cases are the shapes of the properties crate's
-    /// `arb_seq_lens`: arbitrary lengths of 1..=96, tiny ones, all equal. With
-    /// `--fitting-only` every (padded) length fits: `min(len, ⌊C/M⌋·M)`, capacity ≥ M.
+    /// 12 or 21). The rest of the uniform one-shot cases are the shapes of the properties
+    /// crate's `arb_seq_lens`: arbitrary lengths of 1..=96, tiny ones, all equal. Beside them
+    /// (`--generation`), the edge-biased swarm of [`edge_case`]. With `--fitting-only` every
+    /// (padded) length fits: `min(len, ⌊C/M⌋·M)`, capacity ≥ M. Every request (every push)
+    /// holds as many examples as the preconditions admit.
     fn strategy(&self) -> BoxedStrategy<PackerCase> {
         let cfg = self.cfg;
         let m = self.multiple();
         let min_cap = if cfg.fitting_only { m } else { 1 };
         let caps = min_cap..=64u64.max(2 * m);
+        let dp = cfg.options.dp_size;
         // (first, second) raw lengths of one example; the second is the rejected branch.
         let raw = |r: std::ops::RangeInclusive<u64>| (r.clone(), r);
         let ratios = if cfg.fitting_only { 1u64..=32 } else { 1u64..=48 };
         let shape = move |capacity: u64, epochs: Vec<Vec<Vec<(u64, u64)>>>, relative: bool| {
-            let fit = |len: u64| {
-                if cfg.fitting_only { len.min(capacity / m * m).max(1) } else { len }
-            };
             let len = |r: u64| {
                 let l = if relative { (capacity * r).div_ceil(32) } else { r };
-                u32::try_from(fit(l)).unwrap_or(u32::MAX)
+                u32::try_from(cfg.fit_len(l, capacity, m)).unwrap_or(u32::MAX)
             };
             let mut id = 0u64;
-            epochs
+            let epochs = epochs
                 .into_iter()
                 .map(|pushes| {
                     pushes
                         .into_iter()
                         .map(|lens| {
+                            let lens = cfg.pre.fit(lens, (1, 1), dp).unwrap_or_default();
                             lens.into_iter()
                                 .map(|(a, b)| {
                                     id += 1;
@@ -179,23 +349,22 @@ impl Target for PackerTarget {
                         })
                         .collect()
                 })
-                .collect()
+                .collect();
+            (epochs, dp)
         };
         if cfg.session {
             return (caps, vec(vec(vec(raw(ratios), 0..=8), 0..=3), 1..=3), 0u64..=3)
-                .prop_map(move |(capacity, epochs, seed)| PackerCase {
-                    capacity,
-                    seed,
-                    epochs: shape(capacity, epochs, true),
+                .prop_map(move |(capacity, epochs, seed)| {
+                    let (epochs, dp_size) = shape(capacity, epochs, true);
+                    PackerCase { capacity, seed, epochs, dp_size }
                 })
                 .boxed();
         }
         let one_shot = |lens: Vec<(u64, u64)>| vec![vec![lens]];
-        let relative = (caps.clone(), vec(raw(ratios), 0..=24), 0u64..=3).prop_map(
-            move |(capacity, lens, seed)| PackerCase {
-                capacity,
-                seed,
-                epochs: shape(capacity, one_shot(lens), true),
+        let relative = (caps.clone(), vec(raw(ratios.clone()), 0..=24), 0u64..=3).prop_map(
+            move |(capacity, lens, seed)| {
+                let (epochs, dp_size) = shape(capacity, one_shot(lens), true);
+                PackerCase { capacity, seed, epochs, dp_size }
             },
         );
         let absolute = prop_oneof![
@@ -204,15 +373,239 @@ impl Target for PackerTarget {
             1 => (1u64..=96, 0usize..=24).prop_map(|(l, n)| vec![(l, l); n]),
         ];
         // The relative shape first: a union shrinks towards its earlier alternatives.
-        prop_oneof![
+        let uniform = prop_oneof![
             3 => relative,
-            1 => (caps, absolute, 0u64..=3).prop_map(move |(capacity, lens, seed)| PackerCase {
-                capacity,
-                seed,
-                epochs: shape(capacity, one_shot(lens), false),
+            1 => (caps.clone(), absolute, 0u64..=3).prop_map(move |(capacity, lens, seed)| {
+                let (epochs, dp_size) = shape(capacity, one_shot(lens), false);
+                PackerCase { capacity, seed, epochs, dp_size }
             }),
-        ]
-        .boxed()
+        ];
+        let edge = (
+            caps,
+            any::<[bool; 4]>(),
+            vec((0u8..=3, raw(ratios)), 0..=24),
+            1u64..=4,
+            0u64..=2,
+            0u64..=3,
+        )
+            .prop_map(move |(capacity, on, draws, k, off, seed)| {
+                let lens = edge_lengths(capacity, on, &draws, k, off, dp);
+                let (epochs, dp_size) = shape(capacity, one_shot(lens), false);
+                PackerCase { capacity, seed, epochs, dp_size }
+            });
+        match cfg.generation {
+            Generation::Uniform => uniform.boxed(),
+            Generation::Edge => edge.boxed(),
+            Generation::Mixed => prop_oneof![2 => uniform, 1 => edge].boxed(),
+        }
+    }
+
+    fn minimizes(&self) -> bool {
+        true
+    }
+
+    fn case_of(&self, request: &Value) -> Option<Result<PackerCase, String>> {
+        if self.cfg.session {
+            return Some(Err("a session's requests cannot be judged one by one".into()));
+        }
+        Some(
+            serde_json::from_value::<PackerRequest>(request.clone())
+                .map_err(|e| format!("not a packer request: {e}"))
+                .and_then(|r| {
+                    let o = self.cfg.options;
+                    if (r.options.pad_to_multiple_of, r.options.max_seqs_per_pack)
+                        != (o.pad_to_multiple_of, o.max_seqs_per_pack)
+                        || r.options.dp_size.is_some() != o.dp_size.is_some()
+                    {
+                        return Err(format!(
+                            "the request's options ({}) are not the command's: give the flags \
+                             it was generated with (--pad-sequences-to-multiple-of, \
+                             --max-seqs-per-pack, --dp-size)",
+                            serde_json::to_string(&r.options).unwrap_or_default()
+                        ));
+                    }
+                    Ok(r)
+                })
+                .map(|r| PackerCase {
+                    capacity: r.capacity,
+                    seed: r.seed,
+                    epochs: vec![vec![r.examples]],
+                    dp_size: r.options.dp_size,
+                }),
+        )
+    }
+
+    /// Smaller cases, the biggest cuts first: fewer epochs, pushes or examples (every
+    /// contiguous run of a push, longest first: counts modulo the DP size are not monotone, so
+    /// removing one at a time could not get past them), shorter examples (to 1, to half, by
+    /// one), a smaller capacity (to the least that keeps `--fitting-only` lengths fitting, to
+    /// half, by one), a smaller DP size, seed 0. Each respects the preconditions.
+    fn reductions(&self, case: &PackerCase) -> Vec<PackerCase> {
+        let mut out: Vec<PackerCase> = Vec::new();
+        let one_shot = !self.cfg.session;
+        // Whole epochs, then whole pushes (a session only).
+        if !one_shot {
+            for e in 0..case.epochs.len() {
+                if case.epochs.len() > 1 {
+                    let mut c = case.clone();
+                    c.epochs.remove(e);
+                    out.push(c.renumbered());
+                }
+                for p in 0..case.epochs[e].len() {
+                    let mut c = case.clone();
+                    c.epochs[e].remove(p);
+                    out.push(c.renumbered());
+                }
+            }
+        }
+        // Runs of examples within each push, longest first.
+        for (e, pushes) in case.epochs.iter().enumerate() {
+            for (p, push) in pushes.iter().enumerate() {
+                let n = push.len();
+                for k in (1..=n).rev() {
+                    for at in 0..=n - k {
+                        let mut c = case.clone();
+                        c.epochs[e][p].drain(at..at + k);
+                        out.push(c.renumbered());
+                    }
+                }
+            }
+        }
+        // Two examples merged into one of their summed length (one example fewer, the same
+        // tokens: a partitioning bug that needs the tokens, not the count).
+        for (e, pushes) in case.epochs.iter().enumerate() {
+            for (p, push) in pushes.iter().enumerate() {
+                for i in 0..push.len() {
+                    for j in i + 1..push.len() {
+                        if let (Lens::Single { len: a }, Lens::Single { len: b }) =
+                            (push[i].lens, push[j].lens)
+                        {
+                            let mut c = case.clone();
+                            c.epochs[e][p][i].lens = Lens::Single { len: a.saturating_add(b) };
+                            c.epochs[e][p].remove(j);
+                            out.push(c.renumbered());
+                        }
+                    }
+                }
+            }
+        }
+        // The whole case scaled down (capacity and every length together, rounded down and
+        // up): what a failure depends on is usually the lengths relative to the capacity, and
+        // one step at a time would stop in a local minimum.
+        let scaled = |c: &PackerCase, num: u64, den: u64, up: bool| {
+            let f = |l: u64| if up { (l * num).div_ceil(den) } else { (l * num / den).max(1) };
+            let mut out = c.clone();
+            out.capacity = f(c.capacity).max(1);
+            for e in out.epochs.iter_mut().flatten().flatten() {
+                let g = |l: u32| u32::try_from(f(u64::from(l))).unwrap_or(u32::MAX);
+                e.lens = match e.lens {
+                    Lens::Single { len } => Lens::Single { len: g(len) },
+                    Lens::Pair { chosen, rejected } => {
+                        Lens::Pair { chosen: g(chosen), rejected: g(rejected) }
+                    }
+                };
+            }
+            out
+        };
+        if case.capacity > 1 {
+            let c = case.capacity;
+            for (num, den) in [(1, 2), (c - 1, c)] {
+                for up in [false, true] {
+                    let s = scaled(case, num, den, up);
+                    if s.capacity < case.capacity {
+                        out.push(s);
+                    }
+                }
+            }
+        }
+        // Shorter examples.
+        let shorter = |l: u32| {
+            let mut v = vec![1, l / 2, l.saturating_sub(1)];
+            v.retain(|&x| x >= 1 && x < l);
+            v.dedup();
+            v
+        };
+        for (e, pushes) in case.epochs.iter().enumerate() {
+            for (p, push) in pushes.iter().enumerate() {
+                for (i, ex) in push.iter().enumerate() {
+                    let branches: Vec<(u32, u32)> = match ex.lens {
+                        Lens::Single { len } => shorter(len).into_iter().map(|l| (l, 0)).collect(),
+                        Lens::Pair { chosen, rejected } => shorter(chosen)
+                            .into_iter()
+                            .map(|c| (c, rejected))
+                            .chain(shorter(rejected).into_iter().map(|r| (chosen, r)))
+                            .collect(),
+                    };
+                    for (a, b) in branches {
+                        let mut c = case.clone();
+                        c.epochs[e][p][i].lens = match ex.lens {
+                            Lens::Single { .. } => Lens::Single { len: a },
+                            Lens::Pair { .. } => Lens::Pair { chosen: a, rejected: b },
+                        };
+                        out.push(c);
+                    }
+                }
+            }
+        }
+        // Two examples one token shorter each, and one shorter with the capacity (slack kept).
+        let singles: Vec<(usize, usize, usize, u32)> = case
+            .epochs
+            .iter()
+            .enumerate()
+            .flat_map(|(e, ps)| {
+                ps.iter().enumerate().flat_map(move |(p, push)| {
+                    push.iter().enumerate().filter_map(move |(i, ex)| match ex.lens {
+                        Lens::Single { len } if len > 1 => Some((e, p, i, len)),
+                        _ => None,
+                    })
+                })
+            })
+            .collect();
+        for (x, &(e, p, i, len)) in singles.iter().enumerate() {
+            if case.capacity > 1 {
+                let mut c = case.clone();
+                c.epochs[e][p][i].lens = Lens::Single { len: len - 1 };
+                c.capacity -= 1;
+                out.push(c);
+            }
+            for &(e2, p2, i2, len2) in &singles[x + 1..] {
+                let mut c = case.clone();
+                c.epochs[e][p][i].lens = Lens::Single { len: len - 1 };
+                c.epochs[e2][p2][i2].lens = Lens::Single { len: len2 - 1 };
+                out.push(c);
+            }
+        }
+        // A smaller capacity.
+        let m = self.multiple();
+        let least = if self.cfg.fitting_only {
+            let longest = case
+                .examples()
+                .flat_map(|e| e.lens.branches())
+                .map(|l| l.div_ceil(m) * m)
+                .max()
+                .unwrap_or(m);
+            longest.max(m)
+        } else {
+            1
+        };
+        let mut caps = vec![least, case.capacity / 2, case.capacity.saturating_sub(1)];
+        caps.retain(|&c| c >= least && c < case.capacity);
+        caps.dedup();
+        for capacity in caps {
+            out.push(PackerCase { capacity, ..case.clone() });
+        }
+        // A smaller DP size, then seed 0.
+        if let Some(r) = case.dp_size {
+            let mut rs = vec![1, r / 2, r.saturating_sub(1)];
+            rs.retain(|&x| x >= 1 && x < r);
+            rs.dedup();
+            out.extend(rs.into_iter().map(|r| PackerCase { dp_size: Some(r), ..case.clone() }));
+        }
+        if case.seed != 0 {
+            out.push(PackerCase { seed: 0, ..case.clone() });
+        }
+        out.retain(|c| self.admits(c));
+        out
     }
 
     fn summary(&self) -> Option<(String, Value)> {
@@ -260,11 +653,11 @@ impl Target for PackerTarget {
                 capacity: case.capacity,
                 seed: case.seed,
                 examples: case.examples().copied().collect(),
-                options: self.cfg.options,
+                options: self.options(case),
             };
             return vec![serde_json::to_value(req).unwrap_or(Value::Null)];
         }
-        session_requests(case, self.cfg.options)
+        session_requests(case, self.options(case))
             .into_iter()
             .map(|r| {
                 let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
@@ -321,13 +714,16 @@ impl PackerTarget {
         if first.rejected.is_some() {
             return check_refusal(&run, cap).map_err(Failure::from_violation).map_err(with);
         }
-        let answer = self.answer(&first, &lens).map_err(with)?;
-        if let Some(r) = self.cfg.options.dp_size {
+        let answer = self.answer(&first, &lens, case.dp_size).map_err(with)?;
+        if let Some(r) = case.dp_size {
             check_dealing(&answer.ranks, r).map_err(Failure::from_violation).map_err(with)?;
         }
         let first_fit = answer.packs.clone();
         absorb(&mut run, answer, 0, 0);
         check_conservation(&run, cap).map_err(Failure::from_violation).map_err(with)?;
+        check_drops(&run, cap, self.declared(case))
+            .map_err(Failure::from_violation)
+            .map_err(with)?;
         if self.cfg.first_fit {
             check_pairwise_full(&first_fit, cap).map_err(Failure::from_violation).map_err(with)?;
         }
@@ -346,7 +742,7 @@ impl PackerTarget {
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
         let cap = u32::try_from(case.capacity).unwrap_or(u32::MAX);
-        let requests = session_requests(case, self.cfg.options);
+        let requests = session_requests(case, self.options(case));
         let mut run = self.run();
         let mut lens: HashMap<u64, Lens> = HashMap::new();
         let mut ranks: Vec<u64> = Vec::new();
@@ -394,7 +790,7 @@ impl PackerTarget {
                 }
                 return check_refusal(&this, cap).map_err(Failure::from_violation).map_err(with);
             }
-            let answer = self.answer(&resp, &lens).map_err(with)?;
+            let answer = self.answer(&resp, &lens, case.dp_size).map_err(with)?;
             ranks.extend(&answer.ranks);
             let call_packs = answer.packs.clone();
             absorb(&mut run, answer, epoch, call);
@@ -411,13 +807,16 @@ impl PackerTarget {
                     .map_err(with)?;
             }
             let closes_epoch = !matches!(request, PackerSessionRequest::Push { .. });
-            if let (Some(r), true) = (self.cfg.options.dp_size, closes_epoch) {
+            if let (Some(r), true) = (case.dp_size, closes_epoch) {
                 check_dealing(&ranks, r).map_err(Failure::from_violation).map_err(with)?;
             }
             if let PackerSessionRequest::Finish = request {
                 run.pending_after_finish =
                     usize::try_from(resp.pending.unwrap_or(0)).unwrap_or(usize::MAX);
                 check_conservation(&run, cap).map_err(Failure::from_violation).map_err(with)?;
+                check_drops(&run, cap, self.declared(case))
+                    .map_err(Failure::from_violation)
+                    .map_err(with)?;
             }
             answers.push((resp, line));
         }
@@ -431,7 +830,12 @@ impl PackerTarget {
 
     /// Reads an answer's packs as the PACKER rules do, checking its shape against the protocol:
     /// pieces within their example, padding and ranks naming packs that exist.
-    fn answer(&self, resp: &PackerResponse, lens: &HashMap<u64, Lens>) -> Result<Answer, Failure> {
+    fn answer(
+        &self,
+        resp: &PackerResponse,
+        lens: &HashMap<u64, Lens>,
+        dp_size: Option<u64>,
+    ) -> Result<Answer, Failure> {
         let Some(packs) = &resp.packs else {
             return Err(Failure::schema("no `packs` (and no `rejected`)", ""));
         };
@@ -495,7 +899,7 @@ impl PackerTarget {
                 "",
             ));
         }
-        let ranks = match (self.cfg.options.dp_size, &resp.ranks) {
+        let ranks = match (dp_size, &resp.ranks) {
             (None, _) => Vec::new(),
             (Some(_), Some(r)) if r.len() == items.len() => r.clone(),
             (Some(r), got) => {

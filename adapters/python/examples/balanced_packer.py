@@ -1,0 +1,45 @@
+"""A balanced partitioner, as sequence-length balancing in RL trainers does it: the examples
+that fit are split into ⌈Σ s / C⌉ partitions, longest first, each to the least-loaded
+partition (LPT), so that the partitions carry about the same number of tokens:
+    python3 balanced_packer.py            # correct: when a partition would overflow, one more
+                                          # partition is opened and the split redone
+    python3 balanced_packer.py unchecked  # never checks the capacity: packer-capacity, but only
+                                          # where Σ s sits at (or just below) k·C and the lengths
+                                          # are chunky, rare among uniform lengths
+Examples longer than the capacity are dropped and reported as dropped. The planted bug is the one
+`thdcheck fuzz packer`'s edge-biased generation (sums at k·capacity ± 1) exists to find."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from thdcheck_adapter import serve_packer  # noqa: E402
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "correct"
+
+
+def lpt(items, parts):
+    """Longest first, each to the least-loaded partition (ties: the lowest index)."""
+    packs, loads = [[] for _ in range(parts)], [0] * parts
+    for i, n in sorted(items, key=lambda x: (-x[1], x[0])):
+        k = min(range(parts), key=lambda j: (loads[j], j))
+        packs[k].append(i)
+        loads[k] += n
+    return packs, loads
+
+
+def pack(lengths, capacity, seed):
+    dropped = [i for i, n in enumerate(lengths) if n > capacity]
+    items = [(i, n) for i, n in enumerate(lengths) if n <= capacity]
+    if not items:
+        return [], dropped
+    parts = -(-sum(n for _, n in items) // capacity)
+    packs, loads = lpt(items, parts)
+    while MODE != "unchecked" and max(loads) > capacity:
+        parts += 1
+        packs, loads = lpt(items, parts)
+    return [p for p in packs if p], dropped
+
+
+if __name__ == "__main__":
+    serve_packer(pack)
