@@ -197,7 +197,7 @@ pub struct FuzzArgs {
     pub max_examples: Option<u64>,
     /// Judge the request in FILE (one JSON request line, as a failing report prints it)
     /// instead of generated cases: no shrinking; exit 0 when it passes, 1 with its failure.
-    /// Packer (one-shot) only.
+    /// Packer (one-shot) and collator.
     #[arg(long, value_name = "FILE")]
     pub request: Option<std::path::PathBuf>,
     /// Packer: which generators draw the cases: `mixed` (the uniform shapes and the

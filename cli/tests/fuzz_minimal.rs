@@ -109,6 +109,98 @@ fn every_planted_packer_bug_shrinks_to_a_one_minimal_request() {
     }
 }
 
+/// Every planted bug of the other targets' example adapters: (target and flags, adapter, the
+/// rule it breaks first).
+const OTHER_BUGS: &[(&[&str], &str, &str)] = &[
+    (&["collator", "--mode", "dpo"], "dpo_offset_bug_collator", "dpo-offsets"),
+    (&["collator", "--mode", "dpo"], "dpo_spans_padding_collator", "dpo-offsets"),
+    (&["collator"], "mask_from_ids_collator", "mask"),
+    (&["loss"], "cp_loss_rank_local_counts", "tokens-cp"),
+    (&["loss"], "cp_loss_mean_of_rank_means", "cp-loss-reduction"),
+    (&["loss"], "cp_loss_three_bugs", "cp-loss-parts"),
+    (&["cp-split"], "cp_split_roll_after_split", "cp-labels"),
+    (&["logger"], "logger_pack_length_squared", "logged-flops"),
+    (&["logger"], "logger_mock_counted_as_useful", "logged-tokens"),
+    (&["logger"], "logger_rank_local_counts", "logged-tokens"),
+];
+
+/// Every single reduction of a collator request: one example removed (pairs renumbered), one
+/// token of one branch removed (one kept), the static length one lower.
+fn collator_reductions(req: &Value) -> Vec<Value> {
+    let examples = req["examples"].as_array().cloned().unwrap_or_default();
+    let mut out = Vec::new();
+    if examples.len() > 1 {
+        for i in 0..examples.len() {
+            let mut ex = examples.clone();
+            ex.remove(i);
+            for (k, e) in ex.iter_mut().enumerate() {
+                if e.get("index").is_some() {
+                    e["index"] = json!(k);
+                }
+            }
+            let mut r = req.clone();
+            r["examples"] = json!(ex);
+            out.push(r);
+        }
+    }
+    for (i, e) in examples.iter().enumerate() {
+        for key in ["input_ids", "chosen_input_ids", "rejected_input_ids"] {
+            let Some(ids) = e[key].as_array().filter(|ids| ids.len() > 1) else { continue };
+            for t in 0..ids.len() {
+                let mut ids = ids.clone();
+                ids.remove(t);
+                let mut r = req.clone();
+                r["examples"][i][key] = json!(ids);
+                out.push(r);
+            }
+        }
+    }
+    if let Some(m) = req["max_seq_length"].as_u64().filter(|&m| m > 0) {
+        let mut r = req.clone();
+        r["max_seq_length"] = json!(m - 1);
+        out.push(r);
+    }
+    out
+}
+
+#[test]
+fn every_planted_bug_of_the_other_targets_is_one_minimal() {
+    let dir = tempfile::tempdir().unwrap();
+    for &(target, name, rule) in OTHER_BUGS {
+        let adapter = example_adapter(name);
+        let mut a: Vec<&str> = target.to_vec();
+        a.extend(["--json", "--first-failure", "--", "python3", &adapter]);
+        let v = fuzz_json(&a, 1);
+        let f = &v["failure"];
+        assert_eq!(f["checks"].get(0), Some(&json!(rule)), "{name}: {f}");
+        assert_eq!(v["one_minimal"], json!(true), "{name}: {v}");
+        if target[0] != "collator" {
+            continue;
+        }
+        // A collator's request is judged again through --request, one reduction at a time: a
+        // static length below what the examples need fails any collator, so the same class
+        // only counts when the collator is the one at fault (the rule is the same).
+        let req = &f["request"];
+        for (k, smaller) in collator_reductions(req).into_iter().enumerate() {
+            let path = dir.path().join(format!("{name}-{k}.json"));
+            std::fs::write(&path, smaller.to_string()).unwrap();
+            let mut a: Vec<&str> = target.to_vec();
+            a.extend(["--json", "--request", path.to_str().unwrap(), "--", "python3", &adapter]);
+            let o = thdcheck(&[&["fuzz"][..], &a].concat());
+            let out: Value =
+                serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+            let same = out["result"] == "fail"
+                && out["failure"]["kind"] == f["kind"]
+                && out["failure"]["checks"].get(0) == f["checks"].get(0);
+            assert!(
+                !same,
+                "{name}: the shrunk request\n  {req}\nis not 1-minimal: this one is smaller \
+                 and fails the same way\n  {smaller}\n{out}"
+            );
+        }
+    }
+}
+
 /// The padding-batch and uneven-dealing bugs (13 one-token examples before) shrink to the
 /// smallest case that shows them: one example of one token, capacity 1, dealt to 2 ranks (one
 /// rank cannot be uneven, and one pack on one of two ranks already is).

@@ -156,6 +156,103 @@ impl Target for CollatorTarget {
             .boxed()
     }
 
+    fn minimizes(&self) -> bool {
+        true
+    }
+
+    fn case_of(&self, request: &Value) -> Option<Result<CollatorRequest, String>> {
+        Some(
+            serde_json::from_value::<CollatorRequest>(request.clone())
+                .map_err(|e| format!("not a collator request: {e}"))
+                .and_then(|r| {
+                    if r.mode == self.mode {
+                        Ok(r)
+                    } else {
+                        Err(format!(
+                            "a {:?} request, and the command's --mode is {:?}",
+                            r.mode, self.mode
+                        ))
+                    }
+                }),
+        )
+    }
+
+    /// Smaller requests: runs of examples removed (one is kept; pairs renumbered), one token of
+    /// an example removed (one is kept per branch), the static length lowered by one, to what
+    /// the examples need, or dropped (`--static-length sometimes`). `max_seq_length` stays at
+    /// least what the examples need (with `--over-budget`: what the first one needs).
+    fn reductions(&self, case: &CollatorRequest) -> Vec<CollatorRequest> {
+        let added = self.rewrites.added();
+        let mut out = Vec::new();
+        let n = case.examples.len();
+        for k in (1..n).rev() {
+            for at in 0..=n - k {
+                let mut c = case.clone();
+                c.examples.drain(at..at + k);
+                for (i, e) in c.examples.iter_mut().enumerate() {
+                    if let CollatorExample::Pair { index, .. } = e {
+                        *index = i as i64;
+                    }
+                }
+                out.push(c);
+            }
+        }
+        for (i, e) in case.examples.iter().enumerate() {
+            let branches: Vec<&Vec<i64>> = match e {
+                CollatorExample::Single { input_ids } => vec![input_ids],
+                CollatorExample::Pair { chosen_input_ids, rejected_input_ids, .. } => {
+                    vec![chosen_input_ids, rejected_input_ids]
+                }
+            };
+            for (b, ids) in branches.into_iter().enumerate() {
+                if ids.len() < 2 {
+                    continue;
+                }
+                for t in 0..ids.len() {
+                    let mut c = case.clone();
+                    match &mut c.examples[i] {
+                        CollatorExample::Single { input_ids } => {
+                            input_ids.remove(t);
+                        }
+                        CollatorExample::Pair { chosen_input_ids, rejected_input_ids, .. } => {
+                            if b == 0 { chosen_input_ids } else { rejected_input_ids }.remove(t);
+                        }
+                    }
+                    out.push(c);
+                }
+            }
+        }
+        if let Some(m) = case.max_seq_length {
+            let need = |ex: &[CollatorExample]| {
+                branch_totals(ex, added).into_iter().max().unwrap_or(0) as u64
+            };
+            let least = if self.over_budget {
+                need(&case.examples[..1.min(n)])
+            } else {
+                need(&case.examples)
+            };
+            let mut lower = vec![least, m.saturating_sub(1)];
+            lower.retain(|&l| l >= least && l < m);
+            lower.dedup();
+            out.extend(
+                lower
+                    .into_iter()
+                    .map(|l| CollatorRequest { max_seq_length: Some(l), ..case.clone() }),
+            );
+            if self.static_length == StaticLength::Sometimes {
+                out.push(CollatorRequest { max_seq_length: None, ..case.clone() });
+            }
+        }
+        // With --over-budget, the budget must still leave room for the first example.
+        out.retain(|c| {
+            c.max_seq_length.is_none_or(|m| {
+                let first = branch_totals(&c.examples[..1.min(c.examples.len())], added);
+                first.into_iter().max().unwrap_or(0) as u64 <= m
+            })
+        });
+        out
+    }
+
     fn payload(&self, case: &CollatorRequest) -> Value {
         serde_json::to_value(case).unwrap_or(Value::Null)
     }

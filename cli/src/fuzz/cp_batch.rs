@@ -79,6 +79,80 @@ impl CpBatch {
     }
 }
 
+impl CpBatch {
+    /// Real tokens whose label is not -100.
+    fn valid(&self) -> usize {
+        (0..self.segments.len())
+            .map(|i| (0..self.segments[i].len as usize).filter(|&j| !self.ignored(i, j)).count())
+            .sum()
+    }
+
+    /// What a reduction must lower, lexicographically: real tokens, segments, mock segments,
+    /// slack blocks, valid labels. Every reduction lowers it, so minimizing ends.
+    fn size(&self) -> (u64, usize, usize, usize, usize) {
+        (
+            self.segments.iter().map(|s| u64::from(s.len)).sum(),
+            self.segments.len(),
+            self.segments.iter().filter(|s| s.mock).count(),
+            self.segments.iter().filter(|s| s.slack).count(),
+            self.valid(),
+        )
+    }
+
+    /// Smaller batches, the biggest cuts first: a segment removed (one is kept), a segment
+    /// emptied, halved or one token shorter, a mock segment made plain, a slack block removed,
+    /// then fewer valid labels (every label ignored, a prompt one token longer, one more flag of
+    /// the pattern set). Each is smaller by [`CpBatch::size`].
+    pub fn reductions(&self) -> Vec<CpBatch> {
+        let mut out = Vec::new();
+        let with = |f: &dyn Fn(&mut CpBatch)| {
+            let mut b = self.clone();
+            f(&mut b);
+            b
+        };
+        for i in 0..self.segments.len() {
+            if self.segments.len() > 1 {
+                out.push(with(&|b| {
+                    b.segments.remove(i);
+                }));
+            }
+        }
+        for (i, seg) in self.segments.iter().enumerate() {
+            let mut lens = vec![0, seg.len / 2, seg.len.saturating_sub(1)];
+            lens.retain(|&l| l < seg.len);
+            lens.dedup();
+            for l in lens {
+                out.push(with(&|b| b.segments[i].len = l));
+            }
+        }
+        for i in 0..self.segments.len() {
+            out.push(with(&|b| b.segments[i].mock = false));
+            out.push(with(&|b| b.segments[i].slack = false));
+        }
+        out.push(with(&|b| b.mask = LabelMask::All));
+        let longest = self.segments.iter().map(|s| s.len).max().unwrap_or(0);
+        match &self.mask {
+            LabelMask::None => out.push(with(&|b| b.mask = LabelMask::Prompt(1))),
+            LabelMask::Prompt(k) if *k < longest => {
+                out.push(with(&|b| b.mask = LabelMask::Prompt(k + 1)));
+            }
+            LabelMask::Pattern(p) => {
+                for (t, _) in p.iter().enumerate().filter(|(_, ignored)| !**ignored) {
+                    out.push(with(&|b| {
+                        if let LabelMask::Pattern(q) = &mut b.mask {
+                            q[t] = true;
+                        }
+                    }));
+                }
+            }
+            _ => {}
+        }
+        let size = self.size();
+        out.retain(|b| b.size() < size);
+        out
+    }
+}
+
 /// 1..=4 segments of 0..=12 real tokens; 3 in 20 mock, 1 in 5 with a block of slack; label
 /// masks from `properties::strategies::arb_label_mask` (none, a prompt, a pattern, all).
 /// Everything shrinks towards one unmasked segment of no tokens.
@@ -91,6 +165,31 @@ pub fn arb_cp_batch() -> impl Strategy<Value = CpBatch> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every reduction is smaller (so minimizing ends), and every step by one is among them:
+    /// each segment removed, each length one shorter, each mock and slack flag cleared, one
+    /// more label ignored.
+    #[test]
+    fn reductions_are_smaller_and_cover_every_step_by_one() {
+        let seg = |len, mock, slack| Segment { len, mock, slack };
+        let b = CpBatch {
+            mask: LabelMask::Prompt(1),
+            segments: vec![seg(3, false, true), seg(2, true, false)],
+        };
+        let r = b.reductions();
+        assert!(r.iter().all(|c| c.size() < b.size()), "{r:#?}");
+        let has = |f: &dyn Fn(&CpBatch) -> bool| r.iter().any(f);
+        assert!(has(&|c| c.segments == [seg(2, true, false)]));
+        assert!(has(&|c| c.segments == [seg(3, false, true)]));
+        assert!(has(&|c| c.segments == [seg(2, false, true), seg(2, true, false)]));
+        assert!(has(&|c| c.segments == [seg(3, false, true), seg(1, true, false)]));
+        assert!(has(&|c| c.segments == [seg(3, false, true), seg(2, false, false)]));
+        assert!(has(&|c| c.segments == [seg(3, false, false), seg(2, true, false)]));
+        assert!(has(&|c| c.mask == LabelMask::Prompt(2)));
+        // Nothing left to remove from one empty plain segment with every label ignored.
+        let least = CpBatch { mask: LabelMask::All, segments: vec![seg(0, false, false)] };
+        assert!(least.reductions().is_empty(), "{:#?}", least.reductions());
+    }
 
     #[test]
     fn storage_rounds_up_to_two_cp_blocks() {

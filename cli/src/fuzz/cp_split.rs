@@ -110,6 +110,24 @@ impl Target for CpSplitTarget {
             .boxed()
     }
 
+    fn minimizes(&self) -> bool {
+        true
+    }
+
+    /// The batch's reductions ([`CpBatch::reductions`]), then half the CP size.
+    fn reductions(&self, case: &SplitCase) -> Vec<SplitCase> {
+        let mut out: Vec<SplitCase> = case
+            .batch
+            .reductions()
+            .into_iter()
+            .map(|batch| SplitCase { batch, ..case.clone() })
+            .collect();
+        if case.cp > 1 {
+            out.push(SplitCase { cp: case.cp / 2, ..case.clone() });
+        }
+        out
+    }
+
     fn payload(&self, case: &SplitCase) -> Value {
         let mut v = serde_json::to_value(case.request()).unwrap_or(Value::Null);
         if case.layout == CpSplitLayout::Contiguous

@@ -317,6 +317,53 @@ impl Target for LoggerTarget {
             .boxed()
     }
 
+    fn minimizes(&self) -> bool {
+        true
+    }
+
+    /// Smaller steps: a micro-batch or a document removed (one of each is kept), a document
+    /// one token shorter or its prompt one shorter, half the CP size (to 1 only where the
+    /// layout allows any CP size), DP size 1, model 0.
+    fn reductions(&self, case: &LoggerCase) -> Vec<LoggerCase> {
+        let mut out = Vec::new();
+        let mbs = &case.micro_batches;
+        for m in 0..mbs.len() {
+            if mbs.len() > 1 {
+                let mut c = case.clone();
+                c.micro_batches.remove(m);
+                out.push(c);
+            }
+            for d in 0..mbs[m].len() {
+                if mbs[m].len() > 1 {
+                    let mut c = case.clone();
+                    c.micro_batches[m].remove(d);
+                    out.push(c);
+                }
+                let (len, prompt) = mbs[m][d];
+                if len > 1 {
+                    let mut c = case.clone();
+                    c.micro_batches[m][d] = (len - 1, prompt.min(len - 1));
+                    out.push(c);
+                }
+                if prompt > 0 {
+                    let mut c = case.clone();
+                    c.micro_batches[m][d] = (len, prompt - 1);
+                    out.push(c);
+                }
+            }
+        }
+        if case.cp > 1 {
+            out.push(LoggerCase { cp: case.cp / 2, ..case.clone() });
+        }
+        if case.dp > 1 {
+            out.push(LoggerCase { dp: 1, ..case.clone() });
+        }
+        if case.model > 0 {
+            out.push(LoggerCase { model: 0, ..case.clone() });
+        }
+        out
+    }
+
     fn payload(&self, case: &LoggerCase) -> Value {
         let batches = case.batches();
         serde_json::to_value(LoggerRequest {

@@ -159,6 +159,37 @@ impl Target for LossTarget {
             .boxed()
     }
 
+    fn minimizes(&self) -> bool {
+        true
+    }
+
+    /// The batch's reductions ([`CpBatch::reductions`]), then the vocabulary lowered (to 2, by
+    /// one) and the largest CP size dropped (one is kept).
+    fn reductions(&self, case: &LossCase) -> Vec<LossCase> {
+        let mut out: Vec<LossCase> = case
+            .batch
+            .reductions()
+            .into_iter()
+            .map(|batch| LossCase { batch, ..case.clone() })
+            .collect();
+        let mut vocabs = vec![2, case.vocab.saturating_sub(1)];
+        vocabs.retain(|&v| v >= 2 && v < case.vocab);
+        vocabs.dedup();
+        out.extend(vocabs.into_iter().map(|vocab| LossCase { vocab, ..case.clone() }));
+        if case.cps.len() > 1 {
+            for drop_first in [false, true] {
+                let mut cps = case.cps.clone();
+                if drop_first {
+                    cps.remove(0)
+                } else {
+                    cps.pop().unwrap_or(1)
+                };
+                out.push(LossCase { cps, ..case.clone() });
+            }
+        }
+        out
+    }
+
     /// The first request (the smallest CP size left).
     fn payload(&self, case: &LossCase) -> Value {
         case.cps.first().map_or(Value::Null, |&cp| case.payload(cp))

@@ -422,7 +422,7 @@ fn drive<T: Target>(
             })?;
             match target.case_of(&value) {
                 None => anyhow::bail!(
-                    "--request is not supported by `fuzz {}` (packer requests only)",
+                    "--request is not supported by `fuzz {}` (packer and collator requests only)",
                     target.kind()
                 ),
                 Some(Err(why)) => anyhow::bail!("--request {}: {why}", path.display()),
