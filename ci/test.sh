@@ -36,9 +36,11 @@ venv=$(mktemp -d)/venv
 python3 -m venv "$venv"
 # The wheel is built once (maturin, as the release workflow does) and installed offline; the
 # tests and the installed command run against it.
-"$venv/bin/pip" install -q maturin
+# manylinux2014 (glibc >= 2.17), linked by zig from PyPI: the wheel a user installs anywhere.
+"$venv/bin/pip" install -q maturin ziglang
 dist=$(dirname "$venv")/dist
-(cd python && "$venv/bin/maturin" build --release -q -o "$dist")
+(cd python && PATH="$venv/bin:$PATH" "$venv/bin/maturin" build --release -q --zig \
+    --compatibility manylinux2014 -o "$dist")
 "$venv/bin/pip" install -q --no-index "$dist"/thdcheck-*.whl
 "$venv/bin/pip" install -q pytest numpy
 "$venv/bin/thdcheck" check examples/batches >/dev/null   # the command the wheel installs
