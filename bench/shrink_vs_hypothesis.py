@@ -132,12 +132,13 @@ def _rows_of(e):
 def size_packer(req):
     ex = req["examples"]
     toks = [x for e in ex for x in _rows_of(e)]
-    return (len(ex), sum(toks), max(toks, default=0), req["capacity"])
+    return (len(ex), sum(toks), max(toks, default=0), req["capacity"], req.get("dp_size") or 0)
 
 
 def show_packer(s, req):
-    extra = "".join(f" {k}={req[k]}" for k in ("dp_size", "pad_to_multiple_of", "max_seqs_per_pack") if req.get(k))
-    return f"n={s[0]} Σ={s[1]} max={s[2]} C={s[3]}{extra}"
+    extra = "".join(f" {k}={req[k]}" for k in ("pad_to_multiple_of", "max_seqs_per_pack") if req.get(k))
+    dp = f" dp={s[4]}" if s[4] else ""
+    return f"n={s[0]} Σ={s[1]} max={s[2]} C={s[3]}{dp}{extra}"
 
 
 def size_session(reqs):
@@ -826,7 +827,7 @@ def med_size(sizes):
 
 
 COMPONENTS = {
-    "packer": ("n", "Σ", "max", "C"),
+    "packer": ("n", "Σ", "max", "C", "dp"),
     "session": ("n", "Σ", "push", "ep", "C"),
     "collator": ("n", "Σtok", "msl"),
     "loss": ("T", "V", "cp"),
@@ -965,6 +966,7 @@ def main():
         size_fn, show = SIZES[row.kind]
         t, h = med_size(res["t_size"]), med_size(res["h_size"])
         extra_req = res["t_show"][0] if res["t_show"] and isinstance(res["t_show"][0], dict) else {}
+        h_req = res["h_show"][0] if res["h_show"] and isinstance(res["h_show"][0], dict) else {}
         which = smaller(t, h, COMPONENTS[row.kind])
         cli = f"{fmt_s(med(res['cli']), res['t_2000'])} / {fmt_s(med(res['cli_wall']), res['t_2000'])}"
         if res["t_missed"]:
@@ -975,7 +977,7 @@ def main():
             hyp_t += f" ({res['hyp_missed']}/{res['n']} not found)"
         name = row.name + ("" if res["n"] == a.seeds else f" ({res['n']} seeds)")
         print(f"| {name} | {cli} | {inproc} | {hyp_t} | "
-              f"{'—' if t is None else show(t, extra_req)} | {'—' if h is None else show(h, extra_req)} | {which} |")
+              f"{'—' if t is None else show(t, extra_req)} | {'—' if h is None else show(h, h_req)} | {which} |")
     print("\nSizes: medians per component over the seeds (median_low). Smaller: the side whose size is <= in "
           "every component and < in one; `neither` when each is smaller in some component. `*`: found only at "
           "max_examples=2000 (Hypothesis) / --cases 2000 (thdcheck) on some seed, after 256 passed (the time "

@@ -13,7 +13,9 @@ use crate::pack::BatchData;
 use crate::shards::{GroupBatch, read_group};
 use crate::tensors::BatchFile;
 use anyhow::{Context, Result, bail};
-use properties::checks::{Factor, LoggedKind, Number, Tolerance, check_logged, check_logged_text};
+use properties::checks::{
+    Factor, LoggedKind, LoggedTolerance, Number, check_logged, check_logged_text,
+};
 use serde_json::{Map, Value, json};
 use thd::SeqLens;
 use thd::metrics::megatron::{SeqlenStats, num_floating_point_operations};
@@ -24,7 +26,7 @@ use crate::args::MetricsArgs;
 /// What `metrics` computes before printing: the recipe's record, the batch record beside it,
 /// and the comparison with the logged values.
 struct Computed {
-    record: golden::MetricRecord,
+    record: golden::RecipeRecord,
     doc: Value,
     step: Option<Step>,
     comparison: Option<Vec<Compared>>,
@@ -132,7 +134,7 @@ fn compute(args: &MetricsArgs, in_memory: Vec<(String, BatchFile)>) -> Result<Co
             path,
             &doc,
             logger.as_ref(),
-            Tolerance { rtol: args.rtol, atol: args.atol },
+            LoggedTolerance { rtol: args.rtol, atol: args.atol },
             &step.as_ref().map(|s| s.factors.clone()).unwrap_or_default(),
         )?),
         None => None,
@@ -675,7 +677,7 @@ fn compare_file(
     path: &Path,
     doc: &Value,
     logger: Option<&Logger>,
-    tol: Tolerance,
+    tol: LoggedTolerance,
     factors: &[Factor],
 ) -> Result<Vec<Compared>> {
     let cannot = || format!("cannot read {}", path.display());

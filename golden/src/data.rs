@@ -25,7 +25,7 @@ use thd::{CuSeqlens, IGNORE_INDEX, LabelConvention, PackedBatch, PackedBatchPart
 
 use crate::dist::SplitMix64;
 use crate::error::pipeline_err;
-use crate::recipe::{Format, MAX_DOCUMENTS, Objective, Recipe, Strategy};
+use crate::recipe::{Format, MAX_DOCUMENTS, Recipe, RecipeObjective, Strategy};
 use crate::{Error, Result};
 
 /// Stream ids of the seeded draws (never renumber: every snapshot depends on them).
@@ -105,7 +105,7 @@ impl<'a> Docs<'a> {
 
     fn pack_example(&self, id: u64) -> pack::Example {
         let d = self.docs[id as usize];
-        if self.recipe.batch.objective == Objective::Dpo {
+        if self.recipe.batch.objective == RecipeObjective::Dpo {
             pack::Example::pair(id, d.len, d.rejected_len)
         } else {
             pack::Example::single(id, d.len)
@@ -135,12 +135,12 @@ impl<'a> Docs<'a> {
         let d = self.docs[id as usize];
         let mut labels = ids.to_vec();
         match self.recipe.batch.objective {
-            Objective::Clm => {}
-            Objective::Sft | Objective::Dpo => {
+            RecipeObjective::Clm => {}
+            RecipeObjective::Sft | RecipeObjective::Dpo => {
                 let p = (d.prompt as usize).min(labels.len());
                 labels[..p].fill(IGNORE_INDEX);
             }
-            Objective::Mlm => {
+            RecipeObjective::Mlm => {
                 // Special tokens (the first and last of a document) are never masked.
                 let p = self.recipe.batch.mlm_probability.unwrap_or(0.0);
                 let mut rng = SplitMix64::stream(self.recipe.data.seed, STREAM_MLM, id);
@@ -162,7 +162,7 @@ impl<'a> Docs<'a> {
         let labels = self.labels(item.id, &ids);
         let (a, n) = (item.offset as usize, item.lens.branches()[0] as usize);
         let mut piece = labels[a..a + n].to_vec();
-        if self.recipe.batch.objective == Objective::Mlm
+        if self.recipe.batch.objective == RecipeObjective::Mlm
             && let Some(last) = piece.last_mut()
         {
             // Labels sit at their own position: a piece's end is a sequence end.
@@ -213,7 +213,7 @@ pub(crate) fn build_step(recipe: &Recipe) -> Result<Step> {
             let (packs, carried, dropped) =
                 stream_packs(recipe, &mut docs, strategy, micro_batches as usize)?;
             for pack in &packs {
-                let row = if recipe.batch.objective == Objective::Dpo {
+                let row = if recipe.batch.objective == RecipeObjective::Dpo {
                     dpo_row(recipe, &docs, pack)?
                 } else {
                     thd_row(recipe, &docs, pack)?
@@ -287,7 +287,7 @@ fn thd_row(recipe: &Recipe, docs: &Docs<'_>, pack: &Pack) -> Result<PackedBatch>
     let examples: Vec<collate::Document> = pack.items.iter().map(|i| docs.example(i)).collect();
     let mut row = collate::flatten(&examples, &FlattenOptions::default())
         .map_err(pipeline_err(recipe, "flatten"))?;
-    if recipe.batch.objective == Objective::Mlm {
+    if recipe.batch.objective == RecipeObjective::Mlm {
         row =
             relabel(&row, LabelConvention::Shifted).map_err(pipeline_err(recipe, "mlm labels"))?;
     }
@@ -325,7 +325,7 @@ fn bshd_row(recipe: &Recipe, docs: &Docs<'_>, id: u64) -> Result<PackedBatch> {
     };
     let row =
         collate::flatten(&[docs.example(&item)], &opts).map_err(pipeline_err(recipe, "flatten"))?;
-    if recipe.batch.objective == Objective::Mlm {
+    if recipe.batch.objective == RecipeObjective::Mlm {
         return relabel(&row, LabelConvention::Shifted).map_err(pipeline_err(recipe, "mlm labels"));
     }
     Ok(row)

@@ -1,4 +1,4 @@
-//! `metrics`: a recipe in, its [`MetricRecord`] out, every number computed by `thd`.
+//! `metrics`: a recipe in, its [`RecipeRecord`] out, every number computed by `thd`.
 
 use thd::PackedBatch;
 use thd::cp::shard_batch;
@@ -13,8 +13,8 @@ use crate::error::pipeline_err;
 use crate::loss_sample::loss_sample;
 use crate::recipe::Recipe;
 use crate::record::{
-    AttentionWork, CpRecord, FlopsByConvention, FlopsSet, MetricRecord, PackingRecord, RankTokens,
-    Rates, Ratios, SCHEMA_VERSION, StepShape, Throughput, TokenCounts, VisionRecord,
+    AttentionWork, CpRecord, FlopsByConvention, FlopsSet, PackingRecord, RankTokens, Rates, Ratios,
+    RecipeRecord, RecipeTokens, SCHEMA_VERSION, StepShape, Throughput, VisionRecord,
 };
 use crate::{Error, Result};
 
@@ -53,7 +53,7 @@ use crate::{Error, Result};
 /// assert!(record.throughput.mfu_pct.useful < record.throughput.mfu_pct.hardware);
 /// # Ok::<(), golden::Error>(())
 /// ```
-pub fn metrics(recipe: &Recipe) -> Result<MetricRecord> {
+pub fn metrics(recipe: &Recipe) -> Result<RecipeRecord> {
     let step = build_step(recipe)?;
     let rows: Vec<&PackedBatch> = step.micro_batches.iter().flatten().collect();
     let dims = recipe.model_dims();
@@ -138,7 +138,7 @@ pub fn metrics(recipe: &Recipe) -> Result<MetricRecord> {
         },
     };
 
-    let tokens = TokenCounts {
+    let tokens = RecipeTokens {
         real: work.real_tokens,
         padded: work.padded_tokens,
         valid: work.valid_labels,
@@ -152,7 +152,7 @@ pub fn metrics(recipe: &Recipe) -> Result<MetricRecord> {
         needed: 1,
         documents: 0,
     })?;
-    Ok(MetricRecord {
+    Ok(RecipeRecord {
         schema: SCHEMA_VERSION,
         recipe: recipe.name.clone(),
         stack: recipe.stack,
@@ -229,7 +229,7 @@ fn ratio(x: u128, useful: u128) -> f64 {
 }
 
 /// Real, stored and valid tokens per CP rank, summed over the step's rows.
-fn cp_record(recipe: &Recipe, rows: &[&PackedBatch], tokens: &TokenCounts) -> Result<CpRecord> {
+fn cp_record(recipe: &Recipe, rows: &[&PackedBatch], tokens: &RecipeTokens) -> Result<CpRecord> {
     let cp = recipe.parallel.cp as usize;
     let mut per_rank: Vec<RankTokens> = (0..cp)
         .map(|r| RankTokens { rank: Some(r as u64), real: 0, stored: 0, valid: 0 })

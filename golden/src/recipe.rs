@@ -115,7 +115,7 @@ pub enum Format {
 /// What the labels are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Objective {
+pub enum RecipeObjective {
     /// Causal LM pretraining: every token but a document's first is a target.
     Clm,
     /// Supervised fine-tuning: the prompt (`data.prompt_percent` of each document) is masked.
@@ -217,7 +217,7 @@ pub struct BatchSection {
     /// BSHD or THD.
     pub format: Format,
     /// What the labels are.
-    pub objective: Objective,
+    pub objective: RecipeObjective,
     /// The config's micro-batch size: BSHD rows, `in_batch` documents, and the rows the BSHD
     /// approximation charges.
     pub micro_batch_size: u64,
@@ -659,17 +659,17 @@ impl Recipe {
             return bad("batch.approx_row_length", "0".into(), "must be at least 1".into());
         }
         match (b.objective, b.mlm_probability) {
-            (Objective::Mlm, None) => {
+            (RecipeObjective::Mlm, None) => {
                 return bad(
                     "batch.mlm_probability",
                     "(missing)".into(),
                     "objective = \"mlm\" needs it".into(),
                 );
             }
-            (Objective::Mlm, Some(x)) if !(0.0..=1.0).contains(&x) => {
+            (RecipeObjective::Mlm, Some(x)) if !(0.0..=1.0).contains(&x) => {
                 return bad("batch.mlm_probability", x.to_string(), "must be in [0, 1]".into());
             }
-            (Objective::Mlm, _) | (_, None) => {}
+            (RecipeObjective::Mlm, _) | (_, None) => {}
             (_, Some(x)) => {
                 return bad(
                     "batch.mlm_probability",
@@ -678,7 +678,7 @@ impl Recipe {
                 );
             }
         }
-        if matches!(b.objective, Objective::Sft | Objective::Dpo) {
+        if matches!(b.objective, RecipeObjective::Sft | RecipeObjective::Dpo) {
             match self.data.prompt_percent {
                 None => {
                     return bad(
@@ -777,7 +777,7 @@ impl Recipe {
                 }
             }
         }
-        if b.objective == Objective::Dpo {
+        if b.objective == RecipeObjective::Dpo {
             let pk = self.packing.map(|p| p.strategy);
             if pk != Some(Strategy::SequentialBudget) {
                 return bad(
@@ -964,7 +964,7 @@ impl Recipe {
         // One row: padding keys alone, then the content, then the content padded.
         let max_row = u128::from(MAX_ROW_TOKENS);
         let row_limit = format!("a row holds at most {} tokens", n(max_row));
-        let dpo = b.objective == Objective::Dpo;
+        let dpo = b.objective == RecipeObjective::Dpo;
         for (key, v, limit) in [
             ("padding.pad_to_multiple_of", pad.pad_to_multiple_of, max_row),
             ("padding.cp_divisibility", pad.cp_divisibility, max_row),

@@ -15,14 +15,14 @@
 use serde::Serialize;
 use thd::metrics::{AttnSums, CausalConvention, FlopsFormula, HardwareView};
 
-use crate::recipe::{Format, Objective, Stack};
+use crate::recipe::{Format, RecipeObjective, Stack};
 
 /// Version of the record's schema.
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Everything pinned for one recipe (one optimizer step).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MetricRecord {
+pub struct RecipeRecord {
     /// [`SCHEMA_VERSION`].
     pub schema: u32,
     /// The recipe's name.
@@ -32,7 +32,7 @@ pub struct MetricRecord {
     /// BSHD or THD.
     pub format: Format,
     /// What the labels are.
-    pub objective: Objective,
+    pub objective: RecipeObjective,
     /// The FLOPs formula of `flops` and `throughput`.
     pub flops_formula: FlopsFormula,
     /// The causal convention of `throughput` (the stack's logger's).
@@ -43,7 +43,7 @@ pub struct MetricRecord {
     /// The step: GPUs, micro-batches, rows, segments, time.
     pub step: StepShape,
     /// Token counts.
-    pub tokens: TokenCounts,
+    pub tokens: RecipeTokens,
     /// Attention work (Σs, Σs², Σs(s+1)/2) under each accounting.
     pub attention: AttentionWork,
     /// FLOPs under each causal convention.
@@ -95,7 +95,7 @@ pub struct StepShape {
 
 /// Token counts of the step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TokenCounts {
+pub struct RecipeTokens {
     /// `Σ sᵢ` over real segments: real tokens, no padding, no mock segment.
     pub real: u64,
     /// Stored tokens: every row's length, all padding included.

@@ -1,12 +1,12 @@
-//! The human-readable table of a [`MetricRecord`] (what `thdcheck metrics` prints without
+//! The human-readable table of a [`RecipeRecord`] (what `thdcheck metrics` prints without
 //! `--json`).
 
 use std::fmt::{self, Display, Write as _};
 
 use crate::recipe::grouped as group;
-use crate::record::{FlopsSet, MetricRecord, Rates, Ratios, Sums};
+use crate::record::{FlopsSet, Rates, Ratios, RecipeRecord, Sums};
 
-impl MetricRecord {
+impl RecipeRecord {
     /// The record as an aligned text table, one section per part of the record.
     ///
     /// # Example
@@ -62,7 +62,7 @@ fn flops_row(f: &mut fmt::Formatter<'_>, name: &str, s: &FlopsSet) -> fmt::Resul
     )
 }
 
-impl Display for MetricRecord {
+impl Display for RecipeRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.step;
         writeln!(
@@ -230,7 +230,7 @@ impl Display for MetricRecord {
 mod names {
     use thd::metrics::{CausalConvention, FlopsFormula, HardwareView};
 
-    use crate::recipe::{Format, Objective, Stack};
+    use crate::recipe::{Format, RecipeObjective, Stack};
 
     pub(super) fn stack(s: Stack) -> &'static str {
         match s {
@@ -248,12 +248,12 @@ mod names {
         }
     }
 
-    pub(super) fn objective(o: Objective) -> &'static str {
+    pub(super) fn objective(o: RecipeObjective) -> &'static str {
         match o {
-            Objective::Clm => "clm",
-            Objective::Sft => "sft",
-            Objective::Mlm => "mlm",
-            Objective::Dpo => "dpo",
+            RecipeObjective::Clm => "clm",
+            RecipeObjective::Sft => "sft",
+            RecipeObjective::Mlm => "mlm",
+            RecipeObjective::Dpo => "dpo",
         }
     }
 

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use candle_core::{DType, Device, Result, Tensor};
-use gpu_tests::data::{AttnCase, REALISTIC_PACKS, logits_and_labels};
+use gpu_tests::data::{GpuCase, REALISTIC_PACKS, logits_and_labels};
 use oracle::{cross_entropy, varlen_attention};
 
 const VOCAB: usize = 32_000;
@@ -44,7 +44,7 @@ fn main() -> Result<()> {
     let iters: usize =
         std::env::var("GPU_BENCH_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
     let lens: Vec<u32> = REALISTIC_PACKS.concat();
-    let case = AttnCase::new("packs_2x8k_h32_kv8_d128", &lens, 32, 8, 128).causal(true);
+    let case = GpuCase::new("packs_2x8k_h32_kv8_d128", &lens, 32, 8, 128).causal(true);
     let s_max = *lens.iter().max().unwrap_or(&0) as f64;
     let hardware = 4.0 * (case.heads * case.head_dim) as f64 * lens.len() as f64 * s_max * s_max;
     println!(

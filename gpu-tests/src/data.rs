@@ -16,7 +16,7 @@ pub const REALISTIC_PACKS: [&[u32]; 2] =
 
 /// An attention case: per-sequence lengths and the head layout.
 #[derive(Debug, Clone)]
-pub struct AttnCase {
+pub struct GpuCase {
     /// Name shown in failure reports.
     pub name: &'static str,
     /// Query lengths, one per sequence.
@@ -33,7 +33,7 @@ pub struct AttnCase {
     pub causal: bool,
 }
 
-impl AttnCase {
+impl GpuCase {
     /// A self-attention case (`seqlens_k == seqlens_q`).
     pub fn new(
         name: &'static str,

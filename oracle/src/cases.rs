@@ -20,7 +20,7 @@ pub const REFERENCE_LENS: [u32; 16] =
 
 /// One attention case: the layout of a THD batch and the attention options.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AttnCase {
+pub struct GridCase {
     /// Short identifier, `snake_case`.
     pub name: String,
     /// One line: what the case exercises.
@@ -61,12 +61,12 @@ impl AttnInputs {
     }
 }
 
-impl AttnCase {
+impl GridCase {
     /// A case with the same lengths for q and k.
     ///
     /// # Example
     /// ```
-    /// let case = oracle::cases::AttnCase::new("demo", "two docs", &[3, 5], 4, 2, 8, true);
+    /// let case = oracle::cases::GridCase::new("demo", "two docs", &[3, 5], 4, 2, 8, true);
     /// assert_eq!((case.tokens_q(), case.tokens_k()), (8, 8));
     /// assert!(case.spec().causal);
     /// ```
@@ -95,7 +95,7 @@ impl AttnCase {
     ///
     /// # Example
     /// ```
-    /// let case = oracle::cases::AttnCase::new("kv", "more keys", &[2], 1, 1, 4, true).with_lens_k(&[5]);
+    /// let case = oracle::cases::GridCase::new("kv", "more keys", &[2], 1, 1, 4, true).with_lens_k(&[5]);
     /// assert_eq!((case.tokens_q(), case.tokens_k()), (2, 5));
     /// ```
     pub fn with_lens_k(mut self, lens_k: &[u32]) -> Self {
@@ -156,7 +156,7 @@ impl AttnCase {
     }
 }
 
-impl fmt::Display for AttnCase {
+impl fmt::Display for GridCase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -185,8 +185,8 @@ impl fmt::Display for AttnCase {
 ///     assert_eq!(c.heads % c.kv_heads, 0, "{c}");
 /// }
 /// ```
-pub fn small() -> Vec<AttnCase> {
-    let c = AttnCase::new;
+pub fn small() -> Vec<GridCase> {
+    let c = GridCase::new;
     vec![
         c("single_token", "one sequence of one token", &[1], 2, 2, 8, true),
         c("two_docs_mha", "two sequences, MHA, causal", &[3, 5], 4, 4, 8, true),
@@ -248,11 +248,11 @@ pub fn small() -> Vec<AttnCase> {
 /// assert_eq!(r[1].tokens_q(), 2 * 18692);
 /// assert_eq!(*r[2].lens_q.iter().max().unwrap(), 2 * 1829);
 /// ```
-pub fn reference() -> Vec<AttnCase> {
+pub fn reference() -> Vec<GridCase> {
     let twice: Vec<u32> = REFERENCE_LENS.iter().chain(&REFERENCE_LENS).copied().collect();
     let doubled: Vec<u32> = REFERENCE_LENS.iter().map(|s| 2 * s).collect();
     vec![
-        AttnCase::new(
+        GridCase::new(
             "reference",
             "16 documents uniform in [1, 2048]",
             &REFERENCE_LENS,
@@ -261,7 +261,7 @@ pub fn reference() -> Vec<AttnCase> {
             64,
             true,
         ),
-        AttnCase::new(
+        GridCase::new(
             "reference_32_docs",
             "the 16 reference lengths, twice",
             &twice,
@@ -270,7 +270,7 @@ pub fn reference() -> Vec<AttnCase> {
             64,
             true,
         ),
-        AttnCase::new(
+        GridCase::new(
             "reference_2x_len",
             "the 16 reference lengths, doubled",
             &doubled,
@@ -286,7 +286,7 @@ pub fn reference() -> Vec<AttnCase> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ErrorCase {
     /// The case (its lengths and heads).
-    pub case: AttnCase,
+    pub case: GridCase,
     /// Rows of q to build (may differ from Σ lens_q).
     pub tokens_q: usize,
     /// Rows of k and v to build.
@@ -309,13 +309,13 @@ pub struct ErrorCase {
 /// # Ok::<(), candle_core::Error>(())
 /// ```
 pub fn errors() -> Vec<ErrorCase> {
-    let err = |case: AttnCase, tokens_q: usize, tokens_k: usize, expected: Error| ErrorCase {
+    let err = |case: GridCase, tokens_q: usize, tokens_k: usize, expected: Error| ErrorCase {
         case,
         tokens_q,
         tokens_k,
         expected,
     };
-    let c = AttnCase::new;
+    let c = GridCase::new;
     vec![
         err(
             c("heads_not_multiple", "6 query heads cannot share 4 kv heads", &[3], 6, 4, 8, true),

@@ -7,7 +7,7 @@
 //! - Isolation: perturbing segment j's q/k/v rows leaves every other output row bit-identical.
 
 use candle_core::{DType, Device, Tensor, WithDType};
-use oracle::cases::{AttnCase, AttnInputs};
+use oracle::cases::{AttnInputs, GridCase};
 use oracle::compare::compare;
 use oracle::tolerance::{ATTENTION_F64, flash_rule};
 use oracle::varlen_attention;
@@ -17,13 +17,13 @@ use rand::{Rng, SeedableRng};
 const DEV: Device = Device::Cpu;
 
 /// The THD fast path on a case's inputs, as a `[Tq, H, D]` tensor of `F`.
-fn thd_attention<F: thd::Float + WithDType>(case: &AttnCase, x: &AttnInputs) -> Tensor {
+fn thd_attention<F: thd::Float + WithDType>(case: &GridCase, x: &AttnInputs) -> Tensor {
     let data = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<F>().unwrap();
     let out = thd_on_slices(case, &data(&x.q), &data(&x.k), &data(&x.v));
     Tensor::from_vec(out, x.q.dims(), &DEV).unwrap()
 }
 
-fn thd_on_slices<F: thd::Float>(case: &AttnCase, q: &[F], k: &[F], v: &[F]) -> Vec<F> {
+fn thd_on_slices<F: thd::Float>(case: &GridCase, q: &[F], k: &[F], v: &[F]) -> Vec<F> {
     let cu = |lens: &[u32]| thd::SeqLens::new(lens.to_vec()).to_cu_seqlens().unwrap();
     let shape =
         thd::AttnShape { heads: case.heads, kv_heads: case.kv_heads, head_dim: case.head_dim };
@@ -32,7 +32,7 @@ fn thd_on_slices<F: thd::Float>(case: &AttnCase, q: &[F], k: &[F], v: &[F]) -> V
         .unwrap_or_else(|e| panic!("{case}: thd refused: {e}"))
 }
 
-fn oracle_attention(case: &AttnCase, x: &AttnInputs) -> Tensor {
+fn oracle_attention(case: &GridCase, x: &AttnInputs) -> Tensor {
     varlen_attention(&x.q, &x.k, &x.v, &case.lens_q, &case.lens_k, &case.spec())
         .unwrap_or_else(|e| panic!("{case}: oracle refused: {e}"))
 }
@@ -44,7 +44,7 @@ const HEAD_LAYOUTS: [(usize, usize, &str); 3] = [(4, 4, "mha"), (6, 2, "gqa"), (
 /// Every (head dim, head layout, causal) combination once, with 1 to 12 sequences whose lengths
 /// are mostly tile edges, and key lengths equal to, longer or shorter than the query lengths;
 /// plus a few 1023/1024-token cases (the full product would take minutes in f64).
-fn grid() -> Vec<AttnCase> {
+fn grid() -> Vec<GridCase> {
     let mut rng = StdRng::seed_from_u64(7);
     let mut cases = Vec::new();
     for (i, &head_dim) in HEAD_DIMS.iter().enumerate() {
@@ -77,13 +77,13 @@ fn grid() -> Vec<AttnCase> {
                 let name = format!("grid_d{head_dim}_{layout}_{mode}_{relation}");
                 let summary = format!("{n} sequences, {relation}");
                 cases.push(
-                    AttnCase::new(name, summary, &lens_q, heads, kv_heads, head_dim, causal)
+                    GridCase::new(name, summary, &lens_q, heads, kv_heads, head_dim, causal)
                         .with_lens_k(&lens_k),
                 );
             }
         }
     }
-    let c = AttnCase::new;
+    let c = GridCase::new;
     cases.extend([
         c("long_1023_causal", "1023 tokens beside a short one, MHA", &[1023, 5], 2, 2, 64, true),
         c("long_1023_bidir_gqa", "1023 tokens between short ones", &[3, 1023, 0], 4, 2, 128, false),
@@ -95,7 +95,7 @@ fn grid() -> Vec<AttnCase> {
     cases
 }
 
-fn check_f64(cases: &[AttnCase]) {
+fn check_f64(cases: &[GridCase]) {
     let mut failures = Vec::new();
     let mut worst = 0.0f64;
     for (seed, case) in cases.iter().enumerate() {
@@ -167,7 +167,7 @@ fn attention_matches_oracle_f32_by_flash_rule() {
 }
 
 /// Perturbs the q rows and the k/v rows of segment `j` of a case's inputs.
-fn perturb_segment(case: &AttnCase, x: &AttnInputs, j: usize) -> AttnInputs {
+fn perturb_segment(case: &GridCase, x: &AttnInputs, j: usize) -> AttnInputs {
     let start = |lens: &[u32]| lens[..j].iter().map(|&s| s as usize).sum::<usize>();
     let bump = |t: &Tensor, lens: &[u32]| -> Tensor {
         let (rows, heads, dim) = t.dims3().unwrap();
@@ -187,7 +187,7 @@ fn perturb_segment(case: &AttnCase, x: &AttnInputs, j: usize) -> AttnInputs {
 
 #[test]
 fn attention_segments_are_isolated() {
-    let c = AttnCase::new;
+    let c = GridCase::new;
     let cases = [
         c("isolation_causal_gqa", "five segments, one empty", &[5, 0, 7, 3, 9], 4, 2, 8, true),
         c("isolation_bidir_mqa", "four segments", &[6, 1, 4, 8], 3, 1, 5, false),

@@ -3,7 +3,7 @@
 //! fail (DESIGN "What done means here").
 
 use candle_core::{DType, Device, Tensor};
-use oracle::cases::{AttnCase, AttnInputs};
+use oracle::cases::{AttnInputs, GridCase};
 use oracle::compare::compare;
 use oracle::tolerance::ATTENTION_F64;
 use oracle::varlen_attention;
@@ -16,7 +16,7 @@ fn flat(t: &Tensor) -> Vec<f64> {
 
 /// The THD fast path on raw slices with the given offsets, as a `[Tq, H, D]` tensor.
 fn thd_with_offsets(
-    case: &AttnCase,
+    case: &GridCase,
     q: &Tensor,
     k: &[f64],
     v: &[f64],
@@ -41,7 +41,7 @@ fn offsets(lens: &[u32]) -> Vec<i32> {
         .collect()
 }
 
-fn oracle_out(case: &AttnCase, x: &AttnInputs) -> Tensor {
+fn oracle_out(case: &GridCase, x: &AttnInputs) -> Tensor {
     varlen_attention(&x.q, &x.k, &x.v, &case.lens_q, &case.lens_k, &case.spec()).unwrap()
 }
 
@@ -51,7 +51,7 @@ fn oracle_out(case: &AttnCase, x: &AttnInputs) -> Tensor {
 #[test]
 fn off_by_one_key_offset_is_rejected_naming_segment_and_token() {
     let case =
-        AttnCase::new("off_by_one_cu_k", "cu_k[2] one token late", &[4, 6, 5], 4, 2, 8, true);
+        GridCase::new("off_by_one_cu_k", "cu_k[2] one token late", &[4, 6, 5], 4, 2, 8, true);
     let x = case.inputs(11, DType::F64, &DEV).unwrap();
     let cu_q = offsets(&case.lens_q);
     let mut cu_k = offsets(&case.lens_k);
@@ -98,7 +98,7 @@ fn off_by_one_key_offset_is_rejected_naming_segment_and_token() {
 // each segment only its first sq keys (exactly what a top-left mask lets a query see).
 #[test]
 fn top_left_causal_alignment_is_rejected() {
-    let case = AttnCase::new("top_left_causal", "causal, sq < sk", &[3, 2], 2, 2, 4, true)
+    let case = GridCase::new("top_left_causal", "causal, sq < sk", &[3, 2], 2, 2, 4, true)
         .with_lens_k(&[3, 5]);
     let x = case.inputs(12, DType::F64, &DEV).unwrap();
     // Keys of segment b truncated to its first sq_b rows.

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use thd::LabelConvention;
 
 use crate::checks::{
-    BatchOptions, BlockMask, DpoSegment, DpoView, Ints, LayoutView, ShardView, SideTensor,
+    BatchOptions, BlockMask, DpoSegment, DpoView, IntSlice, LayoutView, ShardView, SideTensor,
     batch_facts, check_batch, check_cp_shard, check_documents, check_dpo, check_layout,
 };
 
@@ -33,7 +33,7 @@ proptest! {
             num_tokens: rows * width,
             rows,
             cu_seqlens: &cu,
-            labels: Some(Ints::from(labels.as_slice())),
+            labels: Some(IntSlice::from(labels.as_slice())),
             label_convention: convention,
             ..Default::default()
         };
@@ -60,11 +60,11 @@ proptest! {
     ) {
         let view = LayoutView {
             num_tokens: t,
-            input_ids: ids.as_deref().map(Ints::from),
+            input_ids: ids.as_deref().map(IntSlice::from),
             cu_seqlens: &cu,
             cu_seqlens_padded: padded.as_deref(),
-            position_ids: pos.as_deref().map(Ints::from),
-            labels: labels.as_deref().map(Ints::from),
+            position_ids: pos.as_deref().map(IntSlice::from),
+            labels: labels.as_deref().map(IntSlice::from),
             label_convention: if shifted { LabelConvention::Shifted } else { LabelConvention::Unshifted },
             num_real_seqs: n_real,
             position_base: Some(0),
@@ -96,7 +96,7 @@ proptest! {
         let view = LayoutView {
             num_tokens: t,
             rows,
-            input_ids: ids.as_deref().map(Ints::from),
+            input_ids: ids.as_deref().map(IntSlice::from),
             cu_seqlens: &cu,
             cu_seqlens_padded: padded.as_deref(),
             num_real_seqs: n_real,

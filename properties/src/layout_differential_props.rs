@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use thd::{IGNORE_INDEX, LabelConvention, PackedBatch, PackedBatchParts};
 
-use crate::checks::{Ints, LayoutView, check_layout};
+use crate::checks::{IntSlice, LayoutView, check_layout};
 
 /// A valid layout, as plain parts.
 #[derive(Debug, Clone)]
@@ -338,11 +338,11 @@ impl Fault {
 fn view(p: &PackedBatchParts) -> LayoutView<'_> {
     LayoutView {
         num_tokens: p.input_ids.len(),
-        input_ids: Some(Ints::from(&p.input_ids)),
+        input_ids: Some(IntSlice::from(&p.input_ids)),
         cu_seqlens: &p.cu_seqlens,
         cu_seqlens_padded: p.cu_seqlens_padded.as_deref(),
-        position_ids: p.position_ids.as_deref().map(Ints::from),
-        labels: Some(Ints::from(&p.labels)),
+        position_ids: p.position_ids.as_deref().map(IntSlice::from),
+        labels: Some(IntSlice::from(&p.labels)),
         label_convention: p.label_convention,
         num_real_seqs: p.num_real_seqs,
         position_base: Some(0),

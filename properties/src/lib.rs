@@ -13,11 +13,11 @@
 //!
 //! # Example
 //! ```
-//! use properties::checks::{Ints, LayoutView, check_layout};
+//! use properties::checks::{IntSlice, LayoutView, check_layout};
 //! let batch = LayoutView {
 //!     num_tokens: 5,
 //!     cu_seqlens: &[0, 3, 5],
-//!     position_ids: Some(Ints::from(&[0, 1, 2, 3, 4])), // not reset at the second document
+//!     position_ids: Some(IntSlice::from(&[0, 1, 2, 3, 4])), // not reset at the second document
 //!     ..Default::default()
 //! };
 //! let v = check_layout(&batch).unwrap_err();

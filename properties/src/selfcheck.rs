@@ -15,7 +15,7 @@
 use std::fmt::Debug;
 
 use candle_core::{DType, Device, Tensor};
-use oracle::cases::{self, AttnCase as GridCase};
+use oracle::cases::{self, GridCase};
 use oracle::compare::compare;
 use oracle::tolerance::{FlashReport, ToleranceClass, flash_rule, tolerance};
 use proptest::sample::Index;

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use crate::formats::{ReadOptions, parse};
 use crate::protocol::batch_to_safetensors;
 use crate::tensors::BatchFile;
-use properties::checks::{Number, Tolerance, check_logged};
+use properties::checks::{LoggedTolerance, Number, check_logged};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
@@ -135,7 +135,7 @@ struct LoggerResponse {
 /// The logger target.
 pub struct LoggerTarget {
     /// Tolerance for rates.
-    pub tol: Tolerance,
+    pub tol: LoggedTolerance,
     /// Peak TFLOP/s per GPU sent with every request.
     pub peak_tflops: f64,
     /// The formula the logger implements.

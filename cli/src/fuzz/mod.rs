@@ -317,7 +317,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
         }
         FuzzTarget::Logger => drive(
             &logger::LoggerTarget {
-                tol: properties::checks::Tolerance {
+                tol: properties::checks::LoggedTolerance {
                     rtol: args.rtol.unwrap_or(logger::DEFAULT_RTOL),
                     atol: 0.0,
                 },

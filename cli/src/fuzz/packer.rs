@@ -188,7 +188,7 @@ impl PackerTarget {
 
     /// Whether the packer accepts `case`: every push as the preconditions admit, every length
     /// fitting under `--fitting-only`.
-    fn admits(&self, case: &PackerCase) -> bool {
+    fn admits(&self, case: &PackerFuzzCase) -> bool {
         let m = self.multiple();
         case.epochs.iter().flatten().all(|push| self.cfg.pre.admits(push.len(), case.dp_size))
             && (!self.cfg.fitting_only
@@ -199,7 +199,7 @@ impl PackerTarget {
     }
 
     /// The drops the stack declares, for a case's DP size.
-    fn declared(&self, case: &PackerCase) -> DeclaredDrops {
+    fn declared(&self, case: &PackerFuzzCase) -> DeclaredDrops {
         DeclaredDrops {
             over_length: self.cfg.drops.over_length,
             dp_remainder: case.dp_size.filter(|_| self.cfg.drops.dp_remainder),
@@ -207,7 +207,7 @@ impl PackerTarget {
     }
 
     /// The options a case's requests carry.
-    fn options(&self, case: &PackerCase) -> PackerOptions {
+    fn options(&self, case: &PackerFuzzCase) -> PackerOptions {
         PackerOptions { dp_size: case.dp_size, ..self.cfg.options }
     }
 
@@ -232,7 +232,7 @@ impl PackerTarget {
 /// A generated case: the capacity, the seed, and the examples as they arrive: epochs of pushes
 /// (a one-shot request is one epoch of one push). Ids run over the whole case.
 #[derive(Debug, Clone)]
-pub struct PackerCase {
+pub struct PackerFuzzCase {
     /// Pack capacity in tokens.
     pub capacity: u64,
     /// The packer's seed.
@@ -243,7 +243,7 @@ pub struct PackerCase {
     pub dp_size: Option<u64>,
 }
 
-impl PackerCase {
+impl PackerFuzzCase {
     fn examples(&self) -> impl Iterator<Item = &PackerExample> {
         self.epochs.iter().flatten().flatten()
     }
@@ -279,7 +279,7 @@ struct Answer {
 }
 
 impl Target for PackerTarget {
-    type Case = PackerCase;
+    type Case = PackerFuzzCase;
 
     fn kind(&self) -> &'static str {
         "packer"
@@ -314,7 +314,7 @@ impl Target for PackerTarget {
     /// (`--generation`), the edge-biased swarm of [`edge_case`]. With `--fitting-only` every
     /// (padded) length fits: `min(len, ⌊C/M⌋·M)`, capacity ≥ M. Every request (every push)
     /// holds as many examples as the preconditions admit.
-    fn strategy(&self) -> BoxedStrategy<PackerCase> {
+    fn strategy(&self) -> BoxedStrategy<PackerFuzzCase> {
         let cfg = self.cfg;
         let m = self.multiple();
         let min_cap = if cfg.fitting_only { m } else { 1 };
@@ -356,7 +356,7 @@ impl Target for PackerTarget {
             return (caps, vec(vec(vec(raw(ratios), 0..=8), 0..=3), 1..=3), 0u64..=3)
                 .prop_map(move |(capacity, epochs, seed)| {
                     let (epochs, dp_size) = shape(capacity, epochs, true);
-                    PackerCase { capacity, seed, epochs, dp_size }
+                    PackerFuzzCase { capacity, seed, epochs, dp_size }
                 })
                 .boxed();
         }
@@ -364,7 +364,7 @@ impl Target for PackerTarget {
         let relative = (caps.clone(), vec(raw(ratios.clone()), 0..=24), 0u64..=3).prop_map(
             move |(capacity, lens, seed)| {
                 let (epochs, dp_size) = shape(capacity, one_shot(lens), true);
-                PackerCase { capacity, seed, epochs, dp_size }
+                PackerFuzzCase { capacity, seed, epochs, dp_size }
             },
         );
         let absolute = prop_oneof![
@@ -377,7 +377,7 @@ impl Target for PackerTarget {
             3 => relative,
             1 => (caps.clone(), absolute, 0u64..=3).prop_map(move |(capacity, lens, seed)| {
                 let (epochs, dp_size) = shape(capacity, one_shot(lens), false);
-                PackerCase { capacity, seed, epochs, dp_size }
+                PackerFuzzCase { capacity, seed, epochs, dp_size }
             }),
         ];
         let edge = (
@@ -391,7 +391,7 @@ impl Target for PackerTarget {
             .prop_map(move |(capacity, on, draws, k, off, seed)| {
                 let lens = edge_lengths(capacity, on, &draws, k, off, dp);
                 let (epochs, dp_size) = shape(capacity, one_shot(lens), false);
-                PackerCase { capacity, seed, epochs, dp_size }
+                PackerFuzzCase { capacity, seed, epochs, dp_size }
             });
         match cfg.generation {
             Generation::Uniform => uniform.boxed(),
@@ -404,7 +404,7 @@ impl Target for PackerTarget {
         true
     }
 
-    fn case_of(&self, request: &Value) -> Option<Result<PackerCase, String>> {
+    fn case_of(&self, request: &Value) -> Option<Result<PackerFuzzCase, String>> {
         if self.cfg.session {
             return Some(Err("a session's requests cannot be judged one by one".into()));
         }
@@ -426,7 +426,7 @@ impl Target for PackerTarget {
                     }
                     Ok(r)
                 })
-                .map(|r| PackerCase {
+                .map(|r| PackerFuzzCase {
                     capacity: r.capacity,
                     seed: r.seed,
                     epochs: vec![vec![r.examples]],
@@ -440,8 +440,8 @@ impl Target for PackerTarget {
     /// removing one at a time could not get past them), shorter examples (to 1, to half, by
     /// one), a smaller capacity (to the least that keeps `--fitting-only` lengths fitting, to
     /// half, by one), a smaller DP size, seed 0. Each respects the preconditions.
-    fn reductions(&self, case: &PackerCase) -> Vec<PackerCase> {
-        let mut out: Vec<PackerCase> = Vec::new();
+    fn reductions(&self, case: &PackerFuzzCase) -> Vec<PackerFuzzCase> {
+        let mut out: Vec<PackerFuzzCase> = Vec::new();
         let one_shot = !self.cfg.session;
         // Whole epochs, then whole pushes (a session only).
         if !one_shot {
@@ -492,7 +492,7 @@ impl Target for PackerTarget {
         // The whole case scaled down (capacity and every length together, rounded down and
         // up): what a failure depends on is usually the lengths relative to the capacity, and
         // one step at a time would stop in a local minimum.
-        let scaled = |c: &PackerCase, num: u64, den: u64, up: bool| {
+        let scaled = |c: &PackerFuzzCase, num: u64, den: u64, up: bool| {
             let f = |l: u64| if up { (l * num).div_ceil(den) } else { (l * num / den).max(1) };
             let mut out = c.clone();
             out.capacity = f(c.capacity).max(1);
@@ -592,17 +592,17 @@ impl Target for PackerTarget {
         caps.retain(|&c| c >= least && c < case.capacity);
         caps.dedup();
         for capacity in caps {
-            out.push(PackerCase { capacity, ..case.clone() });
+            out.push(PackerFuzzCase { capacity, ..case.clone() });
         }
         // A smaller DP size, then seed 0.
         if let Some(r) = case.dp_size {
             let mut rs = vec![1, r / 2, r.saturating_sub(1)];
             rs.retain(|&x| x >= 1 && x < r);
             rs.dedup();
-            out.extend(rs.into_iter().map(|r| PackerCase { dp_size: Some(r), ..case.clone() }));
+            out.extend(rs.into_iter().map(|r| PackerFuzzCase { dp_size: Some(r), ..case.clone() }));
         }
         if case.seed != 0 {
-            out.push(PackerCase { seed: 0, ..case.clone() });
+            out.push(PackerFuzzCase { seed: 0, ..case.clone() });
         }
         out.retain(|c| self.admits(c));
         out
@@ -641,13 +641,13 @@ impl Target for PackerTarget {
         Some((line, v))
     }
 
-    fn payload(&self, case: &PackerCase) -> Value {
+    fn payload(&self, case: &PackerFuzzCase) -> Value {
         self.payloads(case).into_iter().next().unwrap_or(Value::Null)
     }
 
     /// One-shot: the request. A session: `start`, every push, `end_epoch` after each epoch,
     /// `finish`, each carrying `"thdcheck": 2`.
-    fn payloads(&self, case: &PackerCase) -> Vec<Value> {
+    fn payloads(&self, case: &PackerFuzzCase) -> Vec<Value> {
         if !self.cfg.session {
             let req = PackerRequest {
                 capacity: case.capacity,
@@ -671,7 +671,7 @@ impl Target for PackerTarget {
 
     fn judge(
         &self,
-        case: &PackerCase,
+        case: &PackerFuzzCase,
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
         if self.cfg.session { self.judge_session(case, send) } else { self.judge_once(case, send) }
@@ -679,7 +679,7 @@ impl Target for PackerTarget {
 }
 
 /// A session's requests: `start`, the pushes, `end_epoch` after each epoch, `finish`.
-fn session_requests(case: &PackerCase, options: PackerOptions) -> Vec<PackerSessionRequest> {
+fn session_requests(case: &PackerFuzzCase, options: PackerOptions) -> Vec<PackerSessionRequest> {
     let mut out =
         vec![PackerSessionRequest::Start { capacity: case.capacity, seed: case.seed, options }];
     for (e, pushes) in case.epochs.iter().enumerate() {
@@ -699,7 +699,7 @@ impl PackerTarget {
     /// One request, answered twice: the PACKER rules on the first answer, determinism on both.
     fn judge_once(
         &self,
-        case: &PackerCase,
+        case: &PackerFuzzCase,
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
         let cap = u32::try_from(case.capacity).unwrap_or(u32::MAX);
@@ -738,7 +738,7 @@ impl PackerTarget {
     /// the replay answers every call the same.
     fn judge_session(
         &self,
-        case: &PackerCase,
+        case: &PackerFuzzCase,
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
         let cap = u32::try_from(case.capacity).unwrap_or(u32::MAX);

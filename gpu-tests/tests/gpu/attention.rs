@@ -10,20 +10,20 @@
 
 use candle_core::{DType, Device, Result};
 use gpu_tests::check::{assert_close, assert_flash_rule};
-use gpu_tests::data::AttnCase;
+use gpu_tests::data::GpuCase;
 use gpu_tests::on_devices;
 use oracle::varlen_attention;
 
 /// Cases every device runs; small enough for the CPU variant to take well under a second.
-fn small_cases() -> Vec<AttnCase> {
+fn small_cases() -> Vec<GpuCase> {
     let mut cases = Vec::new();
     for causal in [false, true] {
-        cases.push(AttnCase::new("gqa_mixed_lengths", &[1, 7, 33, 0, 17], 4, 2, 32).causal(causal));
-        cases.push(AttnCase::new("mqa_head_dim_40", &[5, 12], 3, 1, 40).causal(causal));
+        cases.push(GpuCase::new("gqa_mixed_lengths", &[1, 7, 33, 0, 17], 4, 2, 32).causal(causal));
+        cases.push(GpuCase::new("mqa_head_dim_40", &[5, 12], 3, 1, 40).causal(causal));
     }
     // Queries and keys of different lengths: with causal masking (bottom-right aligned) the
     // first queries of the second sequence see no key and must give 0, not NaN.
-    let mut cross = AttnCase::new("cross_lengths", &[3, 8], 2, 2, 16).causal(true);
+    let mut cross = GpuCase::new("cross_lengths", &[3, 8], 2, 2, 16).causal(true);
     cross.seqlens_k = vec![8, 3];
     cases.push(cross);
     cases
@@ -32,17 +32,17 @@ fn small_cases() -> Vec<AttnCase> {
 /// Cases only a GPU runs: lengths from FlashAttention's varlen grid, head_dim 128, GQA 4:1.
 /// Capped at 512 tokens: the f64 and same-dtype references run on the CPU (the realistic size
 /// is `realistic.rs`, which keeps its reference on the GPU).
-fn gpu_cases() -> Vec<AttnCase> {
+fn gpu_cases() -> Vec<GpuCase> {
     [false, true]
         .into_iter()
         .map(|causal| {
-            AttnCase::new("fa_grid_d128", &[1, 113, 128, 217, 256, 511, 512], 8, 2, 128)
+            GpuCase::new("fa_grid_d128", &[1, 113, 128, 217, 256, 511, 512], 8, 2, 128)
                 .causal(causal)
         })
         .collect()
 }
 
-fn cases(dev: &Device) -> Vec<AttnCase> {
+fn cases(dev: &Device) -> Vec<GpuCase> {
     let mut cases = small_cases();
     if !dev.is_cpu() {
         cases.extend(gpu_cases());

@@ -8,7 +8,7 @@
 
 use candle_core::{DType, Device, Result, Tensor};
 use gpu_tests::check::{assert_close, assert_flash_rule, assert_scalar_close, device_name};
-use gpu_tests::data::{AttnCase, logits_and_labels};
+use gpu_tests::data::{GpuCase, logits_and_labels};
 use gpu_tests::on_devices;
 use oracle::tolerance::{ATTENTION_F64, ToleranceClass, tolerance};
 use oracle::{CrossEntropy, Tolerance, cross_entropy, varlen_attention};
@@ -57,7 +57,7 @@ fn gather(x: &Tensor, rows: &[u32]) -> Result<Tensor> {
 fn rank_attention(
     layout: &CpLayout,
     rank: usize,
-    case: &AttnCase,
+    case: &GpuCase,
     (q, k, v): (&Tensor, &Tensor, &Tensor),
     real_row: &[u32],
     out_rows: &mut Vec<u32>,
@@ -90,7 +90,7 @@ fn rank_attention(
 /// CP attention of every rank on `dev`, reassembled into real-token order (on the CPU).
 fn cp_attention_on(
     dev: &Device,
-    case: &AttnCase,
+    case: &GpuCase,
     layout: &CpLayout,
     qkv_real: (&Tensor, &Tensor, &Tensor),
     dtype: DType,
@@ -130,7 +130,7 @@ fn cp_attention_on(
 /// FlashAttention rule against the unsharded CPU oracle in bf16) and thd's CPU CP emulation.
 fn cp_attention_matches_unsharded(dev: &Device) -> Result<()> {
     for causal in [true, false] {
-        let case = AttnCase::new("cp", &seq_lens(dev), 4, 2, 64).causal(causal);
+        let case = GpuCase::new("cp", &seq_lens(dev), 4, 2, 64).causal(causal);
         let l = &case.seqlens_q;
         let (q, k, v) = case.qkv(41)?;
         let reference = varlen_attention(&q, &k, &v, l, l, &case.spec())?;
@@ -159,7 +159,7 @@ on_devices!(cp_attention_matches_unsharded, cpu, cuda);
 
 /// thd's CPU CP emulation (`thd::cp::cp_attention` per rank), reassembled to real-token order.
 fn thd_cp_attention(
-    case: &AttnCase,
+    case: &GpuCase,
     layout: &CpLayout,
     (q, k, v): (&Tensor, &Tensor, &Tensor),
 ) -> Result<Tensor> {

@@ -12,14 +12,14 @@
 
 use candle_core::{DType, Device, Result, Tensor};
 use gpu_tests::check::{assert_close, assert_flash_rule, assert_scalar_close};
-use gpu_tests::data::{AttnCase, REALISTIC_PACKS, logits_and_labels};
+use gpu_tests::data::{GpuCase, REALISTIC_PACKS, logits_and_labels};
 use gpu_tests::on_devices;
 use oracle::tolerance::{ATTENTION_F64, ToleranceClass, tolerance};
 use oracle::{cross_entropy, varlen_attention};
 
-fn realistic_case() -> AttnCase {
+fn realistic_case() -> GpuCase {
     let lens: Vec<u32> = REALISTIC_PACKS.concat();
-    let mut case = AttnCase::new("packs_2x8k_h32_kv8_d128", &lens, 32, 8, 128).causal(true);
+    let mut case = GpuCase::new("packs_2x8k_h32_kv8_d128", &lens, 32, 8, 128).causal(true);
     case.seqlens_k = lens;
     case
 }

@@ -6,15 +6,15 @@
 
 use candle_core::{DType, Device, IndexOp, Result, Tensor};
 use gpu_tests::check::{assert_close, assert_flash_rule, max_abs_diff};
-use gpu_tests::data::AttnCase;
+use gpu_tests::data::GpuCase;
 use gpu_tests::on_devices;
 use oracle::tolerance::ATTENTION_F64;
 use oracle::varlen_attention;
 
-fn case(dev: &Device, causal: bool) -> AttnCase {
+fn case(dev: &Device, causal: bool) -> GpuCase {
     let lens: &[u32] =
         if dev.is_cpu() { &[9, 1, 0, 24, 6] } else { &[300, 1, 0, 1024, 77, 512, 129] };
-    AttnCase::new("pack", lens, 4, 2, 64).causal(causal)
+    GpuCase::new("pack", lens, 4, 2, 64).causal(causal)
 }
 
 /// Offsets of the sequences in the pack (the obvious running sum).
@@ -131,7 +131,7 @@ on_devices!(perturbing_one_segment_changes_no_other, cpu, cuda);
 /// Sequence 1 has queries but no keys; sequence 2's first causal query (bottom-right aligned,
 /// `sq > sk`) sees no key. Their rows are exactly 0 and nothing is NaN, in every dtype.
 fn rows_without_keys_are_zero(dev: &Device) -> Result<()> {
-    let mut case = AttnCase::new("no_keys", &[0, 3, 2], 2, 1, 8).causal(true);
+    let mut case = GpuCase::new("no_keys", &[0, 3, 2], 2, 1, 8).causal(true);
     case.seqlens_k = vec![4, 0, 1];
     let (q, k, v) = case.qkv(17)?;
     for dtype in [DType::F64, DType::F32, DType::BF16, DType::F16] {

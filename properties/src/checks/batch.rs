@@ -187,12 +187,12 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{BatchOptions, Ints, LayoutView, check_batch};
+/// use properties::checks::{BatchOptions, IntSlice, LayoutView, check_batch};
 /// let view = LayoutView {
 ///     num_tokens: 5,
-///     input_ids: Some(Ints::from(&[5, 6, 7, 8, 9])),
+///     input_ids: Some(IntSlice::from(&[5, 6, 7, 8, 9])),
 ///     cu_seqlens: &[0, 3, 5],
-///     position_ids: Some(Ints::from(&[0, 1, 2, 3, 4])),
+///     position_ids: Some(IntSlice::from(&[0, 1, 2, 3, 4])),
 ///     ..Default::default()
 /// };
 /// let report = check_batch(&view, &BatchOptions::default());
@@ -587,12 +587,12 @@ pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{Ints, LayoutView, check_layout};
+/// use properties::checks::{IntSlice, LayoutView, check_layout};
 /// let leak = LayoutView {
 ///     num_tokens: 5,
 ///     cu_seqlens: &[0, 3, 5],
-///     input_ids: Some(Ints::from(&[5, 6, 7, 8, 9])),
-///     labels: Some(Ints::from(&[-100, 6, 7, 8, 9])),
+///     input_ids: Some(IntSlice::from(&[5, 6, 7, 8, 9])),
+///     labels: Some(IntSlice::from(&[-100, 6, 7, 8, 9])),
 ///     ..Default::default()
 /// };
 /// let v = check_layout(&leak).unwrap_err();

@@ -112,7 +112,7 @@ pub fn check_dpo(view: &DpoView<'_>, expected: &[DpoSegment]) -> Checked {
             num_tokens: view.tags.len(),
             cu_seqlens: cu,
             cu_seqlens_padded: view.cu_seqlens_padded,
-            seq_idx: view.seq_idx.map(crate::checks::Ints::from),
+            seq_idx: view.seq_idx.map(crate::checks::IntSlice::from),
             ..Default::default()
         };
         let mock = vec![false; expected.len()];

@@ -27,11 +27,11 @@ use crate::{Location, Violation};
 ///
 /// # Example
 /// ```
-/// use properties::checks::{Ints, LayoutView, eos_delimited};
+/// use properties::checks::{IntSlice, LayoutView, eos_delimited};
 /// // EOS = 2: the first document lost its EOS, the last one (cut by the pack length) is fine.
 /// let view = LayoutView {
 ///     num_tokens: 6,
-///     input_ids: Some(Ints::from(&[5, 6, 7, 2, 8, 9])),
+///     input_ids: Some(IntSlice::from(&[5, 6, 7, 2, 8, 9])),
 ///     cu_seqlens: &[0, 2, 4, 6],
 ///     eos_token_id: Some(2),
 ///     documents_end_with_eos: true,
@@ -159,14 +159,14 @@ pub fn eos_delimited(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::{Ints, Status};
+    use crate::checks::{IntSlice, Status};
 
     const EOS: i64 = 2;
 
     fn view<'a>(ids: &'a [i64], cu: &'a [i64]) -> LayoutView<'a> {
         LayoutView {
             num_tokens: ids.len(),
-            input_ids: Some(Ints::from(ids)),
+            input_ids: Some(IntSlice::from(ids)),
             cu_seqlens: cu,
             eos_token_id: Some(EOS),
             documents_end_with_eos: true,

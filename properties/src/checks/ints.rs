@@ -1,4 +1,4 @@
-//! [`Ints`]: a per-token integer column as the rules read it, `i64` or `i32` as stored.
+//! [`IntSlice`]: a per-token integer column as the rules read it, `i64` or `i32` as stored.
 //!
 //! A dumped batch holds its token ids, labels and positions as int32 or int64. The command
 //! memory-maps the file and hands the rules the stored slice itself, so an int32 column of 10⁸
@@ -11,33 +11,33 @@ use std::ops::Range;
 ///
 /// # Example
 /// ```
-/// use properties::checks::Ints;
+/// use properties::checks::IntSlice;
 /// let stored: &[i32] = &[0, 1, 2, 0, 1];
-/// let pos = Ints::from(stored);
+/// let pos = IntSlice::from(stored);
 /// assert_eq!((pos.len(), pos.at(3), pos.get(9)), (5, 0, None));
 /// assert_eq!(pos.slice(1..3).iter().collect::<Vec<i64>>(), vec![1, 2]);
-/// assert_eq!(Ints::I64(&[0, 1, 2, 0, 1]), pos); // the same values, whatever the width
+/// assert_eq!(IntSlice::I64(&[0, 1, 2, 0, 1]), pos); // the same values, whatever the width
 /// ```
 #[derive(Debug, Clone, Copy)]
-pub enum Ints<'a> {
+pub enum IntSlice<'a> {
     /// Stored as `i64`.
     I64(&'a [i64]),
     /// Stored as `i32`, read in place.
     I32(&'a [i32]),
 }
 
-impl Default for Ints<'_> {
+impl Default for IntSlice<'_> {
     fn default() -> Self {
-        Ints::I64(&[])
+        IntSlice::I64(&[])
     }
 }
 
-impl<'a> Ints<'a> {
+impl<'a> IntSlice<'a> {
     /// Number of values.
     pub fn len(self) -> usize {
         match self {
-            Ints::I64(v) => v.len(),
-            Ints::I32(v) => v.len(),
+            IntSlice::I64(v) => v.len(),
+            IntSlice::I32(v) => v.len(),
         }
     }
 
@@ -50,8 +50,8 @@ impl<'a> Ints<'a> {
     #[inline]
     pub fn get(self, i: usize) -> Option<i64> {
         match self {
-            Ints::I64(v) => v.get(i).copied(),
-            Ints::I32(v) => v.get(i).map(|&x| i64::from(x)),
+            IntSlice::I64(v) => v.get(i).copied(),
+            IntSlice::I32(v) => v.get(i).map(|&x| i64::from(x)),
         }
     }
 
@@ -62,16 +62,16 @@ impl<'a> Ints<'a> {
     #[inline]
     pub fn at(self, i: usize) -> i64 {
         match self {
-            Ints::I64(v) => v[i],
-            Ints::I32(v) => i64::from(v[i]),
+            IntSlice::I64(v) => v[i],
+            IntSlice::I32(v) => i64::from(v[i]),
         }
     }
 
     /// The values in `r`, if `r` is within bounds.
-    pub fn get_slice(self, r: Range<usize>) -> Option<Ints<'a>> {
+    pub fn get_slice(self, r: Range<usize>) -> Option<IntSlice<'a>> {
         match self {
-            Ints::I64(v) => v.get(r).map(Ints::I64),
-            Ints::I32(v) => v.get(r).map(Ints::I32),
+            IntSlice::I64(v) => v.get(r).map(IntSlice::I64),
+            IntSlice::I32(v) => v.get(r).map(IntSlice::I32),
         }
     }
 
@@ -79,18 +79,18 @@ impl<'a> Ints<'a> {
     ///
     /// # Panics
     /// If `r` is out of bounds, as slice indexing does.
-    pub fn slice(self, r: Range<usize>) -> Ints<'a> {
+    pub fn slice(self, r: Range<usize>) -> IntSlice<'a> {
         match self {
-            Ints::I64(v) => Ints::I64(&v[r]),
-            Ints::I32(v) => Ints::I32(&v[r]),
+            IntSlice::I64(v) => IntSlice::I64(&v[r]),
+            IntSlice::I32(v) => IntSlice::I32(&v[r]),
         }
     }
 
     /// Every value, widened.
     pub fn iter(self) -> IntsIter<'a> {
         match self {
-            Ints::I64(v) => IntsIter::I64(v.iter()),
-            Ints::I32(v) => IntsIter::I32(v.iter()),
+            IntSlice::I64(v) => IntsIter::I64(v.iter()),
+            IntSlice::I32(v) => IntsIter::I32(v.iter()),
         }
     }
 
@@ -100,39 +100,39 @@ impl<'a> Ints<'a> {
     }
 }
 
-impl PartialEq for Ints<'_> {
+impl PartialEq for IntSlice<'_> {
     fn eq(&self, other: &Self) -> bool {
         self.len() == other.len() && self.iter().eq(other.iter())
     }
 }
 
-impl Eq for Ints<'_> {}
+impl Eq for IntSlice<'_> {}
 
-impl<'a> From<&'a [i64]> for Ints<'a> {
+impl<'a> From<&'a [i64]> for IntSlice<'a> {
     fn from(v: &'a [i64]) -> Self {
-        Ints::I64(v)
+        IntSlice::I64(v)
     }
 }
 
-impl<'a> From<&'a [i32]> for Ints<'a> {
+impl<'a> From<&'a [i32]> for IntSlice<'a> {
     fn from(v: &'a [i32]) -> Self {
-        Ints::I32(v)
+        IntSlice::I32(v)
     }
 }
 
-impl<'a> From<&'a Vec<i64>> for Ints<'a> {
+impl<'a> From<&'a Vec<i64>> for IntSlice<'a> {
     fn from(v: &'a Vec<i64>) -> Self {
-        Ints::I64(v)
+        IntSlice::I64(v)
     }
 }
 
-impl<'a, const N: usize> From<&'a [i64; N]> for Ints<'a> {
+impl<'a, const N: usize> From<&'a [i64; N]> for IntSlice<'a> {
     fn from(v: &'a [i64; N]) -> Self {
-        Ints::I64(v)
+        IntSlice::I64(v)
     }
 }
 
-/// The iterator of [`Ints::iter`].
+/// The iterator of [`IntSlice::iter`].
 #[derive(Debug, Clone)]
 pub enum IntsIter<'a> {
     /// Over `i64` values.

@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use thd::{IGNORE_INDEX, LabelConvention};
 
-use crate::checks::Ints;
+use crate::checks::IntSlice;
 use crate::checks::rules::{
     CROSS_DOC_LABEL, DOCUMENTS, MASK, MAX_SEQLEN, MOCK_NONEMPTY, NUM_REAL_SEQS, OFFSETS, Outcome,
     PADDED_SLOTS, POSITION_IDS, QK_OFFSETS, ROW_SLOTS, SEQ_IDX, STATIC_SHAPE, TOKEN_COUNTS,
@@ -112,7 +112,7 @@ pub struct LayoutView<'a> {
     /// Rows of the stored tensors (`B` of `[B, S]`); 0 or 1 for `[T]`.
     pub rows: usize,
     /// Token ids, `[T]`, when at hand.
-    pub input_ids: Option<Ints<'a>>,
+    pub input_ids: Option<IntSlice<'a>>,
     /// Real offsets, `B + 1` entries.
     pub cu_seqlens: &'a [i64],
     /// Storage offsets when segments are padded; real tokens of segment `i` start at
@@ -125,9 +125,9 @@ pub struct LayoutView<'a> {
     /// `max_seqlen` / `max_length_q` as declared.
     pub max_seqlen: Option<i64>,
     /// Position ids, `[T]`.
-    pub position_ids: Option<Ints<'a>>,
+    pub position_ids: Option<IntSlice<'a>>,
     /// Labels, `[T]`, -100 where ignored.
-    pub labels: Option<Ints<'a>>,
+    pub labels: Option<IntSlice<'a>>,
     /// How labels line up with logits.
     pub label_convention: LabelConvention,
     /// `true` where the mask says the token is real (attention_mask 1, padding_mask 0).
@@ -135,7 +135,7 @@ pub struct LayoutView<'a> {
     /// The mask is a padding mask (1 = pad): messages show its values that way.
     pub mask_is_padding: bool,
     /// Sequence index of every token.
-    pub seq_idx: Option<Ints<'a>>,
+    pub seq_idx: Option<IntSlice<'a>>,
     /// How many leading segments are real; the rest are mock. `None`: not stated.
     pub num_real_seqs: Option<usize>,
     /// Automodel BSHD rows: per row, the sum of its slots (checked against `S = T / rows`).
@@ -350,11 +350,11 @@ pub fn token_counts(view: &LayoutView<'_>) -> Outcome {
     let k = view.keys();
     let t = view.num_tokens;
     let lens = [
-        (&k.input_ids, "input_ids", view.input_ids.map(Ints::len)),
-        (&k.position_ids, "position_ids", view.position_ids.map(Ints::len)),
-        (&k.labels, "labels", view.labels.map(Ints::len)),
+        (&k.input_ids, "input_ids", view.input_ids.map(IntSlice::len)),
+        (&k.position_ids, "position_ids", view.position_ids.map(IntSlice::len)),
+        (&k.labels, "labels", view.labels.map(IntSlice::len)),
         (&k.mask, "mask", view.mask.map(<[bool]>::len)),
-        (&k.seq_idx, "seq_idx", view.seq_idx.map(Ints::len)),
+        (&k.seq_idx, "seq_idx", view.seq_idx.map(IntSlice::len)),
     ];
     for (key, what, len) in lens {
         if let Some(len) = len
@@ -942,10 +942,10 @@ pub fn check_packs_present(packs: usize, want: &[&str]) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{Ints, LayoutView, check_documents};
+/// use properties::checks::{IntSlice, LayoutView, check_documents};
 /// let absorbed = LayoutView {
 ///     num_tokens: 6,
-///     input_ids: Some(Ints::from(&[1, 2, 3, 4, 0, 0])),
+///     input_ids: Some(IntSlice::from(&[1, 2, 3, 4, 0, 0])),
 ///     cu_seqlens: &[0, 2, 6], // the static padding absorbed into the last segment
 ///     ..Default::default()
 /// };
@@ -1025,8 +1025,8 @@ mod tests {
             num_tokens: 8,
             cu_seqlens: &[0, 3, 5],
             cu_seqlens_padded: Some(&[0, 4, 8]),
-            position_ids: Some(Ints::from(&[0, 1, 2, 3, 0, 1, 2, 3])),
-            labels: Some(Ints::from(&[-100, 2, 3, -100, -100, 6, -100, -100])),
+            position_ids: Some(IntSlice::from(&[0, 1, 2, 3, 0, 1, 2, 3])),
+            labels: Some(IntSlice::from(&[-100, 2, 3, -100, -100, 6, -100, -100])),
             ..Default::default()
         };
         assert_eq!(check_layout(&ok), Ok(()));
@@ -1034,7 +1034,8 @@ mod tests {
         assert_eq!(check_layout(&bad).unwrap_err().rule, "cu_seqlens is non-decreasing");
         let bad = LayoutView { cu_seqlens_padded: Some(&[0, 2, 8]), ..ok };
         assert_eq!(check_layout(&bad).unwrap_err().rule, "padded length >= real length");
-        let bad = LayoutView { position_ids: Some(Ints::from(&[0, 1, 2, 3, 4, 5, 6, 7])), ..ok };
+        let bad =
+            LayoutView { position_ids: Some(IntSlice::from(&[0, 1, 2, 3, 4, 5, 6, 7])), ..ok };
         let v = check_layout(&bad).unwrap_err();
         assert_eq!((v.at.segment, v.at.token, v.got.as_str()), (Some(1), Some(4), "4"));
         let bad = LayoutView {
@@ -1058,8 +1059,8 @@ mod tests {
         let stream = LayoutView {
             num_tokens: 5,
             cu_seqlens: &[0, 3, 5],
-            input_ids: Some(Ints::from(&ids)),
-            labels: Some(Ints::from(&ids)),
+            input_ids: Some(IntSlice::from(&ids)),
+            labels: Some(IntSlice::from(&ids)),
             ..Default::default()
         };
         let o = cross_doc_label(&stream);
@@ -1074,7 +1075,7 @@ mod tests {
         let roberta = LayoutView {
             num_tokens: 5,
             cu_seqlens: &[0, 3, 5],
-            position_ids: Some(Ints::from(&[2, 3, 4, 2, 3])),
+            position_ids: Some(IntSlice::from(&[2, 3, 4, 2, 3])),
             ..Default::default()
         };
         let o = position_ids(&roberta);
@@ -1082,7 +1083,8 @@ mod tests {
         assert!(o.notes[0].contains("start at 2"), "{o:?}");
         assert!(position_ids(&LayoutView { position_base: Some(0), ..roberta }).is_violated());
         // Positions that never restart are not a base.
-        let running = LayoutView { position_ids: Some(Ints::from(&[2, 3, 4, 5, 6])), ..roberta };
+        let running =
+            LayoutView { position_ids: Some(IntSlice::from(&[2, 3, 4, 5, 6])), ..roberta };
         assert!(position_ids(&running).is_violated());
     }
 }

@@ -57,20 +57,20 @@ impl std::fmt::Display for Number {
 /// How close two numbers must be: integers both ways are exact, anything else within
 /// `max(atol, rtol·|expected|)` (and never NaN or infinite).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Tolerance {
+pub struct LoggedTolerance {
     /// Relative tolerance.
     pub rtol: f64,
     /// Absolute tolerance.
     pub atol: f64,
 }
 
-impl Tolerance {
+impl LoggedTolerance {
     /// True when `logged` agrees with `expected`.
     ///
     /// # Example
     /// ```
-    /// use properties::checks::{Number, Tolerance};
-    /// let tol = Tolerance { rtol: 1e-6, atol: 0.0 };
+    /// use properties::checks::{Number, LoggedTolerance};
+    /// let tol = LoggedTolerance { rtol: 1e-6, atol: 0.0 };
     /// assert!(tol.agrees(Number::Int(7), Number::Int(7)));
     /// assert!(!tol.agrees(Number::Int(7), Number::Int(8)));
     /// assert!(tol.agrees(Number::Float(1.0000001), Number::Float(1.0)));
@@ -110,8 +110,8 @@ pub type Factor = (&'static str, u64);
 ///
 /// # Example
 /// ```
-/// use properties::checks::{LoggedKind, Number, Tolerance, check_logged};
-/// let tol = Tolerance { rtol: 1e-6, atol: 0.0 };
+/// use properties::checks::{LoggedKind, Number, LoggedTolerance, check_logged};
+/// let tol = LoggedTolerance { rtol: 1e-6, atol: 0.0 };
 /// // AReaL #1242 / Megatron-Bridge dense CP: rank 0's tokens logged as the step's.
 /// let v = check_logged("n_tokens", LoggedKind::Count, Number::Int(6), Number::Int(12), tol, &[("CP", 2)])
 ///     .unwrap_err();
@@ -124,7 +124,7 @@ pub fn check_logged(
     kind: LoggedKind,
     logged: Number,
     expected: Number,
-    tol: Tolerance,
+    tol: LoggedTolerance,
     factors: &[Factor],
 ) -> Checked {
     if tol.agrees(logged, expected) {

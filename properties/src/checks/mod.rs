@@ -60,14 +60,14 @@ pub use dpo::{
 };
 pub use eos::eos_delimited;
 pub use flops::{FlopsStats, MicroBatchView, check_flops, check_flops_additive};
-pub use ints::{Ints, IntsIter};
+pub use ints::{IntSlice, IntsIter};
 pub use layout::{
     BlockMask, KeyNames, LayoutView, SideTensor, check_documents, check_offsets,
     check_packs_present, check_static_shape, cross_doc_label, mask, max_seqlen, mock_nonempty,
     num_real_seqs, offsets, padded_slots, position_ids, qk_offsets, row_slots, seq_idx,
     token_counts,
 };
-pub use logged::{Factor, LoggedKind, Number, Tolerance, check_logged, check_logged_text};
+pub use logged::{Factor, LoggedKind, LoggedTolerance, Number, check_logged, check_logged_text};
 pub use loss::{LossRecord, check_loss};
 pub use mfu_pad::{MetricRecord, check_mfu_pad};
 pub use packer::{

@@ -11,7 +11,7 @@ use thd::collate::Document;
 
 use super::layout::{Collated, Collator};
 use super::{ThdSubject, failed};
-use crate::checks::{BlockMaskSummary, Ints, LayoutView, SideTensor, check_layout};
+use crate::checks::{BlockMaskSummary, IntSlice, LayoutView, SideTensor, check_layout};
 use crate::strategies::{CollateCase, EosCase, MaskCase, SftCase};
 use crate::{Checked, Invariant};
 
@@ -159,7 +159,7 @@ impl EosPack {
         LayoutView {
             num_tokens: self.input_ids.len(),
             rows: self.rows,
-            input_ids: Some(Ints::from(self.input_ids.as_slice())),
+            input_ids: Some(IntSlice::from(self.input_ids.as_slice())),
             cu_seqlens: &self.cu_seqlens,
             eos_token_id: Some(eos),
             documents_end_with_eos: true,
