@@ -259,3 +259,28 @@ fn profile_list_show_and_suggest() {
     // What it prints is a profile that parses.
     Profile::parse(&out, "suggested", None).unwrap();
 }
+
+/// A golden recipe names its stack by the stack's profile: every recipe's `stack` is a built-in
+/// profile (a stack is data; golden has no list of stacks of its own).
+#[test]
+fn every_golden_recipe_names_a_built_in_profile() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden/tests/recipes");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("golden/tests/recipes") {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let recipe =
+            golden::Recipe::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            Profile::builtin(&recipe.stack).is_some(),
+            "{}: stack {:?} is no built-in profile ({})",
+            path.display(),
+            recipe.stack,
+            Profile::builtin_names()
+        );
+        seen += 1;
+    }
+    assert!(seen > 0, "no recipe in {}", dir.display());
+}

@@ -155,7 +155,7 @@ pub fn metrics(recipe: &Recipe) -> Result<RecipeRecord> {
     Ok(RecipeRecord {
         schema: SCHEMA_VERSION,
         recipe: recipe.name.clone(),
-        stack: recipe.stack,
+        stack: recipe.stack.clone(),
         format: recipe.batch.format,
         objective: recipe.batch.objective,
         flops_formula: recipe.flops.formula,

@@ -88,20 +88,6 @@ pub(crate) fn grouped(n: u128) -> String {
     out
 }
 
-/// Which training stack the recipe comes from (informational; it selects nothing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stack {
-    /// NVIDIA bionemo-recipes (ESM-2, llama3, OpenGenome2, CodonFM).
-    Bionemo,
-    /// NVIDIA Megatron-Bridge.
-    MegatronBridge,
-    /// AllenAI open-instruct.
-    OpenInstruct,
-    /// inclusionAI AReaL.
-    Areal,
-}
-
 /// How a micro-batch is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -395,8 +381,10 @@ impl Default for LossSampleSection {
 pub struct Recipe {
     /// Short name, the file's stem.
     pub name: String,
-    /// The stack.
-    pub stack: Stack,
+    /// The stack the recipe comes from, by the name of its profile (`thdcheck profile list`:
+    /// `bionemo`, `megatron_bridge`, ...); informational, it selects nothing. A stack is data:
+    /// naming a new one is a new profile, not a new variant here.
+    pub stack: String,
     /// Where the numbers come from (config file, PR, reference section).
     pub source: String,
     /// Model dimensions.

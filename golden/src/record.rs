@@ -15,7 +15,7 @@
 use serde::Serialize;
 use thd::metrics::{AttnSums, CausalConvention, FlopsFormula, HardwareView};
 
-use crate::recipe::{Format, RecipeObjective, Stack};
+use crate::recipe::{Format, RecipeObjective};
 
 /// Version of the record's schema.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -28,7 +28,7 @@ pub struct RecipeRecord {
     /// The recipe's name.
     pub recipe: String,
     /// Which stack the recipe comes from.
-    pub stack: Stack,
+    pub stack: String,
     /// BSHD or THD.
     pub format: Format,
     /// What the labels are.

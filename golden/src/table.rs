@@ -69,7 +69,7 @@ impl Display for RecipeRecord {
             f,
             "recipe  {} ({}, {}, {}, formula {}, causal {}, hardware {})",
             self.recipe,
-            names::stack(self.stack),
+            self.stack,
             names::format(self.format),
             names::objective(self.objective),
             names::formula(self.flops_formula),
@@ -230,16 +230,7 @@ impl Display for RecipeRecord {
 mod names {
     use thd::metrics::{CausalConvention, FlopsFormula, HardwareView};
 
-    use crate::recipe::{Format, RecipeObjective, Stack};
-
-    pub(super) fn stack(s: Stack) -> &'static str {
-        match s {
-            Stack::Bionemo => "bionemo",
-            Stack::MegatronBridge => "megatron_bridge",
-            Stack::OpenInstruct => "open_instruct",
-            Stack::Areal => "areal",
-        }
-    }
+    use crate::recipe::{Format, RecipeObjective};
 
     pub(super) fn format(f: Format) -> &'static str {
         match f {
