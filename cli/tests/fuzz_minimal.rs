@@ -385,3 +385,154 @@ fn a_request_is_judged_as_given() {
     );
     assert!(text(&o).contains("--dp-size"), "{}", text(&o));
 }
+
+/// The zoo's packers (`properties::zoo`), driven by the fuzzer in this process as an adapter
+/// would be: a one-shot request is one push, the end of the epoch and the finish; a session's
+/// requests are the packer's own calls. Each shrinks to a 1-minimal request, and the one-shot
+/// ones are judged again one reduction at a time, through `--request`, in this process too.
+mod zoo {
+    use properties::zoo::{
+        DropsCarryAtEpochEnd, DropsOverflow, KeepsOverLongExample, StarvedBestFit,
+    };
+    use serde_json::{Value, json};
+    use thd::pack::{Example, Pack, Packer};
+    use thdcheck::args::FuzzArgs;
+
+    use super::single_reductions;
+
+    type Make = fn(u32) -> Box<dyn Packer>;
+
+    fn parse(argv: &[&str]) -> FuzzArgs {
+        use clap::{Args, FromArgMatches};
+        let full = ["fuzz"].iter().chain(argv).chain(&["--json", "--", "<zoo>"]);
+        let m = FuzzArgs::augment_args(clap::Command::new("fuzz"))
+            .try_get_matches_from(full)
+            .expect("valid fuzz arguments");
+        FuzzArgs::from_arg_matches(&m).expect("valid fuzz arguments")
+    }
+
+    fn ids(packs: Vec<Pack>) -> Vec<Vec<u64>> {
+        packs.into_iter().map(|p| p.items.iter().map(|i| i.id).collect()).collect()
+    }
+
+    /// Answers request lines as an adapter serving `make`'s packer.
+    fn adapter(make: Make) -> impl FnMut(&str) -> String {
+        let mut session: Option<Box<dyn Packer>> = None;
+        move |line: &str| {
+            let req: Value = serde_json::from_str(line).expect("a JSON request");
+            let examples = || -> Vec<Example> {
+                serde_json::from_value(req["examples"].clone()).expect("protocol examples")
+            };
+            let cap = |r: &Value| u32::try_from(r["capacity"].as_u64().unwrap_or(1)).unwrap_or(1);
+            let body = match req["op"].as_str() {
+                None => {
+                    // The packer's error (an example longer than it takes) is its refusal.
+                    let mut p = make(cap(&req));
+                    let run = |p: &mut Box<dyn Packer>| -> thd::Result<Vec<Pack>> {
+                        let mut packs = p.push(&examples())?;
+                        packs.extend(p.end_epoch()?);
+                        packs.extend(p.finish()?);
+                        Ok(packs)
+                    };
+                    match run(&mut p) {
+                        Ok(packs) => {
+                            let dropped: Vec<u64> = p.dropped().iter().map(|d| d.item.id).collect();
+                            json!({"packs": ids(packs), "dropped": dropped})
+                        }
+                        Err(e) => json!({"rejected": e.to_string()}),
+                    }
+                }
+                Some("start") => {
+                    session = Some(make(cap(&req)));
+                    json!({})
+                }
+                Some(op) => {
+                    let p = session.as_mut().expect("a session started");
+                    let packs = match op {
+                        "push" => p.push(&examples()),
+                        "end_epoch" => p.end_epoch(),
+                        _ => p.finish(),
+                    };
+                    match packs {
+                        Ok(packs) => {
+                            let dropped: Vec<u64> = p.dropped().iter().map(|d| d.item.id).collect();
+                            let mut body = json!({"packs": ids(packs), "dropped": dropped});
+                            if op == "finish" {
+                                body["pending"] = json!(p.pending());
+                            }
+                            body
+                        }
+                        Err(e) => json!({"rejected": e.to_string()}),
+                    }
+                }
+            };
+            let mut body = body;
+            body["thdcheck"] = req["thdcheck"].clone();
+            body["id"] = req["id"].clone();
+            body.to_string()
+        }
+    }
+
+    fn fuzz(argv: &[&str], make: Make) -> Value {
+        let mut out = Vec::new();
+        let mut answer = adapter(make);
+        thdcheck::fuzz::run_in_process(&parse(argv), &mut answer, &mut out).expect("the run");
+        serde_json::from_slice(&out).expect("a JSON report")
+    }
+
+    #[test]
+    fn every_zoo_packer_shrinks_to_a_one_minimal_request() {
+        let variants: [(&str, &[&str], Make, &str); 4] = [
+            (
+                "DropsOverflow",
+                &[],
+                |c| Box::new(DropsOverflow { capacity: c }),
+                "packer-conservation",
+            ),
+            (
+                "KeepsOverLongExample",
+                &[],
+                |c| Box::new(KeepsOverLongExample::new(c)),
+                "packer-capacity",
+            ),
+            (
+                "StarvedBestFit",
+                &["--session", "--first-fit"],
+                |c| Box::new(StarvedBestFit::new(c)),
+                "packer-first-fit",
+            ),
+            (
+                "DropsCarryAtEpochEnd",
+                &["--session", "--fitting-only"],
+                |c| Box::new(DropsCarryAtEpochEnd::new(c)),
+                "packer-conservation",
+            ),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        for (name, flags, make, rule) in variants {
+            let mut argv = vec!["packer", "--first-failure"];
+            argv.extend(flags);
+            let v = fuzz(&argv, make);
+            let f = &v["failure"];
+            assert_eq!(f["checks"].get(0), Some(&json!(rule)), "{name}: {v}");
+            assert_eq!(v["one_minimal"], json!(true), "{name}: {v}");
+            if flags.contains(&"--session") {
+                continue;
+            }
+            for (k, smaller) in single_reductions(&f["request"]).into_iter().enumerate() {
+                let path = dir.path().join(format!("{name}-{k}.json"));
+                std::fs::write(&path, smaller.to_string()).unwrap();
+                let mut argv = vec!["packer", "--request", path.to_str().unwrap()];
+                argv.extend(flags);
+                let out = fuzz(&argv, make);
+                let same = out["result"] == "fail"
+                    && out["failure"]["checks"].get(0) == f["checks"].get(0);
+                assert!(
+                    !same,
+                    "{name}: {} is not 1-minimal: {smaller} fails the same way",
+                    f["request"]
+                );
+            }
+        }
+    }
+}
