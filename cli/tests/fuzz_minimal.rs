@@ -94,7 +94,7 @@ fn every_planted_packer_bug_shrinks_to_a_one_minimal_request() {
             let p = path.to_str().unwrap();
             let mut a = fuzz_args(flags, &adapter, args);
             a.splice(1..1, ["--request", p]);
-            let o = thdcheck(&[&["fuzz"][..], &a].concat());
+            let o = thdcheck([&["fuzz"][..], &a].concat());
             let out: Value =
                 serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
             let same = out["result"] == "fail"
@@ -186,7 +186,7 @@ fn every_planted_bug_of_the_other_targets_is_one_minimal() {
             std::fs::write(&path, smaller.to_string()).unwrap();
             let mut a: Vec<&str> = target.to_vec();
             a.extend(["--json", "--request", path.to_str().unwrap(), "--", "python3", &adapter]);
-            let o = thdcheck(&[&["fuzz"][..], &a].concat());
+            let o = thdcheck([&["fuzz"][..], &a].concat());
             let out: Value =
                 serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
             let same = out["result"] == "fail"

@@ -12,12 +12,26 @@ pub fn repo() -> PathBuf {
 }
 
 /// `thdcheck ARGS…` from the repository root.
-pub fn thdcheck(args: &[&str]) -> Output {
+pub fn thdcheck<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
     Command::new(env!("CARGO_BIN_EXE_thdcheck"))
         .args(args)
         .current_dir(repo())
         .output()
         .expect("the thdcheck binary runs")
+}
+
+/// Its standard output.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Its standard error.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Its exit code (never killed by a signal).
@@ -33,7 +47,13 @@ pub fn text(o: &Output) -> String {
 /// Runs and asserts the exit code, printing both streams on a mismatch; never a panic.
 pub fn run_expect(args: &[&str], want: i32) -> Output {
     let o = thdcheck(args);
-    assert_eq!(code(&o), want, "thdcheck {args:?}\n{}", text(&o));
+    assert_eq!(
+        code(&o),
+        want,
+        "thdcheck {args:?}\nstdout:\n{}\nstderr:\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
     assert!(!text(&o).contains("panicked"), "{}", text(&o));
     o
 }

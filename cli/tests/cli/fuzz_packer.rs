@@ -1,0 +1,254 @@
+//! `thdcheck fuzz packer`: one-shot requests and sessions, budgets, padding packs, dealing,
+//! refusals.
+
+use super::*;
+
+#[test]
+fn fuzz_packer_passes_the_greedy_packer_and_shrinks_the_one_that_drops_the_overflow() {
+    let good = example_adapter("greedy_packer");
+    let v = fuzz_json(&["packer", "--json", "--cases", "64", "--", "python3", &good], 0);
+    assert_eq!(v["result"], "pass");
+    assert_eq!(v["cases"], 64);
+    // The efficiency of the passing answers: never below the lower bound or the optimum.
+    let e = &v["summary"];
+    let n = |k: &str| e[k].as_u64().unwrap_or_else(|| panic!("{k}: {e}"));
+    assert!(n("packs") >= n("lower_bound") && n("lower_bound") > 0, "{e}");
+    assert!(n("small_packs") >= n("small_optimum") && n("small_cases") > 0, "{e}");
+
+    let bad = example_adapter("greedy_packer_drops_overflow");
+    let v = fuzz_json(&["packer", "--json", "--cases", "64", "--", "python3", &bad], 1);
+    let f = &v["failure"];
+    assert_eq!(f["kind"], "violation");
+    assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]));
+    assert!(
+        f["detail"].as_str().unwrap().contains("lost (neither emitted nor reported dropped)"),
+        "{f}"
+    );
+    // Shrunk: two examples that do not fit together, the second one lost; the capacity and
+    // the lengths shrink together, down to 1 (independent lengths left the capacity at 20).
+    assert_eq!(f["request"]["examples"].as_array().unwrap().len(), 2, "{f}");
+    assert_eq!(f["request"]["capacity"], 1, "{f}");
+    assert!(f["replay"].as_str().unwrap().starts_with("echo '{"), "{f}");
+
+    let o = run_expect(&["fuzz", "packer", "--cases", "64", "--", "python3", &bad], 1);
+    let out = stdout(&o);
+    assert!(out.contains("shrunk to a minimal case"), "{out}");
+    assert!(out.contains("violation     packer-conservation: example 1"), "{out}");
+    assert!(out.contains("replay        echo '"), "{out}");
+}
+
+#[test]
+fn fuzz_packer_allows_a_declared_oversize_example_alone_and_flags_it_undeclared() {
+    // open-instruct's GRPO pack_sequences keeps an over-long example alone in its own pack: with
+    // the protocol's `oversize` that is legitimate; without it, a capacity violation.
+    let packer = example_adapter("oversize_packer");
+    let v = fuzz_json(&["packer", "--json", "--cases", "256", "--", "python3", &packer], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let v = fuzz_json(
+        &["packer", "--json", "--cases", "256", "--", "python3", &packer, "undeclared"],
+        1,
+    );
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["packer-capacity"]), "{f}");
+    assert_eq!(f["request"]["capacity"], 1, "{f}");
+}
+
+#[test]
+fn fuzz_packer_reads_pieces_of_split_examples_and_catches_pieces_that_do_not_tile() {
+    // bionemo's split_samples: an example crossing a pack boundary is split, `[id, start, end]`.
+    let packer = example_adapter("split_packer");
+    let v = fuzz_json(&["packer", "--json", "--cases", "256", "--", "python3", &packer], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    assert_eq!(v["summary"]["packs"], v["summary"]["lower_bound"], "every pack full: {v}");
+    let v =
+        fuzz_json(&["packer", "--json", "--cases", "256", "--", "python3", &packer, "overlap"], 1);
+    assert_eq!(v["failure"]["checks"], serde_json::json!(["packer-conservation"]), "{v}");
+    // A piece outside its example is a malformed answer.
+    let bad = "import sys, json\nfor l in sys.stdin:\n    r = json.loads(l)\n    \
+               ps = [[[e['id'], 0, e['len'] + 1]] for e in r['examples']]\n    \
+               print(json.dumps({'thdcheck': 1, 'id': r['id'], 'packs': ps}), flush=True)";
+    let v = fuzz_json(&["packer", "--json", "--cases", "8", "--", "python3", "-c", bad], 1);
+    assert_eq!(v["failure"]["kind"], "schema", "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("is not a range"), "{v}");
+}
+
+#[test]
+fn fuzz_packer_excludes_marked_padding_packs_from_conservation() {
+    // open-instruct's loader with drop_last=False repeats a batch so every rank gets as many:
+    // marked `padding`, the repeats are legitimate; unmarked, they are duplicates.
+    let packer = example_adapter("padding_batch_packer");
+    let v = fuzz_json(&["packer", "--json", "--cases", "256", "--", "python3", &packer], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let v =
+        fuzz_json(&["packer", "--json", "--cases", "256", "--", "python3", &packer, "unmarked"], 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]), "{f}");
+    assert!(f["detail"].as_str().unwrap().contains("duplicated"), "{f}");
+}
+
+#[test]
+fn fuzz_packer_deals_packs_evenly_over_the_ranks_with_dp_size() {
+    // With --dp-size the answer says which rank gets each pack; marked padding packs even the
+    // counts out (open-instruct's loader), and without them the ranks are uneven.
+    let packer = example_adapter("padding_batch_packer");
+    let run = |extra: &[&str], want| {
+        let mut a = vec!["packer", "--json", "--cases", "128", "--dp-size", "3", "--", "python3"];
+        a.push(&packer);
+        a.extend(extra);
+        fuzz_json(&a, want)
+    };
+    assert_eq!(run(&[], 0)["result"], "pass");
+    let v = run(&["uneven"], 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["packer-dealing"]), "{f}");
+    // Minimized to the smallest DP size that shows it (one pack on one of two ranks).
+    assert_eq!(f["request"]["dp_size"], 2, "{f}");
+    assert!(f["detail"].as_str().unwrap().contains("packs per rank"), "{f}");
+}
+
+#[test]
+fn fuzz_packer_holds_a_packer_to_each_budget_it_is_given() {
+    // One planted bug per budget in budget_packer.py; the correct packer passes each one.
+    let packer = example_adapter("budget_packer");
+    for (flags, bug, rule_text) in [
+        (&["--pad-sequences-to-multiple-of", "4"][..], "real-lengths", "tokens on branch 0"),
+        (&["--max-seqs-per-pack", "2"][..], "no-seq-limit", "items"),
+        (&["--pairs"][..], "chosen-only", "tokens on branch 1"),
+    ] {
+        let args = |extra: &[&'static str]| {
+            let mut a = vec!["packer", "--json", "--cases", "128"];
+            a.extend(flags);
+            a.extend(["--", "python3", packer.as_str()]);
+            a.extend(extra);
+            a
+        };
+        assert_eq!(fuzz_json(&args(&[]), 0)["result"], "pass", "{flags:?}");
+        let v = fuzz_json(&args(&[bug]), 1);
+        let f = &v["failure"];
+        assert_eq!(f["checks"], serde_json::json!(["packer-capacity"]), "{bug}: {f}");
+        assert!(f["detail"].as_str().unwrap().contains(rule_text), "{bug}: {f}");
+        // Shrunk to one pack's worth: one example, or the limit plus one.
+        assert!(f["request"]["examples"].as_array().unwrap().len() <= 3, "{bug}: {f}");
+    }
+}
+
+#[test]
+fn fuzz_packer_accepts_a_refusal_only_of_a_request_that_cannot_be_packed() {
+    // bionemo's TokenPackingDataset raises on an over-long example: a refusal, accepted for a
+    // request holding one; refusing a request that fits loses its examples.
+    let packer = example_adapter("budget_packer");
+    let v =
+        fuzz_json(&["packer", "--json", "--cases", "128", "--", "python3", &packer, "refuse"], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let v = fuzz_json(
+        &[
+            "packer",
+            "--json",
+            "--cases",
+            "128",
+            "--fitting-only",
+            "--pad-sequences-to-multiple-of",
+            "8",
+            "--",
+            "python3",
+            &packer,
+            "refuse",
+        ],
+        0,
+    );
+    assert_eq!(v["result"], "pass", "{v}");
+    assert!(v["summary"]["packs"].as_u64().unwrap() > 128, "fitting-only cases get packed: {v}");
+    let v = fuzz_json(
+        &["packer", "--json", "--cases", "128", "--", "python3", &packer, "refuse-all"],
+        1,
+    );
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]), "{f}");
+    assert_eq!(f["request"]["examples"], serde_json::json!([]), "{f}");
+    assert!(f["response"].as_str().unwrap().contains("rejected"), "{f}");
+    // Under --ignore, a passing run counts what it let pass: the refusals of packable requests
+    // (those of a request with an over-long example are accepted, not ignored).
+    let v = fuzz_json(
+        &[
+            "packer",
+            "--json",
+            "--cases",
+            "32",
+            "--ignore",
+            "packer-conservation",
+            "--",
+            "python3",
+            &packer,
+            "refuse-all",
+        ],
+        0,
+    );
+    let n = v["ignored"]["violation packer-conservation"].as_u64().unwrap_or(0);
+    assert!((1..32).contains(&n), "{v}");
+}
+
+#[test]
+fn fuzz_packer_session_keeps_a_streaming_packer_s_state_and_catches_a_dropped_carry() {
+    let good = example_adapter("streaming_packer");
+    let v =
+        fuzz_json(&["packer", "--session", "--json", "--cases", "128", "--", "python3", &good], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    // open-instruct #1472 class: the carry is forgotten at the end of an epoch. Shrunk to one
+    // 1-token example in one epoch: start, push, end_epoch, finish.
+    let bad = example_adapter("streaming_packer_drops_carry");
+    let v =
+        fuzz_json(&["packer", "--session", "--json", "--cases", "128", "--", "python3", &bad], 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]), "{f}");
+    let ops: Vec<&str> =
+        f["requests"].as_array().unwrap().iter().map(|r| r["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["start", "push", "end_epoch", "finish"], "{f}");
+    assert_eq!(f["requests"][0]["capacity"], 1, "{f}");
+    assert_eq!(f["requests"][0]["thdcheck"], 2, "{f}");
+    assert_eq!(f["requests"][1]["examples"], serde_json::json!([{"id": 0, "len": 1}]), "{f}");
+    assert!(f["replay"].as_str().unwrap().starts_with("printf"), "{f}");
+    // A one-shot request sent to a session packer says so.
+    let v = fuzz_json(&["packer", "--json", "--cases", "4", "--", "python3", &good], 1);
+    assert_eq!(v["failure"]["kind"], "adapter-error", "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("--session"), "{v}");
+}
+
+#[test]
+fn fuzz_packer_session_checks_first_fit_per_call() {
+    // A session packer that packs each push first fit on its own: two packs of one call never
+    // fit together, but packs of different pushes may; per call, it is first fit.
+    let script = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                  from thdcheck_adapter import serve_packer_session\n\
+                  class P:\n    def __init__(self, capacity, seed): self.c = capacity\n    \
+                  def push(self, ex):\n        packs, loads, dropped = [], [], []\n        \
+                  for e in ex:\n            if e['len'] > self.c: dropped.append(e['id']); continue\n            \
+                  k = next((k for k, l in enumerate(loads) if l + e['len'] <= self.c), None)\n            \
+                  if k is None: packs.append([]); loads.append(0); k = len(packs) - 1\n            \
+                  packs[k].append(e['id']); loads[k] += e['len']\n        \
+                  return {'packs': packs, 'dropped': dropped}\n    \
+                  def finish(self): return []\n\
+                  serve_packer_session(P)\n";
+    let first_fit = |adapter: &[&str], want| {
+        let head = ["packer", "--session", "--first-fit", "--json", "--cases", "256", "--"];
+        fuzz_json(&[&head[..], adapter].concat(), want)
+    };
+    assert_eq!(first_fit(&["python3", "-c", script], 0)["result"], "pass");
+    // The streaming next-fit packer is not first fit: caught within one call.
+    let next_fit = example_adapter("streaming_packer");
+    let v = first_fit(&["python3", &next_fit], 1);
+    assert_eq!(v["failure"]["checks"], serde_json::json!(["packer-first-fit"]), "{v}");
+    let detail = v["failure"]["detail"].as_str().unwrap();
+    assert!(detail.contains("among the packs of call"), "{v}");
+    // The call is shown as the JSON the adapter read, not as Rust's `Push { .. Single { .. } }`.
+    assert!(detail.contains(r#""examples":[{"#) && !detail.contains("Example {"), "{detail}");
+}
+
+/// The Python helper seeds the global `random` from the request's seed before every call, so a
+/// packer that shuffles with it (never seeding it itself) answers the same request the same
+/// way: packer-deterministic holds, and the shrunk case replays.
+#[test]
+fn fuzz_packer_replays_a_shuffle_of_the_global_random() {
+    let shuffles = example_adapter("global_shuffle_packer");
+    let v = fuzz_json(&["packer", "--json", "--cases", "64", "--", "python3", &shuffles], 0);
+    assert_eq!((v["result"].as_str(), v["cases"].as_u64()), (Some("pass"), Some(64)), "{v}");
+}
