@@ -200,6 +200,12 @@ pub struct FuzzArgs {
     /// Packer (one-shot) and collator.
     #[arg(long, value_name = "FILE")]
     pub request: Option<std::path::PathBuf>,
+    /// Packer: every request asks for at least k packs (`min_packs`: a balanced partitioner's
+    /// k_partitions, open-instruct's min_num_batches), k drawn per case: one more than first
+    /// fit needs, as many as the examples, or any number up to that. The answer must hold
+    /// min(k, examples) packs, none empty. One-shot requests only.
+    #[arg(long, conflicts_with = "session")]
+    pub min_packs: bool,
     /// Packer: which generators draw the cases: `mixed` (the uniform shapes and the
     /// edge-biased swarm), `uniform` or `edge`.
     #[arg(long, value_enum, default_value = "mixed")]

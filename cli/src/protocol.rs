@@ -51,6 +51,10 @@ pub struct PackerOptions {
     /// pack (`ranks`), and every rank gets as many packs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dp_size: Option<u64>,
+    /// At least this many packs (a balanced partitioner's `k_partitions`, open-instruct's
+    /// `min_num_batches`): as many as there are examples to fill them when there are fewer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_packs: Option<u64>,
 }
 
 /// A packer request: pack these examples into packs of at most `capacity` tokens.

@@ -29,6 +29,8 @@ const PACKER_BUGS: &[(&str, &[&str], &[&str], &str)] = &[
     ("split_packer", &["short-tail"], &[], "packer-conservation"),
     ("balanced_packer", &["unchecked"], &[], "packer-capacity"),
     ("oversize_packer", &["undeclared"], &[], "packer-capacity"),
+    ("balanced_packer", &["pad-empty"], &["--min-packs"], "packer-capacity"),
+    ("balanced_packer", &["ignores-min"], &["--min-packs"], "packer-min-packs"),
 ];
 
 fn fuzz_args<'a>(flags: &[&'a str], adapter: &'a str, args: &[&'a str]) -> Vec<&'a str> {
@@ -40,7 +42,8 @@ fn fuzz_args<'a>(flags: &[&'a str], adapter: &'a str, args: &[&'a str]) -> Vec<&
 }
 
 /// Every request one step smaller than `req`: one example removed (ids renumbered), one length
-/// (one branch of a pair) one token shorter, the capacity one lower, the DP size one lower.
+/// (one branch of a pair) one token shorter, the capacity, the DP size or the packs asked for one
+/// lower.
 fn single_reductions(req: &Value) -> Vec<Value> {
     let examples = req["examples"].as_array().cloned().unwrap_or_default();
     let mut out = Vec::new();
@@ -66,7 +69,7 @@ fn single_reductions(req: &Value) -> Vec<Value> {
             }
         }
     }
-    for key in ["capacity", "dp_size"] {
+    for key in ["capacity", "dp_size", "min_packs"] {
         if let Some(v) = req[key].as_u64().filter(|&v| v > 1) {
             let mut r = req.clone();
             r[key] = json!(v - 1);
@@ -198,6 +201,18 @@ fn every_planted_bug_of_the_other_targets_is_one_minimal() {
                  and fails the same way\n  {smaller}\n{out}"
             );
         }
+    }
+}
+
+/// A partitioner asked for at least k packs (`--min-packs`): the correct one passes, whatever k
+/// is drawn (one more than first fit needs, as many as the examples, any number up to that).
+#[test]
+fn a_correct_partitioner_passes_every_drawn_number_of_packs() {
+    let adapter = example_adapter("balanced_packer");
+    for generation in ["uniform", "edge"] {
+        let v =
+            fuzz_json(&fuzz_args(&["--min-packs", "--generation", generation], &adapter, &[]), 0);
+        assert_eq!(v["result"], "pass", "{v}");
     }
 }
 

@@ -277,6 +277,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                     pad_to_multiple_of: args.pad_sequences_to_multiple_of,
                     max_seqs_per_pack: args.max_seqs_per_pack,
                     dp_size: args.dp_size,
+                    min_packs: None,
                 },
                 pairs: args.pairs,
                 fitting_only: args.fitting_only || fuzz.fitting_only == Some(true),
@@ -295,6 +296,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                     Some(&args.drops)
                 })?,
                 generation: args.generation,
+                min_packs: args.min_packs,
             };
             if cfg.pre.dp_multiple && args.dp_size.is_none() {
                 anyhow::bail!(

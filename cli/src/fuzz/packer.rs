@@ -13,7 +13,7 @@ use crate::protocol::{
 };
 use properties::checks::{
     DeclaredDrops, EmittedPack, PackerRun, check_conservation, check_dealing, check_deterministic,
-    check_drops, check_emitted_so_far, check_pairwise_full, check_refusal,
+    check_drops, check_emitted_so_far, check_min_packs, check_pairwise_full, check_refusal,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -42,6 +42,8 @@ pub struct PackerConfig {
     pub drops: DropsDeclared,
     /// Which generators draw the cases.
     pub generation: Generation,
+    /// Every request asks for a minimum number of packs (`min_packs`), drawn per case.
+    pub min_packs: bool,
 }
 
 /// The drops a stack declares, as the fuzzer holds them (the DP size comes from each case).
@@ -168,6 +170,19 @@ fn edge_lengths(
     lens
 }
 
+/// The packs first fit fills with the examples that fit, in order (each into the first pack
+/// with room).
+fn first_fit_packs(lens: &[u64], capacity: u64) -> u64 {
+    let mut loads: Vec<u64> = Vec::new();
+    for &l in lens.iter().filter(|&&l| l <= capacity) {
+        match loads.iter_mut().find(|load| **load + l <= capacity) {
+            Some(load) => *load += l,
+            None => loads.push(l),
+        }
+    }
+    loads.len() as u64
+}
+
 /// The packer target.
 pub struct PackerTarget {
     cfg: PackerConfig,
@@ -208,7 +223,7 @@ impl PackerTarget {
 
     /// The options a case's requests carry.
     fn options(&self, case: &PackerFuzzCase) -> PackerOptions {
-        PackerOptions { dp_size: case.dp_size, ..self.cfg.options }
+        PackerOptions { dp_size: case.dp_size, min_packs: case.min_packs, ..self.cfg.options }
     }
 
     /// An empty run with the configured limits, for the PACKER rules.
@@ -241,6 +256,8 @@ pub struct PackerFuzzCase {
     pub epochs: Vec<Vec<Vec<PackerExample>>>,
     /// The DP size the request deals to (`--dp-size`, lowered while minimizing).
     pub dp_size: Option<u64>,
+    /// The packs asked for at least (`--min-packs`: drawn per case).
+    pub min_packs: Option<u64>,
 }
 
 impl PackerFuzzCase {
@@ -356,7 +373,7 @@ impl Target for PackerTarget {
             return (caps, vec(vec(vec(raw(ratios), 0..=8), 0..=3), 1..=3), 0u64..=3)
                 .prop_map(move |(capacity, epochs, seed)| {
                     let (epochs, dp_size) = shape(capacity, epochs, true);
-                    PackerFuzzCase { capacity, seed, epochs, dp_size }
+                    PackerFuzzCase { capacity, seed, epochs, dp_size, min_packs: None }
                 })
                 .boxed();
         }
@@ -364,7 +381,7 @@ impl Target for PackerTarget {
         let relative = (caps.clone(), vec(raw(ratios.clone()), 0..=24), 0u64..=3).prop_map(
             move |(capacity, lens, seed)| {
                 let (epochs, dp_size) = shape(capacity, one_shot(lens), true);
-                PackerFuzzCase { capacity, seed, epochs, dp_size }
+                PackerFuzzCase { capacity, seed, epochs, dp_size, min_packs: None }
             },
         );
         let absolute = prop_oneof![
@@ -377,7 +394,7 @@ impl Target for PackerTarget {
             3 => relative,
             1 => (caps.clone(), absolute, 0u64..=3).prop_map(move |(capacity, lens, seed)| {
                 let (epochs, dp_size) = shape(capacity, one_shot(lens), false);
-                PackerFuzzCase { capacity, seed, epochs, dp_size }
+                PackerFuzzCase { capacity, seed, epochs, dp_size, min_packs: None }
             }),
         ];
         let edge = (
@@ -391,13 +408,31 @@ impl Target for PackerTarget {
             .prop_map(move |(capacity, on, draws, k, off, seed)| {
                 let lens = edge_lengths(capacity, on, &draws, k, off, dp);
                 let (epochs, dp_size) = shape(capacity, one_shot(lens), false);
-                PackerFuzzCase { capacity, seed, epochs, dp_size }
+                PackerFuzzCase { capacity, seed, epochs, dp_size, min_packs: None }
             });
-        match cfg.generation {
+        let cases = match cfg.generation {
             Generation::Uniform => uniform.boxed(),
             Generation::Edge => edge.boxed(),
             Generation::Mixed => prop_oneof![2 => uniform, 1 => edge].boxed(),
+        };
+        if !cfg.min_packs {
+            return cases;
         }
+        // `--min-packs`: one more pack than first fit needs (the edge), as many as there are
+        // examples, or any number up to that.
+        (cases, 0u8..3, any::<proptest::sample::Index>())
+            .prop_map(|(mut case, pick, at)| {
+                let n = case.examples().count().max(1);
+                let lens: Vec<u64> = case.examples().map(|e| e.lens.branches()[0]).collect();
+                let k = match pick {
+                    0 => first_fit_packs(&lens, case.capacity) + 1,
+                    1 => n as u64,
+                    _ => at.index(n) as u64 + 1,
+                };
+                case.min_packs = Some(k.max(1));
+                case
+            })
+            .boxed()
     }
 
     fn minimizes(&self) -> bool {
@@ -416,11 +451,12 @@ impl Target for PackerTarget {
                     if (r.options.pad_to_multiple_of, r.options.max_seqs_per_pack)
                         != (o.pad_to_multiple_of, o.max_seqs_per_pack)
                         || r.options.dp_size.is_some() != o.dp_size.is_some()
+                        || r.options.min_packs.is_some() != self.cfg.min_packs
                     {
                         return Err(format!(
                             "the request's options ({}) are not the command's: give the flags \
                              it was generated with (--pad-sequences-to-multiple-of, \
-                             --max-seqs-per-pack, --dp-size)",
+                             --max-seqs-per-pack, --dp-size, --min-packs)",
                             serde_json::to_string(&r.options).unwrap_or_default()
                         ));
                     }
@@ -431,6 +467,7 @@ impl Target for PackerTarget {
                     seed: r.seed,
                     epochs: vec![vec![r.examples]],
                     dp_size: r.options.dp_size,
+                    min_packs: r.options.min_packs,
                 }),
         )
     }
@@ -604,6 +641,9 @@ impl Target for PackerTarget {
         if case.seed != 0 {
             out.push(PackerFuzzCase { seed: 0, ..case.clone() });
         }
+        if let Some(k) = case.min_packs.filter(|&k| k > 1) {
+            out.push(PackerFuzzCase { min_packs: Some(k - 1), ..case.clone() });
+        }
         out.retain(|c| self.admits(c));
         out
     }
@@ -724,6 +764,9 @@ impl PackerTarget {
         check_drops(&run, cap, self.declared(case))
             .map_err(Failure::from_violation)
             .map_err(with)?;
+        if let Some(k) = case.min_packs {
+            check_min_packs(&first_fit, k).map_err(Failure::from_violation).map_err(with)?;
+        }
         if self.cfg.first_fit {
             check_pairwise_full(&first_fit, cap).map_err(Failure::from_violation).map_err(with)?;
         }

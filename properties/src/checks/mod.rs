@@ -18,7 +18,7 @@
 //! | WORK | [`check_work`] |
 //! | MFU-PAD | [`check_mfu_pad`] |
 //! | TOKENS-CP | [`check_tokens_cp`] |
-//! | PACKER | [`check_conservation`], [`check_emitted_so_far`], [`check_refusal`], [`check_dealing`], [`check_drops`], [`check_pairwise_full`], [`check_quality`], [`check_deterministic`] |
+//! | PACKER | [`check_conservation`], [`check_emitted_so_far`], [`check_refusal`], [`check_dealing`], [`check_drops`], [`check_min_packs`], [`check_pairwise_full`], [`check_quality`], [`check_deterministic`] |
 //! | DPO | [`check_dpo`] |
 //! | FLOPS | [`check_flops`], [`check_flops_additive`] |
 //! | TOKENS-CP, FLOPS, MFU-PAD (a logged value) | [`check_logged`] |
@@ -72,8 +72,8 @@ pub use loss::{LossRecord, check_loss};
 pub use mfu_pad::{MetricRecord, check_mfu_pad};
 pub use packer::{
     DeclaredDrops, EmittedPack, PackerRun, QualityBound, check_conservation, check_dealing,
-    check_deterministic, check_drops, check_emitted_so_far, check_pairwise_full, check_quality,
-    check_refusal,
+    check_deterministic, check_drops, check_emitted_so_far, check_min_packs, check_pairwise_full,
+    check_quality, check_refusal,
 };
 pub use rules::*;
 pub use tokens_cp::{TokenCounts, TokenRecord, check_tokens_cp};

@@ -6,7 +6,7 @@ use thd::pack::{Dropped, Example, Pack};
 
 use crate::checks::{
     PACKER_CAPACITY, PACKER_CONSERVATION, PACKER_DEALING, PACKER_DETERMINISTIC, PACKER_DROPS,
-    PACKER_FIRST_FIT,
+    PACKER_FIRST_FIT, PACKER_MIN_PACKS,
 };
 use crate::{Checked, Invariant, Location, Violation};
 
@@ -386,6 +386,40 @@ pub fn check_drops(run: &PackerRun, capacity: u32, declared: DeclaredDrops) -> C
                     fitting[0].max(fitting[1])
                 )));
         }
+    }
+    Ok(())
+}
+
+/// PACKER, a minimum number of packs: a packer asked for at least `k` packs (a balanced
+/// partitioner's `k_partitions`, open-instruct's `min_num_batches`) answers at least
+/// `min(k, examples)` non-empty packs, `examples` the distinct examples it emitted (fewer cannot
+/// fill `k`). Empty packs are `packer-capacity` violations of their own.
+///
+/// # Errors
+/// Fewer packs than that.
+///
+/// # Example
+/// ```
+/// use properties::checks::check_min_packs;
+/// use thd::pack::{Example, Pack};
+/// let pack = |ids: &[u64]| Pack::new(ids.iter().map(|&i| Example::single(i, 1).item()).collect());
+/// assert!(check_min_packs(&[pack(&[0]), pack(&[1, 2])], 2).is_ok());
+/// assert!(check_min_packs(&[pack(&[0])], 4).is_ok()); // one example fills one pack
+/// assert_eq!(check_min_packs(&[pack(&[0, 1])], 2).unwrap_err().id, "packer-min-packs");
+/// ```
+pub fn check_min_packs(packs: &[Pack], k: u64) -> Checked {
+    let examples: std::collections::BTreeSet<u64> =
+        packs.iter().flat_map(|p| p.items.iter().map(|i| i.id)).collect();
+    let want = k.min(examples.len() as u64);
+    let got = packs.iter().filter(|p| !p.is_empty()).count() as u64;
+    if got < want {
+        return Err(v("asked for at least k packs, the answer holds min(k, examples) of them")
+            .id(PACKER_MIN_PACKS.id)
+            .expected(format!(
+                "at least {want} packs (min_packs {k}, {} examples emitted)",
+                examples.len()
+            ))
+            .got(format!("{got} packs")));
     }
     Ok(())
 }

@@ -199,6 +199,8 @@ rules! {
     PACKER_CAPACITY = "packer-capacity", Packer, "every pack is non-empty and respects the capacity (and the packer's maximum sequences per pack)";
     /// Dealt packs balance over the data-parallel ranks. [`crate::checks::check_dealing`].
     PACKER_DEALING = "packer-dealing", Packer, "every data-parallel rank gets the same number of packs";
+    /// A partitioner asked for k packs gives them. [`crate::checks::check_min_packs`].
+    PACKER_MIN_PACKS = "packer-min-packs", Packer, "asked for at least k packs (k partitions, a minimum number of batches), the answer holds min(k, examples emitted) packs or more";
     /// A packer drops only what its stack declares it may. [`crate::checks::check_drops`].
     PACKER_DROPS = "packer-drops", Packer, "an example is dropped only as declared: longer than the capacity (over-length), or in the trailing packs cut to a multiple of the DP size (dp-remainder)";
     /// First-fit-like packers leave no two packs that fit together. [`crate::checks::check_pairwise_full`].

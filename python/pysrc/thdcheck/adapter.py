@@ -51,7 +51,7 @@ import traceback
 VERSION = 1
 VERSIONS = (1, 2)  # 2: a packer session (push / end_epoch / finish)
 # Request keys that configure a packer, passed to its function as keyword arguments when set.
-PACKER_OPTIONS = ("pad_to_multiple_of", "max_seqs_per_pack", "dp_size")
+PACKER_OPTIONS = ("pad_to_multiple_of", "max_seqs_per_pack", "dp_size", "min_packs")
 
 
 def _plain(value):
@@ -171,9 +171,9 @@ def packer_handler(pack, rejects=()):
     ``lengths[i]`` is example ``i``'s length (``(chosen, rejected)`` for a pair); packs hold
     indices, or pieces ``(index, start, end)``. The answer may be ``(packs, dropped,
     oversize)`` or a dict (see ``_reply``). ``options`` are the packer options the request sets
-    (``pad_to_multiple_of``, ``max_seqs_per_pack``, ``dp_size``). An exception of a type in
-    ``rejects`` is answered as a refusal (``{"rejected": ...}``), which thdcheck accepts only
-    for a request with an example longer than the capacity."""
+    (``pad_to_multiple_of``, ``max_seqs_per_pack``, ``dp_size``, ``min_packs``). An exception
+    of a type in ``rejects`` is answered as a refusal (``{"rejected": ...}``), which thdcheck
+    accepts only for a request with an example longer than the capacity."""
 
     def handler(request):
         if "op" in request:
