@@ -79,6 +79,39 @@ fn single_reductions(req: &Value) -> Vec<Value> {
     out
 }
 
+/// Judges `smaller` with `thdcheck fuzz ARGS` (its `{request}` replaced by `--request FILE`) and
+/// asserts it does not fail as `failure` did: the shrunk request it came from is 1-minimal.
+fn assert_not_same_failure(
+    dir: &tempfile::TempDir,
+    args: &[&str],
+    failure: &Value,
+    smaller: &Value,
+    what: &str,
+) {
+    let path = dir.path().join("smaller.json");
+    std::fs::write(&path, smaller.to_string()).unwrap();
+    let mut a: Vec<&str> = vec!["fuzz"];
+    for &x in args {
+        if x == "{request}" {
+            a.extend(["--request", path.to_str().unwrap()]);
+        } else {
+            a.push(x);
+        }
+    }
+    let o = thdcheck(&a);
+    let out: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let same = out["result"] == "fail"
+        && out["failure"]["kind"] == failure["kind"]
+        && out["failure"]["checks"].get(0) == failure["checks"].get(0);
+    assert!(
+        !same,
+        "{what}: the shrunk request\n  {}\nis not 1-minimal: this one is smaller and fails the \
+         same way\n  {smaller}\n{out}",
+        failure["request"]
+    );
+}
+
 #[test]
 fn every_planted_packer_bug_shrinks_to_a_one_minimal_request() {
     let dir = tempfile::tempdir().unwrap();
@@ -91,23 +124,10 @@ fn every_planted_packer_bug_shrinks_to_a_one_minimal_request() {
         assert_eq!(f["checks"], json!([rule]), "{name} {args:?}: {f}");
         assert_eq!(v["one_minimal"], json!(true), "{name} {args:?}: {v}");
         let req = &f["request"];
-        for (k, smaller) in single_reductions(req).into_iter().enumerate() {
-            let path = dir.path().join(format!("{name}-{k}.json"));
-            std::fs::write(&path, smaller.to_string()).unwrap();
-            let p = path.to_str().unwrap();
+        for smaller in single_reductions(req) {
             let mut a = fuzz_args(flags, &adapter, args);
-            a.splice(1..1, ["--request", p]);
-            let o = thdcheck([&["fuzz"][..], &a].concat());
-            let out: Value =
-                serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
-            let same = out["result"] == "fail"
-                && out["failure"]["kind"] == f["kind"]
-                && out["failure"]["checks"].get(0) == f["checks"].get(0);
-            assert!(
-                !same,
-                "{name} {args:?}: the shrunk request\n  {req}\nis not 1-minimal: this one is \
-                 smaller and fails the same way\n  {smaller}\n{out}"
-            );
+            a.insert(1, "{request}");
+            assert_not_same_failure(&dir, &a, f, &smaller, &format!("{name} {args:?}"));
         }
     }
 }
@@ -184,22 +204,10 @@ fn every_planted_bug_of_the_other_targets_is_one_minimal() {
         // static length below what the examples need fails any collator, so the same class
         // only counts when the collator is the one at fault (the rule is the same).
         let req = &f["request"];
-        for (k, smaller) in collator_reductions(req).into_iter().enumerate() {
-            let path = dir.path().join(format!("{name}-{k}.json"));
-            std::fs::write(&path, smaller.to_string()).unwrap();
+        for smaller in collator_reductions(req) {
             let mut a: Vec<&str> = target.to_vec();
-            a.extend(["--json", "--request", path.to_str().unwrap(), "--", "python3", &adapter]);
-            let o = thdcheck([&["fuzz"][..], &a].concat());
-            let out: Value =
-                serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
-            let same = out["result"] == "fail"
-                && out["failure"]["kind"] == f["kind"]
-                && out["failure"]["checks"].get(0) == f["checks"].get(0);
-            assert!(
-                !same,
-                "{name}: the shrunk request\n  {req}\nis not 1-minimal: this one is smaller \
-                 and fails the same way\n  {smaller}\n{out}"
-            );
+            a.extend(["--json", "{request}", "--", "python3", &adapter]);
+            assert_not_same_failure(&dir, &a, f, &smaller, name);
         }
     }
 }
