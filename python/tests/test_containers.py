@@ -4,9 +4,10 @@ The differential test that found the numpy-scalar read from freed memory (issue 
 committed batch (examples and the real-code corpus) through numpy arrays, numpy scalars, Python
 ints, nested lists, strided and Fortran-order views, big-endian arrays, another library's
 `__array_interface__` whose data is a buffer object, and (with torch installed) torch tensors
-and non-contiguous torch views, gives the verdict `thdcheck check` gives the file and the very
-report the plain numpy arrays give. Then the hostile values: each raises an error that names
-the key or the option, never a crash, a hang or a silent pass.
+and non-contiguous torch views, on the CPU and (where torch sees one) on a GPU, gives the
+verdict `thdcheck check` gives the file and the very report the plain numpy arrays give. Then
+the hostile values: each raises an error that names the key or the option, never a crash, a
+hang or a silent pass.
 """
 
 from __future__ import annotations
@@ -75,6 +76,16 @@ def _torch(a, strided=False):
     return t
 
 
+def _torch_cuda(a, strided=False):
+    # Built on the GPU as a training loop holds it; the strided view is made there too (`.to`
+    # of a non-contiguous CPU view would make it contiguous on the way).
+    t = torch.from_numpy(np.ascontiguousarray(a)).to("cuda")
+    if strided and t.dim() > 0:
+        t = torch.stack([t, t], dim=-1)[..., 1]
+        assert not t.is_contiguous() or t.numel() <= 1
+    return t
+
+
 def _numpy_scalar(a):
     gc.collect()  # nothing else holds the temporary behind a scalar's array interface
     return a[()]
@@ -93,8 +104,11 @@ CONTAINERS = {
     "torch": lambda a: _torch(a),
     "torch-strided": lambda a: _torch(a, strided=True),
     "torch-scalars": lambda a: torch.tensor(a.item()) if a.ndim == 0 else _torch(a),
+    "torch-cuda": lambda a: _torch_cuda(a),
+    "torch-cuda-strided": lambda a: _torch_cuda(a, strided=True),
 }
 TORCH = {"torch", "torch-strided", "torch-scalars"}
+CUDA = {"torch-cuda", "torch-cuda-strided"}  # run where torch sees a GPU (gpu-tests/README.md)
 
 
 def _report(tensors, meta, name):
@@ -107,8 +121,10 @@ def _report(tensors, meta, name):
 
 @pytest.mark.parametrize("container", sorted(CONTAINERS))
 def test_every_committed_batch_in_every_container_gets_the_commands_report(container):
-    if container in TORCH and torch is None:
+    if container in TORCH | CUDA and torch is None:
         pytest.skip("torch is not installed")
+    if container in CUDA and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
     wrap = CONTAINERS[container]
     differ = []
     for rel, tensors, meta, want in CASES:

@@ -150,3 +150,35 @@ def test_worker_processes_get_the_guard_pickled_without_torch():
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         with pytest.raises(thdcheck.GuardViolation, match="position-ids"):
             pool.map(bad, BATCHES[:1])
+
+
+def _on_gpu(examples, bug=False, hidden=64):
+    import torch
+
+    batch = {k: torch.as_tensor(v).to("cuda") for k, v in flatten(examples, position_bug=bug).items()}
+    # What a model's forward adds to what the loop holds: no rule reads a float tensor wider
+    # than the widest integer one, so the guard must not copy it to the CPU.
+    batch["hidden_states"] = torch.zeros(1, batch["input_ids"].shape[1], hidden, device="cuda")
+    return batch
+
+
+def test_batches_on_a_gpu_get_the_cpu_verdict_and_stay_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from thdcheck.guard import _readable
+
+    good = thdcheck.guard(_on_gpu)
+    for examples in BATCHES:
+        out = good(examples)
+        assert all(v.device.type == "cuda" for v in out.values())
+        read = _readable(out)  # what the guard copies to the CPU: the integer tensors only
+        assert "hidden_states" not in read and all(v.device.type == "cpu" for v in read.values())
+        assert thdcheck.check(flatten(examples)).ok
+    assert good.stats["violated"] == 0
+    bad = thdcheck.guard(lambda ex: _on_gpu(ex, bug=True), on_violation="warn")
+    with pytest.warns(UserWarning, match="position-ids"):
+        out = bad(BATCHES[0])
+    assert out["hidden_states"].device.type == "cuda"
+    cpu = thdcheck.check(buggy(BATCHES[0]))
+    assert bad.stats["rules"] == {r: 1 for r in cpu.violated}

@@ -152,13 +152,33 @@ def _readable(batch: Any) -> Any:
         default=0,
     )
     out = {}
+    streams = set()
     for key, value in batch.items():
         if _is_torch(value) and value.device.type != "cpu":
             if value.is_floating_point() and value.numel() > widest:
                 continue  # logits, hidden states: no rule reads them
-            value = value.detach().to("cpu")
+            value = _to_host(value.detach(), streams)
         out[key] = value
+    for stream in streams:
+        stream.synchronize()  # the copies were queued behind the collate's own work
     return out
+
+
+def _to_host(x: Any, streams: set) -> Any:
+    """A CUDA tensor copied into page-locked host memory without blocking (torch's caching host
+    allocator reuses the buffers batch after batch), its stream noted for one synchronization
+    after all the copies. A plain `.cpu()` writes into fresh pageable memory: on an H100 the guard
+    took 15.5 ms on a 1e6-token batch that way, 4.4 ms this way (bench/python_guard_cuda.py).
+    Other devices: `.cpu()`."""
+    import torch
+
+    if x.device.type != "cuda":
+        return x.to("cpu")
+    x = x.contiguous()
+    host = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
+    host.copy_(x, non_blocking=True)
+    streams.add(torch.cuda.current_stream(x.device))
+    return host
 
 
 def _replay(path: str, options: Mapping[str, Any]) -> str:
