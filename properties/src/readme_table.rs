@@ -1,5 +1,6 @@
 //! The README's table of invariants is generated from the registry: each invariant's rules from
-//! [`crate::checks::RULES`] and the planted bugs that prove them from [`crate::zoo::CATALOGUE`].
+//! [`crate::checks::RULES`], and the planted bugs that prove them, with their strategies and
+//! pinned snapshots, from [`crate::zoo::CATALOGUE`] (one declaration per variant).
 //! A rule added to or removed from the registry changes the table; this test fails until the
 //! README says the same (`THDCHECK_BLESS=1 cargo test -p properties readme` rewrites it).
 
@@ -11,28 +12,56 @@ const START: &str = "<!-- invariant-table: generated from properties::checks::RU
                      properties::zoo::CATALOGUE (properties/src/readme_table.rs) -->";
 const END: &str = "<!-- invariant-table: end -->";
 
-/// The table, one row per invariant in the design table's order.
+/// The table, one row per invariant in the design table's order: its rules, the strategies its
+/// planted bugs are drawn from, and each planted bug linked to its pinned snapshot.
 fn render() -> String {
     let mut out = String::from(
         "| invariant | what it demands | rules (ids for `--ignore` and `expected.toml`) | \
-         zoo variants it catches |\n|---|---|---|---|\n",
+         strategies (`properties::strategies`) | zoo variants it catches (their pinned \
+         counterexamples) |\n|---|---|---|---|---|\n",
     );
     for inv in Invariant::ALL {
         let rules: Vec<String> =
             RULES.iter().filter(|r| r.invariant == inv).map(|r| format!("`{}`", r.id)).collect();
-        let zoo: Vec<String> = CATALOGUE
+        let variants: Vec<_> = CATALOGUE.iter().filter(|e| e.caught_by == inv).collect();
+        let mut strategies: Vec<String> = Vec::new();
+        for e in &variants {
+            let s = format!("`{}`", e.strategy);
+            if !strategies.contains(&s) {
+                strategies.push(s);
+            }
+        }
+        let zoo: Vec<String> = variants
             .iter()
-            .filter(|e| e.caught_by == inv)
-            .map(|e| format!("`{}`", e.name))
+            .map(|e| {
+                format!(
+                    "[`{}`](properties/src/snapshots/properties__zoo_props__{}.snap)",
+                    e.name, e.test
+                )
+            })
             .collect();
         out += &format!(
-            "| {inv} | {} | {} | {} |\n",
+            "| {inv} | {} | {} | {} | {} |\n",
             inv.statement(),
             rules.join(", "),
+            strategies.join(", "),
             zoo.join(", ")
         );
     }
     out
+}
+
+/// Every snapshot the table links to exists.
+#[test]
+fn every_variant_links_to_its_snapshot() {
+    for e in CATALOGUE {
+        let path = format!(
+            "{}/src/snapshots/properties__zoo_props__{}.snap",
+            env!("CARGO_MANIFEST_DIR"),
+            e.test
+        );
+        assert!(std::path::Path::new(&path).is_file(), "{}: no snapshot at {path}", e.name);
+    }
 }
 
 #[test]

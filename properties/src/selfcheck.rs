@@ -376,18 +376,16 @@ fn loss_row(
 /// The zoo, run through the drivers: every catalogued variant must be caught by its invariant.
 #[cfg(any(test, feature = "zoo"))]
 mod zoo_drivers {
-    use proptest::prelude::*;
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     use thd::pack::{BinPackingOptions, Packer, PackerSpec};
 
     use super::{Verdict, run_cases};
     use crate::Checked;
-    use crate::checks::Split;
     use crate::harness::{PackerClaims, PackerPlan, check_packer};
     use crate::strategies::{
-        CpLossCase, PackerStream, arb_attn_case, arb_collate_case, arb_cp_loss_case, arb_dpo_case,
-        arb_eos_case, arb_flops_case, arb_mask_case, arb_mfu_case, arb_packer_stream, arb_sft_case,
-        arb_shard_case, arb_tokens_cp_case, arb_work_case,
+        PackerStream, arb_attn_case, arb_collate_case, arb_cp_loss_case, arb_dpo_case,
+        arb_eos_case, arb_flops_case, arb_mask_case, arb_mfu_case, arb_micro_batch_loss_case,
+        arb_packer_stream, arb_sft_case, arb_shard_case, arb_tokens_cp_case, arb_work_case,
     };
     use crate::subjects::{
         run_attention, run_block_mask, run_cp_loss, run_cp_shard, run_cp_shard_contiguous, run_dpo,
@@ -459,168 +457,41 @@ mod zoo_drivers {
         }
     }
 
-    /// Runs zoo variant `name` through the driver of the invariant that must catch it, on cases
-    /// from `runner()`; `None` if `name` is not a variant. `MeanOfMicroBatchMeans` names
-    /// `MeanOfRankMeans` on a micro-batch split.
-    pub fn zoo_variant(name: &str, runner: impl Fn() -> TestRunner) -> Option<Verdict> {
-        let micro_batches = || {
-            arb_sft_case(6, 24).prop_flat_map(|sft| {
-                let n = sft.lens.len();
-                (Just(sft), 1..=n)
-                    .prop_map(|(sft, k)| CpLossCase { sft, split: Split::MicroBatches(k) })
-            })
+    /// How a declared variant's cases are run: `driver: f` as `f(&zoo::Name, case)`, `run: expr`
+    /// as written.
+    macro_rules! cases_of {
+        (driver, $name:ident, $driver:expr) => {
+            |c| $driver(&zoo::$name, c)
         };
-        Some(match name {
-            "LabelLeak" => {
-                run_cases(runner(), arb_collate_case(6, 24), |c| run_layout(&zoo::LabelLeak, c))
-            }
-            "PositionsNotReset" => run_cases(runner(), arb_collate_case(6, 24), |c| {
-                run_layout(&zoo::PositionsNotReset, c)
-            }),
-            "ZeroBasedPositions" => run_cases(runner(), arb_collate_case(6, 24), |c| {
-                run_layout(&zoo::ZeroBasedPositions, c)
-            }),
-            "DuplicateZeroLengthSegment" => run_cases(runner(), arb_collate_case(6, 24), |c| {
-                run_layout(&zoo::DuplicateZeroLengthSegment, c)
-            }),
-            "NoDocumentMask" => {
-                run_cases(runner(), arb_attn_case(), |c| run_attention(&zoo::NoDocumentMask, c))
-            }
-            "RingAttentionIgnoresDocuments" => run_cases(runner(), arb_attn_case(), |c| {
-                run_attention(&zoo::RingAttentionIgnoresDocuments, c)
-            }),
-            "IgnoresPaddedOffsets" => run_cases(runner(), arb_attn_case(), |c| {
-                run_attention(&zoo::IgnoresPaddedOffsets, c)
-            }),
-            "AttendsToPadding" => {
-                run_cases(runner(), arb_attn_case(), |c| run_attention(&zoo::AttendsToPadding, c))
-            }
-            "NanOnKeylessRows" => {
-                run_cases(runner(), arb_attn_case(), |c| run_attention(&zoo::NanOnKeylessRows, c))
-            }
-            "NanWhenAllIgnored" => {
-                run_cases(runner(), arb_sft_case(6, 24), |c| run_loss(&zoo::NanWhenAllIgnored, c))
-            }
-            "LabelsNotShifted" => {
-                run_cases(runner(), arb_sft_case(6, 24), |c| run_loss(&zoo::LabelsNotShifted, c))
-            }
-            "MeanOfRankMeans" => run_cases(runner(), arb_cp_loss_case(6, 24), |c| {
-                run_cp_loss(&zoo::MeanOfRankMeans, c)
-            }),
-            "OneShardDenominator" => run_cases(runner(), arb_cp_loss_case(6, 24), |c| {
-                run_cp_loss(&zoo::OneShardDenominator, c)
-            }),
-            "NanOnEmptyRank" => run_cases(runner(), arb_cp_loss_case(6, 24), |c| {
-                run_cp_loss(&zoo::NanOnEmptyRank, c)
-            }),
-            "MeanOfMicroBatchMeans" => {
-                run_cases(runner(), micro_batches(), |c| run_cp_loss(&zoo::MeanOfRankMeans, c))
-            }
-            "SplitThenRoll" => {
-                run_cases(runner(), arb_shard_case(6, 24), |c| run_cp_shard(&zoo::SplitThenRoll, c))
-            }
-            "TruncatingSplit" => run_cases(runner(), arb_shard_case(6, 24), |c| {
-                run_cp_shard(&zoo::TruncatingSplit, c)
-            }),
-            "LocalPositionIds" => run_cases(runner(), arb_shard_case(6, 24), |c| {
-                run_cp_shard(&zoo::LocalPositionIds, c)
-            }),
-            "RollWithUnpaddedOffsets" => run_cases(runner(), arb_shard_case(6, 24), |c| {
-                run_cp_shard(&zoo::RollWithUnpaddedOffsets, c)
-            }),
-            "OverlappingContiguousSplit" => run_cases(runner(), arb_shard_case(6, 24), |c| {
-                run_cp_shard_contiguous(&zoo::OverlappingContiguousSplit, c)
-            }),
-            "RankZeroStats" => run_cases(runner(), arb_tokens_cp_case(6, 24), |c| {
-                run_tokens_cp(&zoo::RankZeroStats, c)
-            }),
-            "LossTimesCp" => run_cases(runner(), arb_tokens_cp_case(6, 24), |c| {
-                run_tokens_cp(&zoo::LossTimesCp, c)
-            }),
-            "PaddedTokensCounted" => run_cases(runner(), arb_tokens_cp_case(6, 24), |c| {
-                run_tokens_cp(&zoo::PaddedTokensCounted, c)
-            }),
-            "PackLengthSquared" => {
-                run_cases(runner(), arb_work_case(), |c| run_work(&zoo::PackLengthSquared, c))
-            }
-            "MockCountedAsUseful" => {
-                run_cases(runner(), arb_mfu_case(), |c| run_mfu_pad(&zoo::MockCountedAsUseful, c))
-            }
-            "PaddedLengthsAsReal" => {
-                run_cases(runner(), arb_mfu_case(), |c| run_mfu_pad(&zoo::PaddedLengthsAsReal, c))
-            }
-            "AbsorbedTrailingPad" => {
-                run_cases(runner(), arb_mfu_case(), |c| run_mfu_pad(&zoo::AbsorbedTrailingPad, c))
-            }
-            "FullSquareCausal" => {
-                run_cases(runner(), arb_mfu_case(), |c| run_mfu_pad(&zoo::FullSquareCausal, c))
-            }
-            "ConfigSeqLength" => {
-                run_cases(runner(), arb_flops_case(), |c| run_flops(&zoo::ConfigSeqLength, c))
-            }
-            "FirstSampleOffsets" => {
-                run_cases(runner(), arb_flops_case(), |c| run_flops(&zoo::FirstSampleOffsets, c))
-            }
-            "UnpaddedChosenOffset" => {
-                run_cases(runner(), arb_dpo_case(), |c| run_dpo(&zoo::UnpaddedChosenOffset, c))
-            }
-            "PlainOpenInstructOffsets" => {
-                run_cases(runner(), arb_dpo_case(), |c| run_dpo(&zoo::PlainOpenInstructOffsets, c))
-            }
-            "SeqIdxFromLastToken" => {
-                run_cases(runner(), arb_dpo_case(), |c| run_dpo(&zoo::SeqIdxFromLastToken, c))
-            }
-            "MaskNotReset" => {
-                run_cases(runner(), arb_mask_case(6, 24), |c| run_block_mask(&zoo::MaskNotReset, c))
-            }
-            "EosTruncatedAway" => run_cases(runner(), arb_eos_case(6, 24), |c| {
-                run_eos_pack(&zoo::EosTruncatedAway, c)
-            }),
-            "LogprobsOneShort" => run_cases(runner(), arb_collate_case(6, 24), |c| {
-                run_side_tensors(&zoo::LogprobsOneShort, c)
-            }),
-            "DropsOverflow" => {
-                let run = packer_stream(
-                    |capacity| Box::new(zoo::DropsOverflow { capacity }),
-                    PackerClaims::default(),
-                );
-                run_cases(runner(), arb_packer_stream(true, false), run)
-            }
-            "DropsCarryAtEpochEnd" => {
-                let run = packer_stream(
-                    |c| Box::new(zoo::DropsCarryAtEpochEnd::new(c)),
-                    PackerClaims::default(),
-                );
-                run_cases(runner(), arb_packer_stream(true, false), run)
-            }
-            "KeepsOverLongExample" => {
-                let run = packer_stream(
-                    |c| Box::new(zoo::KeepsOverLongExample::new(c)),
-                    PackerClaims::default(),
-                );
-                run_cases(runner(), arb_packer_stream(true, true), run)
-            }
-            "StarvedBestFit" => {
-                // It presents itself as best fit over the epoch, so it is held to best fit's claims.
-                let spec =
-                    PackerSpec::BestFit { capacity: 1, options: BinPackingOptions::default() };
-                let run = packer_stream(
-                    |c| Box::new(zoo::StarvedBestFit::new(c)),
-                    PackerClaims::of_spec(&spec),
-                );
-                run_cases(runner(), arb_packer_stream(false, false), run)
-            }
-            "UnseededShuffle" => {
-                zoo::reset_unseeded_runs();
-                let run = packer_stream(
-                    |c| Box::new(zoo::UnseededShuffle::new(c)),
-                    PackerClaims::default(),
-                );
-                run_cases(runner(), arb_packer_stream(true, false), run)
-            }
-            _ => return None,
-        })
+        (run, $name:ident, $run:expr) => {
+            $run
+        };
     }
+
+    macro_rules! dispatch {
+        ($($name:ident {
+            module: $module:ident,
+            caught_by: $inv:ident,
+            classes: [$($class:literal),*],
+            upstream: $upstream:literal,
+            strategy: $strategy:expr,
+            $how:ident: $run:expr,
+            test: $test:ident $(,)?
+        })*) => {
+            /// Runs zoo variant `name` through the driver of the invariant that must catch it
+            /// (its declaration in [`crate::zoo::zoo_variants!`]), on cases from `runner()`;
+            /// `None` if `name` is not a variant.
+            pub fn zoo_variant(name: &str, runner: impl Fn() -> TestRunner) -> Option<Verdict> {
+                Some(match name {
+                    $(stringify!($name) => {
+                        run_cases(runner(), $strategy, cases_of!($how, $name, $run))
+                    })*
+                    _ => return None,
+                })
+            }
+        };
+    }
+    crate::zoo::zoo_variants!(dispatch);
 }
 #[cfg(any(test, feature = "zoo"))]
 pub use zoo_drivers::{ZOO_CASES, ZooRow, zoo_rows, zoo_runner, zoo_variant};

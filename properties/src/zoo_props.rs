@@ -77,8 +77,7 @@ fn report(name: &str, case: &str, v: &Violation) -> String {
 /// `None` if `name` is not a variant.
 fn pin(name: &str) -> Option<(String, Violation)> {
     let (case, v) = caught_or_panic(zoo_variant(name, zoo_runner)?);
-    let shown = if name == "MeanOfMicroBatchMeans" { "MeanOfRankMeans" } else { name };
-    Some((report(shown, &case, &v), v))
+    Some((report(name, &case, &v), v))
 }
 
 /// Catches `name`, checks the invariant that caught it, and pins the report.
@@ -107,69 +106,24 @@ fn assert_registered(name: &str, v: &Violation) {
 }
 
 macro_rules! zoo_tests {
-    ($($test:ident => $name:literal),* $(,)?) => {
+    ($($name:ident {
+        module: $module:ident,
+        caught_by: $inv:ident,
+        classes: [$($class:literal),*],
+        upstream: $upstream:literal,
+        strategy: $strategy:expr,
+        $how:ident: $run:expr,
+        test: $test:ident $(,)?
+    })*) => {
         $(
             #[test]
             fn $test() {
-                caught($name, stringify!($test));
+                caught(stringify!($name), stringify!($test));
             }
         )*
-        /// Every catalogued variant has a test above.
-        const TESTED: &[&str] = &[$($name),*];
     };
 }
-
-zoo_tests! {
-    layout_catches_label_leak => "LabelLeak",
-    layout_catches_positions_not_reset => "PositionsNotReset",
-    layout_catches_zero_based_positions => "ZeroBasedPositions",
-    layout_catches_duplicate_zero_length_segment => "DuplicateZeroLengthSegment",
-    attn_catches_no_document_mask => "NoDocumentMask",
-    attn_catches_ring_attention_ignoring_documents => "RingAttentionIgnoresDocuments",
-    attn_catches_ignored_padded_offsets => "IgnoresPaddedOffsets",
-    attn_catches_attending_to_padding => "AttendsToPadding",
-    attn_catches_nan_on_keyless_rows => "NanOnKeylessRows",
-    loss_catches_nan_when_all_ignored => "NanWhenAllIgnored",
-    loss_catches_labels_not_shifted => "LabelsNotShifted",
-    cp_loss_catches_mean_of_rank_means => "MeanOfRankMeans",
-    cp_loss_catches_one_shard_denominator => "OneShardDenominator",
-    cp_loss_catches_nan_on_empty_rank => "NanOnEmptyRank",
-    cp_shard_catches_split_then_roll => "SplitThenRoll",
-    cp_shard_catches_truncating_split => "TruncatingSplit",
-    cp_shard_catches_local_position_ids => "LocalPositionIds",
-    cp_shard_catches_roll_with_unpadded_offsets => "RollWithUnpaddedOffsets",
-    cp_shard_catches_overlapping_contiguous_split => "OverlappingContiguousSplit",
-    tokens_cp_catches_rank_zero_stats => "RankZeroStats",
-    tokens_cp_catches_loss_times_cp => "LossTimesCp",
-    tokens_cp_catches_padded_tokens_counted => "PaddedTokensCounted",
-    work_catches_pack_length_squared => "PackLengthSquared",
-    mfu_pad_catches_mock_counted_as_useful => "MockCountedAsUseful",
-    mfu_pad_catches_padded_lengths_as_real => "PaddedLengthsAsReal",
-    mfu_pad_catches_absorbed_trailing_pad => "AbsorbedTrailingPad",
-    mfu_pad_catches_full_square_causal => "FullSquareCausal",
-    flops_catches_config_seq_length => "ConfigSeqLength",
-    flops_catches_first_sample_offsets => "FirstSampleOffsets",
-    dpo_catches_unpadded_chosen_offset => "UnpaddedChosenOffset",
-    dpo_catches_plain_open_instruct_offsets => "PlainOpenInstructOffsets",
-    dpo_catches_seq_idx_from_last_token => "SeqIdxFromLastToken",
-    layout_catches_mask_not_reset => "MaskNotReset",
-    layout_catches_eos_truncated_away => "EosTruncatedAway",
-    layout_catches_logprobs_one_short => "LogprobsOneShort",
-    packer_catches_drops_overflow => "DropsOverflow",
-    packer_catches_drops_carry_at_epoch_end => "DropsCarryAtEpochEnd",
-    packer_catches_keeps_over_long_example => "KeepsOverLongExample",
-    packer_catches_starved_best_fit => "StarvedBestFit",
-    packer_catches_unseeded_shuffle => "UnseededShuffle",
-}
-
-/// Gradient accumulation: the mean of micro-batch means, caught by the same property.
-#[test]
-fn cp_loss_catches_mean_of_micro_batch_means() {
-    let (text, v) = pin("MeanOfMicroBatchMeans").expect("a variant");
-    assert_eq!(v.invariant, Invariant::CpLoss);
-    assert_registered("MeanOfMicroBatchMeans", &v);
-    insta::assert_snapshot!("cp_loss_catches_mean_of_micro_batch_means", text);
-}
+crate::zoo::zoo_variants!(zoo_tests);
 
 /// The planted bugs of the formats beyond offsets are caught by the rule written for them, not
 /// by a neighbour that happens to notice.
@@ -195,11 +149,13 @@ fn overlapping_contiguous_split_names_the_token_on_two_ranks() {
     assert!(v.expected.starts_with("held by rank 1 only"), "{text}");
 }
 
+/// Every variant has its test by construction (`zoo_tests!` above); its name is its own.
 #[test]
-fn every_variant_is_tested_and_every_invariant_has_one() {
-    for e in CATALOGUE {
-        assert!(TESTED.contains(&e.name), "{} has no zoo test", e.name);
-    }
+fn every_invariant_has_a_variant_and_every_test_name_is_unique() {
+    let mut tests: Vec<&str> = CATALOGUE.iter().map(|e| e.test).collect();
+    tests.sort_unstable();
+    tests.dedup();
+    assert_eq!(tests.len(), CATALOGUE.len(), "two variants share a test (and a snapshot)");
     for inv in Invariant::ALL {
         assert!(CATALOGUE.iter().any(|e| e.caught_by == inv), "no zoo variant for {inv}");
     }

@@ -37,8 +37,8 @@ pub use packer::{
 };
 pub use sft::{
     CollateCase, CpLossCase, LabelMask, Padding, SftCase, ShardCase, TokensCpCase,
-    arb_collate_case, arb_cp_loss_case, arb_label_mask, arb_padding, arb_sft_case, arb_shard_case,
-    arb_tokens_cp_case,
+    arb_collate_case, arb_cp_loss_case, arb_label_mask, arb_micro_batch_loss_case, arb_padding,
+    arb_sft_case, arb_shard_case, arb_tokens_cp_case,
 };
 
 /// SplitMix64 over `seed` and `parts`: the deterministic source of every tensor value.

@@ -171,6 +171,17 @@ pub fn arb_cp_loss_case(max_examples: usize, max_len: u32) -> impl Strategy<Valu
     (split, arb_sft_case(max_examples, max_len)).prop_map(|(split, sft)| CpLossCase { sft, split })
 }
 
+/// A [`CpLossCase`] split into `1..=B` micro-batches only (gradient accumulation), no CP.
+pub fn arb_micro_batch_loss_case(
+    max_examples: usize,
+    max_len: u32,
+) -> impl Strategy<Value = CpLossCase> {
+    arb_sft_case(max_examples, max_len).prop_flat_map(|sft| {
+        let n = sft.lens.len();
+        (Just(sft), 1..=n).prop_map(|(sft, k)| CpLossCase { sft, split: Split::MicroBatches(k) })
+    })
+}
+
 /// A batch for the TOKENS-CP property (which runs every CP size itself).
 pub type TokensCpCase = SftCase;
 

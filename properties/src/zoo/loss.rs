@@ -63,6 +63,23 @@ impl CpLossPipeline for MeanOfRankMeans {
     }
 }
 
+/// The same reduction over the micro-batches of one optimizer step (gradient accumulation):
+/// `(x₁/n₁ + x₂/n₂)/2 ≠ (x₁+x₂)/(n₁+n₂)` (transformers PR #34191, torchtune #1875; AReaL #1730,
+/// M2PO's loss changing with the micro-batch split). Caught by the CP-LOSS property on a
+/// micro-batch split: the math of a CP split.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MeanOfMicroBatchMeans;
+
+impl CpLossPipeline for MeanOfMicroBatchMeans {
+    fn name(&self) -> &str {
+        "zoo::MeanOfMicroBatchMeans"
+    }
+
+    fn reduce(&self, parts: &[PartLoss]) -> f64 {
+        MeanOfRankMeans.reduce(parts)
+    }
+}
+
 /// **The classic bug:** the mean of per-rank means, `(1/cp) Σ_r nll_r / count_r`, an empty rank
 /// counting 0 (0 for no rank at all). The right reduction is [`thd::cp::CpLoss::loss`],
 /// `Σ_r nll_r / Σ_r count_r`; the two differ whenever the counts do.
