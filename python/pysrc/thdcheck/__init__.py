@@ -44,6 +44,7 @@ __all__ = [
     "fuzz_packer",
     "fuzz_packer_session",
     "guard",
+    "lightning_callback",
     "metrics",
 ]
 __version__ = _native.__version__
@@ -682,3 +683,4 @@ def metrics(
 
 from thdcheck.guard import Guard, GuardViolation, ThdcheckWarning, guard  # noqa: E402
 from thdcheck.metrics_guard import MetricsGuard, MetricsReport, MetricsViolation  # noqa: E402
+from thdcheck.lightning import lightning_callback  # noqa: E402
