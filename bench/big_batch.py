@@ -3,10 +3,11 @@ of `thdcheck check` (bench/big_batch.sh). Needs numpy; writes the safetensors fo
 (an 8-byte header length, the JSON header, the raw little-endian tensors) one tensor at a time,
 so the writer itself never holds more than one tensor.
 
-    python bench/big_batch.py OUT.safetensors [TOKENS] [--dtype int32|int64]
+    python bench/big_batch.py OUT.safetensors [TOKENS] [--dtype int32|int64] [--max-doc N]
 
 The batch is what transformers' DataCollatorWithFlattening(return_flash_attn_kwargs=True)
-returns: one row of TOKENS tokens (default 1e8) holding documents of 1 to 4096 tokens (seeded),
+returns: one row of TOKENS tokens (default 1e8) holding documents of 1 to N tokens (seeded;
+N = 4096 by default, `--max-doc 1`: one-token documents, the most offsets a batch can hold),
 `input_ids`, `labels` (-100 at each document's first token), `position_ids` restarting per
 document, `cu_seq_lens_q` / `cu_seq_lens_k` (int32, as transformers writes them) and
 `max_length_q`.
@@ -26,16 +27,23 @@ def main() -> None:
     dtype = np.int64 if "--dtype" in sys.argv and sys.argv[sys.argv.index("--dtype") + 1] == "int64" else np.int32
     if "--dtype" in sys.argv:
         args.remove(sys.argv[sys.argv.index("--dtype") + 1])
+    max_doc = 4096
+    if "--max-doc" in sys.argv:
+        max_doc = int(sys.argv[sys.argv.index("--max-doc") + 1])
+        args.remove(sys.argv[sys.argv.index("--max-doc") + 1])
     out = args[0]
     tokens = int(float(args[1])) if len(args) > 1 else 100_000_000
     rng = np.random.default_rng(0)
-    lens = []
-    total = 0
-    while total < tokens:
-        n = int(min(rng.integers(1, 4097), tokens - total))
-        lens.append(n)
-        total += n
-    lens = np.array(lens, dtype=np.int64)
+    if max_doc == 1:
+        lens = np.ones(tokens, dtype=np.int64)
+    else:
+        lens = []
+        total = 0
+        while total < tokens:
+            n = int(min(rng.integers(1, max_doc + 1), tokens - total))
+            lens.append(n)
+            total += n
+        lens = np.array(lens, dtype=np.int64)
     cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
     starts = cu[:-1].astype(np.int64)
 

@@ -260,6 +260,38 @@ fn profile_list_show_and_suggest() {
     Profile::parse(&out, "suggested", None).unwrap();
 }
 
+/// Every committed batch, CP rank files included, gets a suggestion or a clear error, never a
+/// panic: a rank file keeps the global offsets over its local tokens, and `suggest` read a
+/// position id at every global offset (index out of bounds, exit 101, on all 14 rank files).
+#[test]
+fn profile_suggest_reads_every_committed_batch_without_a_panic() {
+    let mut files = Vec::new();
+    for root in ["examples/batches", "corpus/real/batches"] {
+        let mut stack = vec![repo().join(root)];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "safetensors") {
+                    files.push(path);
+                }
+            }
+        }
+    }
+    assert!(files.iter().any(|f| f.to_string_lossy().contains("rank1")), "no CP rank file");
+    for f in &files {
+        let o = thdcheck_in(&repo(), ["profile", "suggest", f.to_str().unwrap()]);
+        assert!(
+            matches!(o.status.code(), Some(0 | 2)),
+            "{}: exit {:?}\n{}",
+            f.display(),
+            o.status.code(),
+            text(&o)
+        );
+    }
+}
+
 /// A golden recipe names its stack by the stack's profile: every recipe's `stack` is a built-in
 /// profile (a stack is data; golden has no list of stacks of its own).
 #[test]

@@ -32,7 +32,7 @@ proptest! {
         let view = LayoutView {
             num_tokens: rows * width,
             rows,
-            cu_seqlens: &cu,
+            cu_seqlens: IntSlice::from(&cu),
             labels: Some(IntSlice::from(labels.as_slice())),
             label_convention: convention,
             ..Default::default()
@@ -61,8 +61,8 @@ proptest! {
         let view = LayoutView {
             num_tokens: t,
             input_ids: ids.as_deref().map(IntSlice::from),
-            cu_seqlens: &cu,
-            cu_seqlens_padded: padded.as_deref(),
+            cu_seqlens: IntSlice::from(&cu),
+            cu_seqlens_padded: padded.as_deref().map(IntSlice::from),
             position_ids: pos.as_deref().map(IntSlice::from),
             labels: labels.as_deref().map(IntSlice::from),
             label_convention: if shifted { LabelConvention::Shifted } else { LabelConvention::Unshifted },
@@ -97,8 +97,8 @@ proptest! {
             num_tokens: t,
             rows,
             input_ids: ids.as_deref().map(IntSlice::from),
-            cu_seqlens: &cu,
-            cu_seqlens_padded: padded.as_deref(),
+            cu_seqlens: IntSlice::from(&cu),
+            cu_seqlens_padded: padded.as_deref().map(IntSlice::from),
             num_real_seqs: n_real,
             block_mask: spans.as_deref().map(|spans| BlockMask { key: "m", spans, gaps: &gaps }),
             bidirectional,
@@ -139,5 +139,88 @@ proptest! {
             .collect();
         let view = DpoView { tags: &tags, cu_seqlens: &cu, cu_seqlens_padded: padded.as_deref(), seq_idx: Some(&tags) };
         let _ = check_dpo(&view, &expected);
+    }
+
+    /// Offsets stored as int32 and read in place give the report that the same offsets widened
+    /// to int64 give, byte for byte, valid or not, for every rule `check_batch` runs.
+    #[test]
+    fn int32_offsets_judge_as_int64_ones(
+        t in 0usize..12,
+        cu in vec(small(), 0..6),
+        padded in prop::option::of(vec(small(), 0..6)),
+        cu_k in prop::option::of(vec(small(), 0..6)),
+        absorbed in any::<bool>(),
+        labels in prop::option::of(vec(small(), 0..12)),
+        ids in prop::option::of(vec(small(), 0..12)),
+        pos in prop::option::of(vec(small(), 0..12)),
+        n_real in prop::option::of(0usize..6),
+        pad in prop::option::of(0i64..3),
+        cp in prop::option::of(1usize..4),
+        causal in any::<bool>(),
+    ) {
+        let narrow = |v: &[i64]| -> Vec<i32> { v.iter().map(|&x| x as i32).collect() };
+        let (cu32, padded32, k32) =
+            (narrow(&cu), padded.as_deref().map(narrow), cu_k.as_deref().map(narrow));
+        let base = LayoutView {
+            num_tokens: t,
+            input_ids: ids.as_deref().map(IntSlice::from),
+            position_ids: pos.as_deref().map(IntSlice::from),
+            labels: labels.as_deref().map(IntSlice::from),
+            num_real_seqs: n_real,
+            pad_token_id: pad,
+            ..Default::default()
+        };
+        let wide = LayoutView {
+            cu_seqlens: IntSlice::from(&cu),
+            cu_seqlens_padded: padded.as_deref().map(IntSlice::from),
+            cu_seqlens_k: cu_k.as_deref().map(IntSlice::from),
+            cu_seqlens_q_stored: padded.as_deref().filter(|_| absorbed).map(IntSlice::from),
+            ..base
+        };
+        let stored = LayoutView {
+            cu_seqlens: IntSlice::from(cu32.as_slice()),
+            cu_seqlens_padded: padded32.as_deref().map(IntSlice::from),
+            cu_seqlens_k: k32.as_deref().map(IntSlice::from),
+            cu_seqlens_q_stored: padded32.as_deref().filter(|_| absorbed).map(IntSlice::from),
+            ..base
+        };
+        let opts = BatchOptions { cp_size: cp, causal, pad_to_multiple_of: Some(4), ..Default::default() };
+        prop_assert_eq!(
+            format!("{:?}", check_batch(&wide, &opts)),
+            format!("{:?}", check_batch(&stored, &opts))
+        );
+        prop_assert_eq!(check_layout(&wide), check_layout(&stored));
+    }
+
+    /// The padding ranges the rules walk instead of a flag per token are exactly the tokens
+    /// the real-token mask leaves out, in order.
+    #[test]
+    fn padding_ranges_are_the_real_token_masks_complement(
+        segs in vec((0i64..4, 0i64..3, any::<bool>()), 0..6),
+        tail in 0usize..3,
+        padded in any::<bool>(),
+    ) {
+        let mut cu = vec![0i64];
+        let mut slots = vec![0i64];
+        for &(len, extra, _) in &segs {
+            cu.push(cu[cu.len() - 1] + len);
+            slots.push(slots[slots.len() - 1] + len + if padded { extra } else { 0 });
+        }
+        let mock: Vec<bool> = segs.iter().map(|s| s.2).collect();
+        let view = LayoutView {
+            num_tokens: slots[slots.len() - 1] as usize + tail,
+            cu_seqlens: IntSlice::from(&cu),
+            cu_seqlens_padded: padded.then_some(IntSlice::from(&slots)),
+            ..Default::default()
+        };
+        let want: Vec<usize> = view
+            .real_token_mask(&mock)
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !**r)
+            .map(|(t, _)| t)
+            .collect();
+        let got: Vec<usize> = view.padding_ranges(&mock).flatten().collect();
+        prop_assert_eq!(got, want);
     }
 }

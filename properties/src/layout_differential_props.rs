@@ -339,8 +339,8 @@ fn view(p: &PackedBatchParts) -> LayoutView<'_> {
     LayoutView {
         num_tokens: p.input_ids.len(),
         input_ids: Some(IntSlice::from(&p.input_ids)),
-        cu_seqlens: &p.cu_seqlens,
-        cu_seqlens_padded: p.cu_seqlens_padded.as_deref(),
+        cu_seqlens: IntSlice::from(&p.cu_seqlens),
+        cu_seqlens_padded: p.cu_seqlens_padded.as_deref().map(IntSlice::from),
         position_ids: p.position_ids.as_deref().map(IntSlice::from),
         labels: Some(IntSlice::from(&p.labels)),
         label_convention: p.label_convention,

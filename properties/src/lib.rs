@@ -16,7 +16,7 @@
 //! use properties::checks::{IntSlice, LayoutView, check_layout};
 //! let batch = LayoutView {
 //!     num_tokens: 5,
-//!     cu_seqlens: &[0, 3, 5],
+//!     cu_seqlens: IntSlice::from(&[0, 3, 5]),
 //!     position_ids: Some(IntSlice::from(&[0, 1, 2, 3, 4])), // not reset at the second document
 //!     ..Default::default()
 //! };

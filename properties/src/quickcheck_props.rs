@@ -9,8 +9,8 @@ use thd::pack::{BinPackingOptions, Example, FirstFitDecreasing, pack_all};
 use thd::{CuSeqlens, SeqLens};
 
 use crate::checks::{
-    HardwareKind, LayoutView, QualityBound, ShardView, WorkSums, WorkView, check_cp_shard,
-    check_layout, check_quality, check_work,
+    HardwareKind, IntSlice, LayoutView, QualityBound, ShardView, WorkSums, WorkView,
+    check_cp_shard, check_layout, check_quality, check_work,
 };
 use crate::harness::optimal_bins;
 use crate::{Checked, Violation};
@@ -90,7 +90,11 @@ fn offsets_keep_the_layout(lens: Lens) -> TestResult {
         let cu = cu_of(&lens.0)?;
         let wide: Vec<i64> = cu.as_slice().iter().map(|&c| i64::from(c)).collect();
         let t = lens.0.iter().map(|&s| s as usize).sum();
-        check_layout(&LayoutView { num_tokens: t, cu_seqlens: &wide, ..Default::default() })?;
+        check_layout(&LayoutView {
+            num_tokens: t,
+            cu_seqlens: IntSlice::from(&wide),
+            ..Default::default()
+        })?;
         if cu.seq_lens().as_slice() != lens.0.as_slice() {
             return Err(Violation::new(crate::Invariant::Layout, "offsets give the lengths back")
                 .expected(format!("{:?}", lens.0))

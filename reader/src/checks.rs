@@ -135,7 +135,7 @@ pub fn lost_tokens_report(
     let keys = properties::checks::KeyNames { cu_seqlens: key.to_owned(), ..Default::default() };
     let view = properties::checks::LayoutView {
         num_tokens: tokens,
-        cu_seqlens: offsets,
+        cu_seqlens: properties::checks::IntSlice::from(offsets),
         keys: Some(&keys),
         ..Default::default()
     };

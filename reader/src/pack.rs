@@ -5,7 +5,9 @@
 //! (offsets that are offsets, shapes that agree); every verdict comes from the rules of
 //! `properties::checks`, applied to its [`BatchData::view`].
 
-use properties::checks::{BlockMaskSummary, KeyNames, LayoutView, SideTensor, check_offsets};
+use properties::checks::{
+    BlockMaskSummary, IntSlice, KeyNames, LayoutView, SideTensor, check_offsets,
+};
 use thd::LabelConvention;
 
 use crate::tensors::Column;
@@ -47,10 +49,11 @@ pub struct BatchData {
     pub rows_are_sequences: bool,
     /// The objective trains across documents by design (see [`LayoutView`]).
     pub cross_doc_labels_by_design: bool,
-    /// Real offsets: `B + 1` entries from 0, non-decreasing, within `T`.
-    pub cu: Vec<i64>,
+    /// Real offsets: `B + 1` entries from 0, non-decreasing, within `T` (in place in the file
+    /// where the file stores them as they are read).
+    pub cu: Column,
     /// Storage offsets (each slot `pᵢ ≥ sᵢ` is checked, not assumed).
-    pub cu_padded: Option<Vec<i64>>,
+    pub cu_padded: Option<Column>,
     /// Whether the real offsets were recovered from offsets that absorbed trailing padding
     /// (the stored offsets are then [`BatchData::cu_padded`]).
     pub absorbed: bool,
@@ -65,7 +68,7 @@ pub struct BatchData {
     /// Automodel BSHD rows: per row, the sum of its slots (checked against `S`).
     pub row_slots: Option<Vec<i64>>,
     /// Key offsets (`cu_seq_lens_k`, `cu_seqlens_kv`) when the file has them.
-    pub cu_k: Option<Vec<i64>>,
+    pub cu_k: Option<Column>,
     /// A 4-D attention mask, summarised per query: `(key, summary)`.
     pub block_mask: Option<(String, BlockMaskSummary)>,
     /// The model attends both ways (an encoder, MLM): the profile's `attention` / `objective`.
@@ -96,8 +99,8 @@ impl BatchData {
     }
 
     /// Storage offsets: padded if present, real otherwise.
-    pub fn storage(&self) -> &[i64] {
-        self.cu_padded.as_deref().unwrap_or(&self.cu)
+    pub fn storage(&self) -> IntSlice<'_> {
+        self.cu_padded.as_ref().unwrap_or(&self.cu).ints()
     }
 
     /// The side tensors as the view takes them ([`LayoutView::side_tensors`]).
@@ -115,10 +118,14 @@ impl BatchData {
             num_tokens: self.input_ids.len(),
             rows: self.rows,
             input_ids: Some(self.input_ids.ints()),
-            cu_seqlens: &self.cu,
-            cu_seqlens_padded: self.cu_padded.as_deref(),
-            cu_seqlens_k: self.cu_k.as_deref(),
-            cu_seqlens_q_stored: if self.absorbed { self.cu_padded.as_deref() } else { None },
+            cu_seqlens: self.cu.ints(),
+            cu_seqlens_padded: self.cu_padded.as_ref().map(Column::ints),
+            cu_seqlens_k: self.cu_k.as_ref().map(Column::ints),
+            cu_seqlens_q_stored: if self.absorbed {
+                self.cu_padded.as_ref().map(Column::ints)
+            } else {
+                None
+            },
             max_seqlen: self.max_seqlen,
             position_ids: self.position_ids.as_ref().map(Column::ints),
             labels: self.labels.as_ref().map(Column::ints),
@@ -161,7 +168,11 @@ impl BatchData {
 ///     "`cu_seqlens` is non-decreasing: expected cu_seqlens[2] >= 5, got cu_seqlens[2] = 3"
 /// );
 /// ```
-pub fn validate_offsets(key: &str, values: &[i64], tokens: usize) -> Result<()> {
+pub fn validate_offsets<'a>(
+    key: &str,
+    values: impl Into<IntSlice<'a>>,
+    tokens: usize,
+) -> Result<()> {
     check_offsets(key, values, tokens).map_err(|v| Error::Offsets {
         key: key.to_owned(),
         rule: format!(

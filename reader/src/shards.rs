@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use properties::checks::{KeyNames, ShardLayout, reassemble_shards};
+use properties::checks::{IntSlice, KeyNames, ShardLayout, reassemble_shards};
 
 use crate::formats::{Dialect, ReadOptions, parse};
 use crate::pack::{BatchData, validate_offsets};
@@ -219,7 +219,7 @@ pub fn reassemble(group: &str, shards: &[Shard]) -> Result<BatchData> {
                 s.pack.tokens()
             )));
         }
-        if s.pack.storage() != stored.as_slice() {
+        if s.pack.storage() != IntSlice::from(stored.as_slice()) {
             return Err(bad(format!("rank {} has other offsets than rank 0", s.rank)));
         }
     }
@@ -265,11 +265,11 @@ pub fn reassemble_sequence(group: &str, shards: &[Shard]) -> Result<BatchData> {
         }
     }
     let total = local * cp;
-    if *stored.last().unwrap_or(&0) as usize != total {
+    if stored.ints().last().unwrap_or(0) as usize != total {
         return Err(bad(format!(
             "offsets end at {}: the per-sequence zigzag keeps the global offsets, which end at \
              cp·{local} = {total}",
-            stored.last().unwrap_or(&0)
+            stored.ints().last().unwrap_or(0)
         )));
     }
     let mut pack = build(group, &ranks, ShardLayout::Zigzag, vec![0, total as i64], true)?;
@@ -302,7 +302,7 @@ pub fn contiguous_pieces(group: &str, shards: &[Shard]) -> Result<GroupBatch> {
         return Ok(GroupBatch::Whole(Box::new(contiguous_rows(group, &ranks)?)));
     }
     let stored = ranks[0].pack.storage().to_vec();
-    if let Some(s) = ranks.iter().find(|s| s.pack.storage() != stored.as_slice()) {
+    if let Some(s) = ranks.iter().find(|s| s.pack.storage() != IntSlice::from(stored.as_slice())) {
         return Err(bad(format!("rank {} has other offsets than rank 0", s.rank)));
     }
     let held: Vec<usize> = ranks.iter().map(|s| s.pack.tokens()).collect();
@@ -394,7 +394,7 @@ fn contiguous_rows(group: &str, ranks: &[&Shard]) -> Result<BatchData> {
         labels: labels.map(Column::from),
         convention: first.convention,
         position_ids: Some(position_ids.into()),
-        cu,
+        cu: cu.into(),
         real_mask: mask,
         position_base: first.position_base,
         pad_token_id: first.pad_token_id,
@@ -514,10 +514,10 @@ fn build(
     let carried = first.cu_padded.is_some()
         && first.cu.len() == global.len()
         && global_in_files
-        && first.cu.iter().zip(&global).all(|(r, p)| r <= p);
+        && first.cu.ints().iter().zip(&global).all(|(r, &p)| r <= p);
     let mut real = vec![0i64];
     if carried {
-        real = first.cu.clone();
+        real = first.cu.ints().to_vec();
     }
     for w in global.windows(2).filter(|_| !carried) {
         let slot = w[0] as usize..w[1] as usize;
@@ -551,8 +551,8 @@ fn build(
         labels: labels.map(Column::from),
         convention: ranks[0].pack.convention,
         position_ids: position_ids.map(Column::from),
-        cu: real,
-        cu_padded: Some(global),
+        cu: real.into(),
+        cu_padded: Some(global.into()),
         absorbed: false,
         max_seqlen: None,
         real_mask: mask,

@@ -146,7 +146,37 @@ impl Column {
     pub fn in_place(&self) -> bool {
         matches!(self.0, Repr::InFile { .. })
     }
+
+    /// Keeps the first `len` values (all of them if there are fewer), in place: what a reader
+    /// that cuts sentinel entries off stored offsets does.
+    ///
+    /// # Example
+    /// ```
+    /// use reader::tensors::Column;
+    /// let mut cu = Column::from(vec![0, 3, 5, -1, -1]);
+    /// cu.truncate(3);
+    /// assert_eq!(cu.ints().to_vec(), vec![0, 3, 5]);
+    /// ```
+    pub fn truncate(&mut self, len: usize) {
+        match &mut self.0 {
+            Repr::Owned(v) => v.truncate(len),
+            Repr::InFile { range, int32, .. } => {
+                let width = if *int32 { 4 } else { 8 };
+                let keep = len.min(range.len() / width);
+                range.end = range.start + keep * width;
+            }
+        }
+    }
 }
+
+impl PartialEq for Column {
+    /// The same values, whatever their width and wherever they are held.
+    fn eq(&self, other: &Self) -> bool {
+        self.ints() == other.ints()
+    }
+}
+
+impl Eq for Column {}
 
 /// A parsed `.safetensors` file: its bytes, the tensor index and the `__metadata__` strings.
 ///

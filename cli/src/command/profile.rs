@@ -148,8 +148,14 @@ pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
             }
             if let Some(pos) = &pack.position_ids {
                 let p = pos.ints();
-                for w in pack.cu.windows(2).filter(|w| w[1] > w[0]) {
-                    *bases.entry(p.at(w[0] as usize)).or_insert(0usize) += 1;
+                let cu = pack.cu.ints();
+                let starts = cu.iter().zip(cu.iter().skip(1)).filter(|(a, b)| b > a);
+                // A CP rank's file keeps the global offsets over its local tokens: only the
+                // starts it holds say anything (`get`: an offset past them is no index).
+                for (start, _) in starts {
+                    if let Some(base) = usize::try_from(start).ok().and_then(|s| p.get(s)) {
+                        *bases.entry(base).or_insert(0usize) += 1;
+                    }
                 }
             }
         }

@@ -27,11 +27,12 @@ use serde::Serialize;
 use thd::{IGNORE_INDEX, LabelConvention};
 
 use crate::Location;
+use crate::checks::WorkSums;
+use crate::checks::cp_shard::zigzag_ranges;
 use crate::checks::layout::{self, LayoutView, plural};
 use crate::checks::rules::{
     CP_SHARD, LABEL_TARGETS, MOCK_MARKED, Outcome, PAD_LABELS, PAD_MULTIPLE, Status,
 };
-use crate::checks::{WorkSums, zigzag_positions};
 
 /// What the user states that the batch cannot.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -121,16 +122,17 @@ fn all_padding(view: &LayoutView<'_>, i: usize) -> bool {
 pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
     let n = view.segments();
     let (mut real_tokens, mut mock_tokens) = (0u64, 0u64);
-    let (mut useful, mut hardware) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    // Accumulated segment by segment (exact integer sums): no vector of lengths is built.
+    let (mut useful, mut hardware) = (WorkSums::default(), WorkSums::default());
     for i in 0..n {
         let len = view.real(i).len() as u64;
         if mock[i] {
             mock_tokens += view.slot(i).len() as u64;
         } else {
             real_tokens += len;
-            useful.push(len);
+            useful.add(len);
         }
-        hardware.push(view.slot(i).len() as u64);
+        hardware.add(view.slot(i).len() as u64);
     }
     let t = view.num_tokens as u64;
     // Unshifted labels are read one position on, within each row of a `[B, S]` batch (Hugging
@@ -171,8 +173,8 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
             LabelConvention::Unshifted => "unshifted",
             LabelConvention::Shifted => "shifted",
         },
-        useful: WorkSums::of(useful),
-        hardware: WorkSums::of(hardware),
+        useful,
+        hardware,
         // Each row as one sequence (a `[B, S]` batch is B sequences of S to a dense kernel).
         whole_pack: if view.num_tokens == 0 {
             WorkSums::of([0])
@@ -191,7 +193,7 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
 /// let view = LayoutView {
 ///     num_tokens: 5,
 ///     input_ids: Some(IntSlice::from(&[5, 6, 7, 8, 9])),
-///     cu_seqlens: &[0, 3, 5],
+///     cu_seqlens: IntSlice::from(&[0, 3, 5]),
 ///     position_ids: Some(IntSlice::from(&[0, 1, 2, 3, 4])),
 ///     ..Default::default()
 /// };
@@ -253,10 +255,12 @@ pub fn check_batch(view: &LayoutView<'_>, opts: &BatchOptions) -> BatchReport {
 pub fn pad_labels(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
     let k = view.keys();
     let Some(labels) = view.labels else { return PAD_LABELS.skipped("") };
-    let real = view.real_token_mask(mock);
-    let mut bad =
-        labels.iter().zip(&real).enumerate().filter(|(_, (l, r))| !**r && *l != IGNORE_INDEX);
-    let Some((t, (l, _))) = bad.next() else {
+    // The padding tokens range by range: no flag per token is built.
+    let mut bad = view
+        .padding_ranges(mock)
+        .flatten()
+        .filter_map(|t| labels.get(t).filter(|&l| l != IGNORE_INDEX).map(|l| (t, l)));
+    let Some((t, l)) = bad.next() else {
         return PAD_LABELS.ok("padding and mock tokens carry -100");
     };
     let n = 1 + bad.count();
@@ -320,8 +324,10 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                 .with_notes(notes)
         }
         None => {
-            let mocks: Vec<usize> = (0..n).filter(|&i| mock[i]).collect();
-            let Some(&i) = mocks.first() else {
+            // The mock segments, in order, read again from `mock` each time they are needed
+            // rather than collected (a batch may hold 10⁸ segments).
+            let mocks = || (0..n).filter(|&i| mock[i]);
+            let Some(i) = mocks().next() else {
                 return if view.mask.is_none() && view.pad_token_id.is_none() {
                     MOCK_MARKED.skipped(
                         "no mask, no num_real_seqs and no pad id: a mock segment cannot be told \
@@ -332,13 +338,13 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                 };
             };
             let r = view.slot(i);
+            let n_mock = mocks().count();
             let width = view.row_width().unwrap_or(view.num_tokens.max(1));
             // Padding belongs at the end of the pack, or of its row in a `[B, S]` batch.
             let mut notes = Vec::new();
-            let at_an_end = |j: usize, m: usize| {
-                m == n - mocks.len() + j || view.slot(m).end.is_multiple_of(width)
-            };
-            if mocks.iter().enumerate().any(|(j, &m)| !at_an_end(j, m)) {
+            let at_an_end =
+                |j: usize, m: usize| m == n - n_mock + j || view.slot(m).end.is_multiple_of(width);
+            if mocks().enumerate().any(|(j, m)| !at_an_end(j, m)) {
                 notes.push(
                     "mock segments are not all at the end of the pack or of their row".into(),
                 );
@@ -347,7 +353,7 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                 // One padding segment per row, ending the row: a second one in a row is the
                 // padding cut into pieces (axolotl #2739: one FlashAttention sequence per pad).
                 let mut seen = std::collections::BTreeSet::new();
-                for &m in &mocks {
+                for m in mocks() {
                     let s = view.slot(m);
                     let row = s.start / width;
                     if !seen.insert(row)
@@ -364,9 +370,8 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                                 .got(format!(
                                     "{} of padding in row {row}, segment {m} at tokens {}..{}",
                                     plural(
-                                        mocks
-                                            .iter()
-                                            .filter(|&&x| view.slot(x).start / width == row)
+                                        mocks()
+                                            .filter(|&x| view.slot(x).start / width == row)
                                             .count(),
                                         "segment"
                                     ),
@@ -383,7 +388,7 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                     .ok(format!(
                         "{} of padding (tokens {}..{} first), by design: the stack gives the \
                          kernels its pack padding as a final segment; excluded from useful work",
-                        plural(mocks.len(), "segment"),
+                        plural(n_mock, "segment"),
                         r.start,
                         r.end
                     ))
@@ -394,7 +399,7 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                     MOCK_MARKED
                         .violation()
                         .at(Location::default().segment(i).token(r.start).key(&k.cu_seqlens))
-                        .expected(format!("num_real_seqs = {} marking the mock segment", n - mocks.len()))
+                        .expected(format!("num_real_seqs = {} marking the mock segment", n - n_mock))
                         .got(format!(
                             "segment {i} (tokens {}..{}) is all padding ({}, labels -100) and unmarked",
                             r.start,
@@ -408,7 +413,7 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                             "a logger that counts `{}` counts it as useful work (bionemo #1561); {} \
                              excluded here",
                             k.cu_seqlens,
-                            plural(mocks.len(), "mock segment")
+                            plural(n_mock, "mock segment")
                         )),
                 )
                 .with_notes(notes)
@@ -484,16 +489,18 @@ pub fn pad_multiple(view: &LayoutView<'_>, m: usize) -> Outcome {
 
 /// CP-SHARD, `cp-shard`: with `cp` ranks, every slot splits into `2·cp` equal zigzag chunks, the
 /// slots cover every stored token, and every token lands on exactly one rank. The zigzag is
-/// computed here the obvious way ([`zigzag_positions`]), never by the sharder under test.
+/// computed here the obvious way ([`zigzag_positions`](crate::checks::zigzag_positions)), never
+/// by the sharder under test.
 pub fn cp_shard(view: &LayoutView<'_>, cp: usize) -> Outcome {
     let k = view.keys();
     if cp == 0 {
         return CP_SHARD.violated(CP_SHARD.violation().expected("cp >= 1").got("cp = 0"));
     }
     let key = if view.cu_seqlens_padded.is_some() { &k.cu_seqlens_padded } else { &k.cu_seqlens };
-    let storage: Vec<u32> = (0..view.segments()).map(|i| view.slot(i).len() as u32).collect();
+    // The slot lengths, read from the offsets as they are needed (no vector per segment).
+    let storage = || (0..view.segments()).map(|i| view.slot(i).len() as u32 as usize);
     if cp > 1
-        && let Some(i) = storage.iter().position(|&p| !(p as usize).is_multiple_of(2 * cp))
+        && let Some((i, p)) = storage().enumerate().find(|&(_, p)| !p.is_multiple_of(2 * cp))
     {
         return CP_SHARD.violated(
             CP_SHARD
@@ -502,14 +509,13 @@ pub fn cp_shard(view: &LayoutView<'_>, cp: usize) -> Outcome {
                 .at(Location::default().cp(cp).segment(i).token(view.slot(i).start).key(key))
                 .expected(format!("a slot length divisible by 2*cp = {}", 2 * cp))
                 .got(format!(
-                    "segment {i}: slot of {} tokens is not divisible by 2*cp = {}",
-                    storage[i],
+                    "segment {i}: slot of {p} tokens is not divisible by 2*cp = {}",
                     2 * cp
                 ))
                 .note("pad each sequence to a multiple of 2·cp before the split; a sharder that truncates drops tokens"),
         );
     }
-    let covered: usize = storage.iter().map(|&p| p as usize).sum();
+    let covered: usize = storage().sum();
     if covered != view.num_tokens {
         return CP_SHARD.violated(
             CP_SHARD
@@ -523,19 +529,31 @@ pub fn cp_shard(view: &LayoutView<'_>, cp: usize) -> Outcome {
                 ),
         );
     }
-    let mut seen = vec![0u32; view.num_tokens];
+    // Two bits per token, not a counter: held at least once, held more than once. The count
+    // of the first token held other than once is taken again for the message.
+    let (mut once, mut more) = (Bits::new(view.num_tokens), Bits::new(view.num_tokens));
     for rank in 0..cp {
-        for g in zigzag_positions(&storage, cp, rank) {
-            seen[g] += 1;
-        }
+        zigzag_ranges(storage(), cp, rank, |r| {
+            for g in r {
+                if once.get(g) {
+                    more.set(g);
+                } else {
+                    once.set(g);
+                }
+            }
+        });
     }
-    if let Some(t) = seen.iter().position(|&s| s != 1) {
+    if let Some(t) = (0..view.num_tokens).find(|&t| !once.get(t) || more.get(t)) {
+        let mut ranks = 0usize;
+        for rank in 0..cp {
+            zigzag_ranges(storage(), cp, rank, |r| ranks += usize::from(r.contains(&t)));
+        }
         return CP_SHARD.violated(
             CP_SHARD
                 .violation()
                 .at(Location::default().cp(cp).token(t))
                 .expected("on exactly 1 rank")
-                .got(format!("token {t} is on {} ranks", seen[t])),
+                .got(format!("token {t} is on {ranks} ranks")),
         );
     }
     CP_SHARD.ok(format!(
@@ -590,7 +608,7 @@ pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
 /// use properties::checks::{IntSlice, LayoutView, check_layout};
 /// let leak = LayoutView {
 ///     num_tokens: 5,
-///     cu_seqlens: &[0, 3, 5],
+///     cu_seqlens: IntSlice::from(&[0, 3, 5]),
 ///     input_ids: Some(IntSlice::from(&[5, 6, 7, 8, 9])),
 ///     labels: Some(IntSlice::from(&[-100, 6, 7, 8, 9])),
 ///     ..Default::default()
@@ -600,4 +618,21 @@ pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
 /// ```
 pub fn check_layout(view: &LayoutView<'_>) -> crate::Checked {
     crate::checks::first_violation(&layout_rules(view))
+}
+
+/// One bit per token.
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: usize) -> Self {
+        Bits(vec![0; n.div_ceil(64)])
+    }
+
+    fn get(&self, i: usize) -> bool {
+        self.0[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    fn set(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
+    }
 }

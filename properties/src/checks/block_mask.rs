@@ -116,12 +116,12 @@ impl BlockMaskSummary {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{BlockMaskSummary, LayoutView, block_mask};
+/// use properties::checks::{BlockMaskSummary, IntSlice, LayoutView, block_mask};
 /// // Megatron without reset_attention_mask: one causal triangle over the pack of two documents.
 /// let causal = BlockMaskSummary::from_fn(1, 5, |_, q, k| k <= q);
 /// let view = LayoutView {
 ///     num_tokens: 5,
-///     cu_seqlens: &[0, 3, 5],
+///     cu_seqlens: IntSlice::from(&[0, 3, 5]),
 ///     block_mask: Some(causal.view("attention_mask")),
 ///     ..Default::default()
 /// };
@@ -270,12 +270,13 @@ fn reasons(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checks::IntSlice;
 
     fn view<'a>(cu: &'a [i64], padded: Option<&'a [i64]>, m: BlockMask<'a>) -> LayoutView<'a> {
         LayoutView {
             num_tokens: m.spans.len(),
-            cu_seqlens: cu,
-            cu_seqlens_padded: padded,
+            cu_seqlens: IntSlice::from(cu),
+            cu_seqlens_padded: padded.map(IntSlice::from),
             block_mask: Some(m),
             ..Default::default()
         }

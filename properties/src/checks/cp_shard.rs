@@ -198,20 +198,30 @@ pub fn contiguous_slot_positions(storage: &[u32], cp: usize, rank: usize) -> Vec
 /// `2·cp − 1 − r` of every segment's slot, segment by segment (the whole slot when `cp = 1`).
 pub fn zigzag_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
     let mut out = Vec::new();
+    zigzag_ranges(storage.iter().map(|&p| p as usize), cp, rank, |r| out.extend(r));
+    out
+}
+
+/// [`zigzag_positions`] as the ranges of global positions rank `rank` holds, in order, handed
+/// to `each` one by one: the slot lengths `storage` are read as they come, nothing is collected.
+pub(crate) fn zigzag_ranges(
+    storage: impl IntoIterator<Item = usize>,
+    cp: usize,
+    rank: usize,
+    mut each: impl FnMut(std::ops::Range<usize>),
+) {
     let mut start = 0usize;
-    for &p in storage {
-        let p = p as usize;
+    for p in storage {
         if cp == 1 {
-            out.extend(start..start + p);
+            each(start..start + p);
         } else {
             let h = p / (2 * cp);
             for c in [rank, 2 * cp - 1 - rank] {
-                out.extend(start + c * h..start + (c + 1) * h);
+                each(start + c * h..start + (c + 1) * h);
             }
         }
         start += p;
     }
-    out
 }
 
 /// The label global storage token `g` is trained on once the labels are rolled on the full

@@ -110,8 +110,8 @@ pub fn check_dpo(view: &DpoView<'_>, expected: &[DpoSegment]) -> Checked {
     if view.seq_idx.is_some() {
         let layout = crate::checks::LayoutView {
             num_tokens: view.tags.len(),
-            cu_seqlens: cu,
-            cu_seqlens_padded: view.cu_seqlens_padded,
+            cu_seqlens: crate::checks::IntSlice::from(cu),
+            cu_seqlens_padded: view.cu_seqlens_padded.map(crate::checks::IntSlice::from),
             seq_idx: view.seq_idx.map(crate::checks::IntSlice::from),
             ..Default::default()
         };

@@ -32,7 +32,7 @@ use crate::{Location, Violation};
 /// let view = LayoutView {
 ///     num_tokens: 6,
 ///     input_ids: Some(IntSlice::from(&[5, 6, 7, 2, 8, 9])),
-///     cu_seqlens: &[0, 2, 4, 6],
+///     cu_seqlens: IntSlice::from(&[0, 2, 4, 6]),
 ///     eos_token_id: Some(2),
 ///     documents_end_with_eos: true,
 ///     ..Default::default()
@@ -167,7 +167,7 @@ mod tests {
         LayoutView {
             num_tokens: ids.len(),
             input_ids: Some(IntSlice::from(ids)),
-            cu_seqlens: cu,
+            cu_seqlens: IntSlice::from(cu),
             eos_token_id: Some(EOS),
             documents_end_with_eos: true,
             ..Default::default()
@@ -248,7 +248,7 @@ mod tests {
         // A document, in-slot padding of EOS ids, and a mock segment of pad ids.
         let ids = [5, 2, 2, 2, 0, 0];
         let v = LayoutView {
-            cu_seqlens_padded: Some(&[0, 4, 6]),
+            cu_seqlens_padded: Some(IntSlice::from(&[0, 4, 6])),
             num_real_seqs: Some(1),
             ..view(&ids, &[0, 2, 4])
         };

@@ -1,9 +1,10 @@
-//! [`IntSlice`]: a per-token integer column as the rules read it, `i64` or `i32` as stored.
+//! [`IntSlice`]: a per-token integer column (or an offsets vector) as the rules read it, `i64`
+//! or `i32` as stored.
 //!
-//! A dumped batch holds its token ids, labels and positions as int32 or int64. The command
-//! memory-maps the file and hands the rules the stored slice itself, so an int32 column of 10⁸
-//! tokens stays 400 MB instead of being widened to 800 MB; every value a rule reads is widened
-//! on the fly.
+//! A dumped batch holds its token ids, labels, positions and offsets as int32 or int64. The
+//! command memory-maps the file and hands the rules the stored slice itself, so an int32 column
+//! of 10⁸ tokens stays 400 MB instead of being widened to 800 MB; every value a rule reads is
+//! widened on the fly.
 
 use std::ops::Range;
 
@@ -64,6 +65,25 @@ impl<'a> IntSlice<'a> {
         match self {
             IntSlice::I64(v) => v[i],
             IntSlice::I32(v) => i64::from(v[i]),
+        }
+    }
+
+    /// The first value, if any.
+    pub fn first(self) -> Option<i64> {
+        self.get(0)
+    }
+
+    /// The last value, if any.
+    pub fn last(self) -> Option<i64> {
+        self.len().checked_sub(1).map(|i| self.at(i))
+    }
+
+    /// The index of the first value for which `pred` is false, the values being partitioned
+    /// by it (every `true` before every `false`), as [`slice::partition_point`].
+    pub fn partition_point(self, mut pred: impl FnMut(i64) -> bool) -> usize {
+        match self {
+            IntSlice::I64(v) => v.partition_point(|&x| pred(x)),
+            IntSlice::I32(v) => v.partition_point(|&x| pred(i64::from(x))),
         }
     }
 

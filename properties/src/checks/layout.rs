@@ -75,12 +75,12 @@ fn default_keys() -> &'static KeyNames {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{BlockMask, LayoutView, block_mask};
+/// use properties::checks::{BlockMask, IntSlice, LayoutView, block_mask};
 /// // Two documents of 2 tokens; the mask lets token 2 (the second document's first) see token 1.
 /// let spans = [[0, 1], [0, 2], [1, 3], [2, 4]];
 /// let view = LayoutView {
 ///     num_tokens: 4,
-///     cu_seqlens: &[0, 2, 4],
+///     cu_seqlens: IntSlice::from(&[0, 2, 4]),
 ///     block_mask: Some(BlockMask { key: "attention_mask", spans: &spans, gaps: &[] }),
 ///     ..Default::default()
 /// };
@@ -100,8 +100,8 @@ pub struct BlockMask<'a> {
     pub gaps: &'a [usize],
 }
 
-/// A packed batch as plain data (the tensors a collator emits, int64 like PyTorch), flattened
-/// row-major to `T` tokens.
+/// A packed batch as plain data (the tensors a collator emits, int64 or int32 as stored),
+/// flattened row-major to `T` tokens.
 ///
 /// Only `num_tokens` and `cu_seqlens` are required; every other field is checked when present.
 /// Nothing here is a `thd` layout type: the rules validate the offsets themselves.
@@ -114,14 +114,14 @@ pub struct LayoutView<'a> {
     /// Token ids, `[T]`, when at hand.
     pub input_ids: Option<IntSlice<'a>>,
     /// Real offsets, `B + 1` entries.
-    pub cu_seqlens: &'a [i64],
+    pub cu_seqlens: IntSlice<'a>,
     /// Storage offsets when segments are padded; real tokens of segment `i` start at
     /// `cu_seqlens_padded[i]`.
-    pub cu_seqlens_padded: Option<&'a [i64]>,
+    pub cu_seqlens_padded: Option<IntSlice<'a>>,
     /// Key offsets (`cu_seq_lens_k`), as stored.
-    pub cu_seqlens_k: Option<&'a [i64]>,
+    pub cu_seqlens_k: Option<IntSlice<'a>>,
     /// The offsets the key offsets must equal (the stored query offsets); `cu_seqlens` if `None`.
-    pub cu_seqlens_q_stored: Option<&'a [i64]>,
+    pub cu_seqlens_q_stored: Option<IntSlice<'a>>,
     /// `max_seqlen` / `max_length_q` as declared.
     pub max_seqlen: Option<i64>,
     /// Position ids, `[T]`.
@@ -187,9 +187,14 @@ pub struct LayoutView<'a> {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{LayoutView, SideTensor, token_counts};
+/// use properties::checks::{IntSlice, LayoutView, SideTensor, token_counts};
 /// let side = [SideTensor { key: "old_logprobs", entries: 4 }];
-/// let view = LayoutView { num_tokens: 5, cu_seqlens: &[0, 5], side_tensors: &side, ..Default::default() };
+/// let view = LayoutView {
+///     num_tokens: 5,
+///     cu_seqlens: IntSlice::from(&[0, 5]),
+///     side_tensors: &side,
+///     ..Default::default()
+/// };
 /// let o = token_counts(&view);
 /// assert_eq!(
 ///     o.detail,
@@ -227,23 +232,27 @@ impl<'a> LayoutView<'a> {
     }
 
     /// Storage offsets: padded if present, real otherwise.
-    pub fn storage(&self) -> &'a [i64] {
+    #[inline]
+    pub fn storage(&self) -> IntSlice<'a> {
         self.cu_seqlens_padded.unwrap_or(self.cu_seqlens)
     }
 
     /// Tokens of segment `i`'s slot. Valid offsets assumed ([`check_offsets`]).
+    #[inline]
     pub fn slot(&self, i: usize) -> Range<usize> {
         let s = self.storage();
-        s[i] as usize..s[i + 1] as usize
+        s.at(i) as usize..s.at(i + 1) as usize
     }
 
     /// Real length `sᵢ`.
+    #[inline]
     pub fn real_len(&self, i: usize) -> usize {
-        (self.cu_seqlens[i + 1] - self.cu_seqlens[i]) as usize
+        (self.cu_seqlens.at(i + 1) - self.cu_seqlens.at(i)) as usize
     }
 
     /// Tokens of segment `i`'s real part: the first `sᵢ` tokens of its slot (clamped to the
     /// slot, so that a slot shorter than the real length never indexes past it).
+    #[inline]
     pub fn real(&self, i: usize) -> Range<usize> {
         let slot = self.slot(i);
         slot.start..slot.start + self.real_len(i).min(slot.len())
@@ -252,7 +261,7 @@ impl<'a> LayoutView<'a> {
     /// The segment whose slot holds token `t`.
     pub fn segment_of(&self, t: usize) -> Option<usize> {
         let s = self.storage();
-        let i = s.partition_point(|&c| c as usize <= t);
+        let i = s.partition_point(|c| c as usize <= t);
         (i >= 1 && i < s.len()).then(|| i - 1)
     }
 
@@ -268,6 +277,31 @@ impl<'a> LayoutView<'a> {
             }
         }
         real
+    }
+
+    /// The tokens [`LayoutView::real_token_mask`] leaves `false`, as ascending ranges, without
+    /// a vector of `T` flags: each mock segment's slot, the padding after each other segment's
+    /// real tokens, and the tail after the last slot. Valid offsets assumed ([`check_offsets`]):
+    /// the slots then tile `0..storage[B]` in order.
+    pub(crate) fn padding_ranges<'m>(
+        &self,
+        mock: &'m [bool],
+    ) -> impl Iterator<Item = Range<usize>> + use<'a, 'm> {
+        let view = *self;
+        let t = view.num_tokens;
+        let tail = view.storage().last().map_or(0, |e| (e.max(0) as usize).min(t))..t;
+        (0..view.segments())
+            .map(move |i| {
+                let slot = view.slot(i);
+                let start = if mock.get(i).copied().unwrap_or(false) {
+                    slot.start
+                } else {
+                    view.real(i).end
+                };
+                start.min(t)..slot.end.min(t)
+            })
+            .chain(std::iter::once(tail))
+            .filter(|r| !r.is_empty())
     }
 }
 
@@ -288,12 +322,15 @@ pub(crate) fn plural(n: usize, one: &str) -> String {
 /// assert!(check_offsets("cu_seqlens", &[0, 3, 5], 5).is_ok());
 /// let v = check_offsets("cu_seqlens", &[0, 5, 3], 5).unwrap_err();
 /// assert_eq!(v.summary(), "`cu_seqlens`: expected cu_seqlens[2] >= 5, got cu_seqlens[2] = 3");
+/// let stored: &[i32] = &[0, 3, 5]; // int32 as stored, read in place
+/// assert!(check_offsets("cu_seqlens", stored, 5).is_ok());
 /// ```
-pub fn check_offsets(name: &str, cu: &[i64], tokens: usize) -> Checked {
+pub fn check_offsets<'a>(name: &str, cu: impl Into<IntSlice<'a>>, tokens: usize) -> Checked {
+    let cu = cu.into();
     let v = |rule: String| {
         Violation::new(OFFSETS.invariant, rule).id(OFFSETS.id).at(Location::default().key(name))
     };
-    let Some(&first) = cu.first() else {
+    let Some(first) = cu.first() else {
         return Err(v(format!("{name} has at least one entry")).expected("[0, ...]").got("[]"));
     };
     if first != 0 {
@@ -301,19 +338,21 @@ pub fn check_offsets(name: &str, cu: &[i64], tokens: usize) -> Checked {
             .expected(0)
             .got(format!("{name}[0] = {first}")));
     }
-    for (i, w) in cu.windows(2).enumerate() {
-        if w[1] < w[0] {
+    let mut prev = first;
+    for (i, x) in cu.iter().enumerate().skip(1) {
+        if x < prev {
             return Err(v(format!("{name} is non-decreasing"))
-                .expected(format!("{name}[{}] >= {}", i + 1, w[0]))
-                .got(format!("{name}[{}] = {}", i + 1, w[1])));
+                .expected(format!("{name}[{i}] >= {prev}"))
+                .got(format!("{name}[{i}] = {x}")));
         }
+        prev = x;
     }
-    if let Some(i) = cu.iter().position(|&x| x > i64::from(i32::MAX)) {
+    if let Some(i) = cu.iter().position(|x| x > i64::from(i32::MAX)) {
         return Err(v(format!("{name} fits int32"))
             .expected(format!("<= {}", i32::MAX))
-            .got(format!("{name}[{i}] = {}", cu[i])));
+            .got(format!("{name}[{i}] = {}", cu.at(i))));
     }
-    let last = cu[cu.len() - 1];
+    let last = cu.at(cu.len() - 1);
     if last as u64 > tokens as u64 {
         return Err(v(format!("{name} ends at or before the token count"))
             .expected(format!("{name}[{}] <= T = {tokens}", cu.len() - 1))
@@ -415,22 +454,23 @@ pub fn padded_slots(view: &LayoutView<'_>) -> Outcome {
         return PADDED_SLOTS.skipped("");
     };
     let cu = view.cu_seqlens;
-    let bad: Vec<usize> =
-        (0..view.segments()).filter(|&i| p[i + 1] - p[i] < cu[i + 1] - cu[i]).collect();
-    let Some(&i) = bad.first() else {
+    let mut short =
+        (0..view.segments()).filter(|&i| p.at(i + 1) - p.at(i) < cu.at(i + 1) - cu.at(i));
+    let Some(i) = short.next() else {
         return PADDED_SLOTS
             .ok(format!("every slot of `{}` holds its real tokens", k.cu_seqlens_padded));
     };
+    let bad = 1 + short.count();
     PADDED_SLOTS.violated(
         Violation::new(PADDED_SLOTS.invariant, "padded length >= real length")
-            .at(Location::default().segment(i).token(p[i] as usize).key(&k.cu_seqlens_padded))
-            .expected(format!(">= {}", cu[i + 1] - cu[i]))
-            .got(p[i + 1] - p[i])
+            .at(Location::default().segment(i).token(p.at(i) as usize).key(&k.cu_seqlens_padded))
+            .expected(format!(">= {}", cu.at(i + 1) - cu.at(i)))
+            .got(p.at(i + 1) - p.at(i))
             .note(format!(
                 "the slot in `{}` is shorter than the real length in `{}` ({} affected)",
                 k.cu_seqlens_padded,
                 k.cu_seqlens,
-                plural(bad.len(), "segment")
+                plural(bad, "segment")
             )),
     )
 }
@@ -444,8 +484,8 @@ pub fn qk_offsets(view: &LayoutView<'_>) -> Outcome {
     if ck == q {
         return QK_OFFSETS.ok(format!("`{}` equals `{}`", k.cu_seqlens_k, k.cu_seqlens));
     }
-    let i = ck.iter().zip(q).position(|(a, b)| a != b).unwrap_or(ck.len().min(q.len()));
-    let show = |v: Option<&i64>| v.map_or("end".into(), i64::to_string);
+    let i = ck.iter().zip(q.iter()).position(|(a, b)| a != b).unwrap_or(ck.len().min(q.len()));
+    let show = |v: Option<i64>| v.map_or("end".into(), |v| v.to_string());
     QK_OFFSETS.violated(
         QK_OFFSETS
             .violation()
@@ -498,7 +538,7 @@ pub fn max_seqlen(view: &LayoutView<'_>) -> Outcome {
         return MAX_SEQLEN.skipped("no max_seqlen / max_length_q");
     };
     let computed = |i: usize| match view.cu_seqlens_q_stored {
-        Some(q) => (q[i + 1] - q[i]).max(0) as usize,
+        Some(q) => (q.at(i + 1) - q.at(i)).max(0) as usize,
         None => view.real_len(i),
     };
     let widest = (0..view.segments()).max_by_key(|&i| (computed(i), std::cmp::Reverse(i)));
@@ -513,7 +553,8 @@ pub fn max_seqlen(view: &LayoutView<'_>) -> Outcome {
         let mut o = MAX_SEQLEN
             .ok(format!("`{}` = {declared} ≥ longest {what} {w} (segment {i})", k.max_seqlen));
         if let Some(p) = view.cu_seqlens_padded {
-            let slot = (0..view.segments()).map(|j| (p[j + 1] - p[j]).max(0)).max().unwrap_or(0);
+            let slot =
+                (0..view.segments()).map(|j| (p.at(j + 1) - p.at(j)).max(0)).max().unwrap_or(0);
             if declared < slot {
                 o.notes.push(format!(
                     "`{}` = {declared} is below the widest padded slot ({slot}): valid, TE's \
@@ -563,7 +604,7 @@ pub fn mock_nonempty(view: &LayoutView<'_>) -> Outcome {
         Some(p) => (&k.cu_seqlens_padded, p),
         None => (&k.cu_seqlens, view.cu_seqlens),
     };
-    let empty = |i: usize| storage[i + 1] == storage[i];
+    let empty = |i: usize| storage.at(i + 1) == storage.at(i);
     let violated = |i: usize, note: &str| {
         MOCK_NONEMPTY.violated(
             MOCK_NONEMPTY
@@ -573,7 +614,7 @@ pub fn mock_nonempty(view: &LayoutView<'_>) -> Outcome {
                 .got(format!(
                     "a zero-length segment: {name}[{i}] = {name}[{}] = {}",
                     i + 1,
-                    storage[i]
+                    storage.at(i)
                 ))
                 .note(note),
         )
@@ -585,7 +626,7 @@ pub fn mock_nonempty(view: &LayoutView<'_>) -> Outcome {
             && view.padding_segment_by_design
             && b > 1
             && empty(b - 1)
-            && storage[b] > 0
+            && storage.at(b) > 0
         {
             return violated(
                 b - 1,
@@ -614,12 +655,11 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
     let Some(pos) = view.position_ids else { return POSITION_IDS.skipped("no position_ids") };
     let b = view.segments();
     let base = view.position_base.unwrap_or_else(|| {
-        let firsts: Vec<i64> = (0..b)
-            .filter(|&i| !view.real(i).is_empty())
-            .map(|i| pos.at(view.real(i).start))
-            .collect();
-        match firsts.first() {
-            Some(&f) if f > 0 && firsts.iter().all(|&x| x == f) => f,
+        // Streamed, not collected: a batch of 10⁸ one-token segments holds no per-segment vector.
+        let mut firsts =
+            (0..b).filter(|&i| !view.real(i).is_empty()).map(|i| pos.at(view.real(i).start));
+        match firsts.next() {
+            Some(f) if f > 0 && firsts.all(|x| x == f) => f,
             _ => 0,
         }
     });
@@ -946,7 +986,7 @@ pub fn check_packs_present(packs: usize, want: &[&str]) -> Checked {
 /// let absorbed = LayoutView {
 ///     num_tokens: 6,
 ///     input_ids: Some(IntSlice::from(&[1, 2, 3, 4, 0, 0])),
-///     cu_seqlens: &[0, 2, 6], // the static padding absorbed into the last segment
+///     cu_seqlens: IntSlice::from(&[0, 2, 6]), // the static padding absorbed into the last segment
 ///     ..Default::default()
 /// };
 /// let v = check_documents(&[&[1, 2], &[3, 4]], &absorbed).unwrap_err();
@@ -965,7 +1005,11 @@ pub fn check_documents(examples: &[&[i64]], view: &LayoutView<'_>) -> Checked {
         return Err(v()
             .rule_text("one real segment per example")
             .expected(format!("{} real segments", examples.len()))
-            .got(format!("{} real segments (cu_seqlens {:?})", real.len(), view.cu_seqlens)));
+            .got(format!(
+                "{} real segments (cu_seqlens {:?})",
+                real.len(),
+                view.cu_seqlens.to_vec()
+            )));
     }
     for (ex, &i) in examples.iter().zip(&real) {
         let r = view.real(i);
@@ -998,8 +1042,8 @@ pub fn check_documents(examples: &[&[i64]], view: &LayoutView<'_>) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{LayoutView, check_static_shape};
-/// let view = LayoutView { num_tokens: 6, cu_seqlens: &[0, 6], ..Default::default() };
+/// use properties::checks::{IntSlice, LayoutView, check_static_shape};
+/// let view = LayoutView { num_tokens: 6, cu_seqlens: IntSlice::from(&[0, 6]), ..Default::default() };
 /// assert!(check_static_shape(&view, 6).is_ok());
 /// assert_eq!(check_static_shape(&view, 8).unwrap_err().id, "static-shape");
 /// ```
@@ -1023,16 +1067,16 @@ mod tests {
     fn layout_accepts_a_padded_batch_and_names_each_broken_rule() {
         let ok = LayoutView {
             num_tokens: 8,
-            cu_seqlens: &[0, 3, 5],
-            cu_seqlens_padded: Some(&[0, 4, 8]),
+            cu_seqlens: IntSlice::from(&[0, 3, 5]),
+            cu_seqlens_padded: Some(IntSlice::from(&[0, 4, 8])),
             position_ids: Some(IntSlice::from(&[0, 1, 2, 3, 0, 1, 2, 3])),
             labels: Some(IntSlice::from(&[-100, 2, 3, -100, -100, 6, -100, -100])),
             ..Default::default()
         };
         assert_eq!(check_layout(&ok), Ok(()));
-        let bad = LayoutView { cu_seqlens: &[0, 3, 2], ..ok };
+        let bad = LayoutView { cu_seqlens: IntSlice::from(&[0, 3, 2]), ..ok };
         assert_eq!(check_layout(&bad).unwrap_err().rule, "cu_seqlens is non-decreasing");
-        let bad = LayoutView { cu_seqlens_padded: Some(&[0, 2, 8]), ..ok };
+        let bad = LayoutView { cu_seqlens_padded: Some(IntSlice::from(&[0, 2, 8])), ..ok };
         assert_eq!(check_layout(&bad).unwrap_err().rule, "padded length >= real length");
         let bad =
             LayoutView { position_ids: Some(IntSlice::from(&[0, 1, 2, 3, 4, 5, 6, 7])), ..ok };
@@ -1040,8 +1084,8 @@ mod tests {
         assert_eq!((v.at.segment, v.at.token, v.got.as_str()), (Some(1), Some(4), "4"));
         let bad = LayoutView {
             num_real_seqs: Some(1),
-            cu_seqlens: &[0, 3, 3],
-            cu_seqlens_padded: Some(&[0, 8, 8]),
+            cu_seqlens: IntSlice::from(&[0, 3, 3]),
+            cu_seqlens_padded: Some(IntSlice::from(&[0, 8, 8])),
             position_ids: None,
             labels: None,
             ..ok
@@ -1058,7 +1102,7 @@ mod tests {
         let ids = [5, 6, 7, 8, 9];
         let stream = LayoutView {
             num_tokens: 5,
-            cu_seqlens: &[0, 3, 5],
+            cu_seqlens: IntSlice::from(&[0, 3, 5]),
             input_ids: Some(IntSlice::from(&ids)),
             labels: Some(IntSlice::from(&ids)),
             ..Default::default()
@@ -1074,7 +1118,7 @@ mod tests {
     fn a_shared_position_base_is_noted_and_a_stated_one_is_exact() {
         let roberta = LayoutView {
             num_tokens: 5,
-            cu_seqlens: &[0, 3, 5],
+            cu_seqlens: IntSlice::from(&[0, 3, 5]),
             position_ids: Some(IntSlice::from(&[2, 3, 4, 2, 3])),
             ..Default::default()
         };

@@ -26,12 +26,26 @@ impl WorkSums {
     pub fn of(lens: impl IntoIterator<Item = u64>) -> Self {
         let mut w = Self::default();
         for s in lens {
-            let s128 = u128::from(s);
-            w.tokens += s;
-            w.sum_squares += s128 * s128;
-            w.triangle += s128 * (s128 + 1) / 2;
+            w.add(s);
         }
         w
+    }
+
+    /// Adds one sequence of length `s` to the sums (what [`WorkSums::of`] does for each).
+    ///
+    /// # Example
+    /// ```
+    /// use properties::checks::WorkSums;
+    /// let mut w = WorkSums::default();
+    /// w.add(3);
+    /// w.add(5);
+    /// assert_eq!(w, WorkSums::of([3, 5]));
+    /// ```
+    pub fn add(&mut self, s: u64) {
+        let s128 = u128::from(s);
+        self.tokens += s;
+        self.sum_squares += s128 * s128;
+        self.triangle += s128 * (s128 + 1) / 2;
     }
 }
 

@@ -160,7 +160,7 @@ impl EosPack {
             num_tokens: self.input_ids.len(),
             rows: self.rows,
             input_ids: Some(IntSlice::from(self.input_ids.as_slice())),
-            cu_seqlens: &self.cu_seqlens,
+            cu_seqlens: IntSlice::from(&self.cu_seqlens),
             eos_token_id: Some(eos),
             documents_end_with_eos: true,
             ..Default::default()

@@ -7,7 +7,7 @@ use thd::collate::{
 use thd::{LabelConvention, PackedBatch};
 
 use super::{ThdSubject, failed, wide};
-use crate::checks::{LayoutView, check_documents, check_layout};
+use crate::checks::{IntSlice, LayoutView, check_documents, check_layout};
 use crate::strategies::{CollateCase, Padding};
 use crate::{Checked, Invariant};
 
@@ -49,8 +49,8 @@ impl Collated {
         LayoutView {
             num_tokens: self.input_ids.len(),
             input_ids: Some((&self.input_ids).into()),
-            cu_seqlens: &self.cu_seqlens,
-            cu_seqlens_padded: self.cu_seqlens_padded.as_deref(),
+            cu_seqlens: IntSlice::from(&self.cu_seqlens),
+            cu_seqlens_padded: self.cu_seqlens_padded.as_deref().map(IntSlice::from),
             position_ids: Some((&self.position_ids).into()),
             labels: Some((&self.labels).into()),
             label_convention: self.label_convention,

@@ -94,7 +94,7 @@ impl Format for BlockMask {
             summary = Some(s);
             Ok(Boundaries {
                 storage: storage.filter(|st| *st != cu),
-                cu,
+                cu: cu.into(),
                 names: Some((
                     format!(
                         "{KEY} (4-D; documents from {})",

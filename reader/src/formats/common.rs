@@ -227,7 +227,8 @@ pub(super) fn labels_from_loss_mask(
 }
 
 /// Offsets: shape `[N]` or `[1, N]`, validated against `tokens`; trailing sentinel entries
-/// (Automodel keeps them on the CP path) are stripped with a note.
+/// (Automodel keeps them on the CP path) are stripped with a note. Read in place where the file
+/// stores int32 / int64 ([`BatchFile::column`]): a batch of 10⁸ segments is not widened.
 pub(super) fn offsets(
     file: &BatchFile,
     key: &str,
@@ -235,8 +236,8 @@ pub(super) fn offsets(
     sentinel: Option<i64>,
     first_negative: bool,
     notes: &mut Vec<String>,
-) -> Result<Vec<i64>> {
-    let Ints { shape, mut values } = file.ints(key)?;
+) -> Result<Column> {
+    let (shape, mut values) = file.column(key)?;
     match shape.as_slice() {
         [_] | [1, _] => {}
         _ => {
@@ -266,7 +267,7 @@ pub(super) fn offsets(
             ));
             values.truncate(a);
         }
-    } else if first_negative && let Some(first) = values.iter().position(|&v| v < 0) {
+    } else if first_negative && let Some(first) = values.ints().iter().position(|v| v < 0) {
         // Without the argmin, the profile's `offsets_end = "first-negative"` cuts at the first
         // negative entry (Megatron-Bridge's `gpt_step._trim_padded_cu_seqlens_for_cp`).
         notes.push(format!(
@@ -277,7 +278,7 @@ pub(super) fn offsets(
         values.truncate(first);
     }
     if let Some(s) = sentinel {
-        let keep = values.iter().rposition(|&v| v != s).map_or(0, |i| i + 1);
+        let keep = values.ints().iter().rposition(|v| v != s).map_or(0, |i| i + 1);
         if keep < values.len() {
             notes.push(format!(
                 "`{key}`: {} trailing sentinel entries ({s}) ignored",
@@ -286,7 +287,7 @@ pub(super) fn offsets(
             values.truncate(keep);
         }
     }
-    validate_offsets(key, &values, tokens)?;
+    validate_offsets(key, values.ints(), tokens)?;
     Ok(values)
 }
 
@@ -324,7 +325,12 @@ pub(super) fn first_present<'a>(file: &BatchFile, keys: &[&'a str]) -> Option<&'
     keys.iter().copied().find(|k| file.contains(k))
 }
 
-pub(super) fn padded_count(key: &str, padded: &[i64], real_key: &str, real: &[i64]) -> Result<()> {
+pub(super) fn padded_count(
+    key: &str,
+    padded: &Column,
+    real_key: &str,
+    real: &Column,
+) -> Result<()> {
     if padded.len() == real.len() {
         Ok(())
     } else {

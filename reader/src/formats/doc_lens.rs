@@ -34,7 +34,7 @@ impl Format for DocLens {
                 plural(cu.len() - 1, "document")
             );
             Ok(Boundaries {
-                cu,
+                cu: cu.into(),
                 names: Some(("doc_lens (cumulative)".into(), "cu_seq_lens_q_padded".into())),
                 max_doc_lens: true,
                 notes: vec![note],

@@ -91,8 +91,8 @@ fn dpo_concatenated(
             Some(DpoConcat {
                 key: key.to_owned(),
                 concatenated: v,
-                chosen: chosen.cu.clone(),
-                rejected: rejected.cu.clone(),
+                chosen: chosen.cu.ints().to_vec(),
+                rejected: rejected.cu.ints().to_vec(),
                 chosen_tokens: tc,
                 tensors,
             })
@@ -109,14 +109,14 @@ fn dpo_concatenated(
     if ids.len() != expected_ids.len() || chosen.segments() == 0 {
         return Ok((None, offsets));
     }
-    let last_c = *chosen.cu.last().unwrap_or(&0);
-    let mut cu = chosen.cu.clone();
-    cu.extend(rejected.cu[1..].iter().map(|&x| x + last_c));
+    let last_c = chosen.cu.ints().last().unwrap_or(0);
+    let mut cu = chosen.cu.ints().to_vec();
+    cu.extend(rejected.cu.ints().iter().skip(1).map(|x| x + last_c));
     let mut slots: Vec<i64> = chosen.storage().to_vec();
     if let Some(l) = slots.last_mut() {
         *l = tc as i64;
     }
-    slots.extend(rejected.storage()[1..].iter().map(|&x| x + tc as i64));
+    slots.extend(rejected.storage().iter().skip(1).map(|x| x + tc as i64));
     let read = |key: &str| -> Result<Option<Column>> { opt_tokens(file, key, ids_key, ids.len()) };
     let pack = BatchData {
         part: Some("concatenated".into()),
@@ -142,8 +142,8 @@ fn dpo_concatenated(
         boundaries_from_positions: false,
         rows_are_sequences: false,
         cross_doc_labels_by_design: false,
-        cu_padded: (slots != cu).then_some(slots),
-        cu,
+        cu_padded: (slots != cu).then(|| Column::from(slots)),
+        cu: cu.into(),
         cu_k: None,
         max_seqlen: scalar(file, "concatenated_max_length_q")?,
         real_mask: None,

@@ -46,7 +46,7 @@ impl Format for Eos {
             );
             Ok(Boundaries {
                 storage: (storage != cu).then_some(storage),
-                cu,
+                cu: cu.into(),
                 names: Some((
                     format!("input_ids (documents ending at EOS {eos})"),
                     "input_ids (each document and its row's trailing padding)".into(),

@@ -19,8 +19,8 @@ use crate::{Error, Result};
 /// told (storage slots, a mask, the names its messages use).
 #[derive(Debug, Default)]
 pub(super) struct Boundaries {
-    /// Real offsets, `B + 1` entries.
-    pub cu: Vec<i64>,
+    /// Real offsets, `B + 1` entries (in place in the file where it stores them).
+    pub cu: Column,
     /// Storage offsets when the source tells them (rows, sample slots); otherwise the file's
     /// `cu_seq_lens_q_padded` if present.
     pub storage: Option<Vec<i64>>,
@@ -189,7 +189,7 @@ pub(super) fn pack(
     };
     let padded_key = k("cu_seq_lens_q_padded");
     let cu_padded = if storage.is_some() {
-        storage
+        storage.map(Column::from)
     } else if file.contains(&padded_key) {
         let p = offsets(file, &padded_key, shard_bound(tokens, scale), None, false, &mut notes)?;
         padded_count(&padded_key, &p, &cu_key, &cu)?;

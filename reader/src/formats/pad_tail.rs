@@ -45,7 +45,7 @@ impl Format for PadTail {
                 ),
             };
             Ok(Boundaries {
-                cu: real,
+                cu: real.into(),
                 storage: Some(storage),
                 names: Some(("input_ids (each row before its pad tail)".into(), "the rows".into())),
                 rows_are_sequences: true,

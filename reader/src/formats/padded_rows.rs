@@ -36,7 +36,7 @@ impl Format for PaddedRows {
                 tokens / rows.max(1),
             );
             Ok(Boundaries {
-                cu: real,
+                cu: real.into(),
                 storage: Some(storage),
                 names: Some((
                     format!("{mask_key} (real tokens of each row)"),

@@ -85,7 +85,7 @@ impl Format for PositionRestarts {
                 plural(cu.len() - 1, "document")
             );
             let mut b = Boundaries {
-                cu,
+                cu: cu.into(),
                 from_positions: true,
                 notes: vec![note].into_iter().chain(count_note).collect(),
                 ..Boundaries::default()

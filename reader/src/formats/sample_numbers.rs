@@ -54,7 +54,7 @@ impl Format for SampleNumbers {
                 }
             );
             Ok(Boundaries {
-                cu: real,
+                cu: real.into(),
                 storage: Some(storage),
                 real_mask: Some(numbers.iter().map(|&x| x != pad).collect()),
                 names: Some((

@@ -13,7 +13,7 @@ use super::common::{
 use super::{Dialect, Format, Input, Read, ReadOptions};
 use crate::pack::{BatchData, validate_offsets};
 use crate::profile::{MaskFact, OffsetsEnd, PaddingSegments, TrailingRepeats};
-use crate::tensors::{BatchFile, Ints};
+use crate::tensors::{BatchFile, Column, Ints};
 use crate::words::plural;
 use crate::{Error, Result};
 
@@ -151,7 +151,8 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
             let (cu, padded, slots) = from_seq_lens(file, rows, tokens, sentinel)?;
             row_slots = Some(slots);
             let has_padded = file.contains("seq_lens_padded");
-            ("seq_lens".to_owned(), cu, padded, has_padded.then(|| "seq_lens_padded".to_owned()))
+            let padded_name = has_padded.then(|| "seq_lens_padded".to_owned());
+            ("seq_lens".to_owned(), cu.into(), padded.map(Column::from), padded_name)
         }
         None => return Err(missing(file, "cu_seqlens", d)),
     };
@@ -169,16 +170,18 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         // The profile's ragged rows are padded with zero-length repeats of the last offset
         // (Megatron-Bridge #5400).
         let mut repeats = 0;
-        while cu.len() > 2
-            && cu[cu.len() - 1] == cu[cu.len() - 2]
-            && cu_padded.as_ref().is_none_or(|p| p[p.len() - 1] == p[p.len() - 2])
-        {
-            cu.pop();
+        // The last two entries are equal (the offsets hold at least two).
+        let repeated = |c: &Column| {
+            let (v, n) = (c.ints(), c.len());
+            v.at(n - 1) == v.at(n - 2)
+        };
+        while cu.len() > 2 && repeated(&cu) && cu_padded.as_ref().is_none_or(repeated) {
+            cu.truncate(cu.len() - 1);
             if let Some(p) = cu_padded.as_mut() {
-                p.pop();
+                p.truncate(p.len() - 1);
             }
             if let Some(k) = cu_k.as_mut().filter(|k| k.len() > cu.len()) {
-                k.pop();
+                k.truncate(k.len() - 1);
             }
             repeats += 1;
         }
@@ -301,7 +304,8 @@ fn unabsorb(pack: &mut BatchData) {
     if n == 0 {
         return;
     }
-    let last = pack.cu[n - 1] as usize..pack.cu[n] as usize;
+    let cu = pack.cu.ints();
+    let last = cu.at(n - 1) as usize..cu.at(n) as usize;
     if last.end != pack.tokens() || last.is_empty() {
         return;
     }
@@ -309,10 +313,13 @@ fn unabsorb(pack: &mut BatchData) {
     let tail_is_pad = mask[real_end..last.end].iter().all(|&r| !r);
     let head_is_real = mask[last.start..real_end].iter().all(|&r| r);
     if real_end < last.end && tail_is_pad && head_is_real {
-        let mut padded = pack.cu.clone();
+        // The offsets change: owned from here on (only this Automodel layout pays for it).
+        let mut real = cu.to_vec();
+        let mut padded = real.clone();
         padded[n] = last.end as i64;
-        pack.cu[n] = real_end as i64;
-        pack.cu_padded = Some(padded);
+        real[n] = real_end as i64;
+        pack.cu = real.into();
+        pack.cu_padded = Some(padded.into());
         pack.absorbed = true;
         pack.notes.push(format!(
             "the last segment absorbed {} trailing pad tokens (Automodel #2316): real length {}, \
