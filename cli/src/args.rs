@@ -209,7 +209,7 @@ pub struct FuzzArgs {
     /// Packer: which generators draw the cases: `mixed` (the uniform shapes and the
     /// edge-biased swarm), `uniform` or `edge`.
     #[arg(long, value_enum, default_value = "mixed")]
-    pub generation: crate::fuzz::Generation,
+    pub generation: Generation,
     /// Logger: the FLOPs formula the logger implements (the request says which; the model's
     /// causal convention follows it: Megatron halves, bionemo's perf_logger does not).
     #[arg(long, value_enum, default_value = "megatron-lm")]
@@ -496,6 +496,20 @@ pub enum StaticLength {
     Never,
     /// Every request.
     Always,
+}
+
+/// Which generators draw the packer cases (`--generation`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Generation {
+    /// The uniform shapes and the edge-biased swarm, mixed (two cases in three uniform).
+    #[default]
+    Mixed,
+    /// The uniform shapes alone: lengths as fractions of the capacity, arbitrary, tiny or equal.
+    Uniform,
+    /// The edge-biased swarm alone: lengths at the capacity ± 1 and of one token, sums at
+    /// k·capacity ± 1, counts at k·R ± 1 for the DP size R, each feature on in a random subset
+    /// of the cases.
+    Edge,
 }
 
 /// How a CP split lays the tokens over the ranks (`--cp-layout`; a profile's `cp_layout`).

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 
-use crate::strategies::{arb_shard_case, arb_tokens_cp_case};
+use crate::strategies::{Sizes, arb_shard_case, arb_tokens_cp_case};
 use crate::subjects::{ThdSubject, run_cp_shard, run_tokens_cp};
 
 proptest! {
@@ -10,14 +10,14 @@ proptest! {
     /// labels rolled before the split and global positions; reassembly is the identity; an
     /// unpadded batch with a length not divisible by 2·cp is rejected.
     #[test]
-    fn cp_shards_cover_every_token_once(case in arb_shard_case(6, 24)) {
+    fn cp_shards_cover_every_token_once(case in arb_shard_case(Sizes::SMALL)) {
         run_cp_shard(&ThdSubject, &case)?;
     }
 
     /// n_tokens, n_valid_tokens, prompt_tokens and n_seqs are the global counts for every cp in
     /// {1, 2, 4, 8}; the loss and perplexity do not move.
     #[test]
-    fn logger_stats_are_the_same_for_every_cp(case in arb_tokens_cp_case(6, 24)) {
+    fn logger_stats_are_the_same_for_every_cp(case in arb_tokens_cp_case(Sizes::SMALL)) {
         run_tokens_cp(&ThdSubject, &case)?;
     }
 }

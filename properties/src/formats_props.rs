@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use crate::checks::{BlockMaskSummary, LayoutView, block_mask, mock_segments};
-use crate::strategies::{arb_collate_case, arb_eos_case, arb_mask_case};
+use crate::strategies::{Sizes, arb_collate_case, arb_eos_case, arb_mask_case};
 use crate::subjects::{
     Collator, MaskBuilder, ThdSubject, run_block_mask, run_eos_pack, run_side_tensors,
 };
@@ -17,20 +17,20 @@ proptest! {
     /// A block-diagonal 4-D mask over any collated pack (any padding, causal or bidirectional)
     /// lets every real token see exactly its own document.
     #[test]
-    fn block_masks_keep_each_token_to_its_document(case in arb_mask_case(6, 24)) {
+    fn block_masks_keep_each_token_to_its_document(case in arb_mask_case(Sizes::SMALL)) {
         run_block_mask(&ThdSubject, &case)?;
     }
 
     /// Documents truncated before their EOS is appended, packed and cut into rows, each end
     /// with the EOS and hold none inside (a document cut at a row's end is noted, not flagged).
     #[test]
-    fn eos_packs_end_every_document_with_its_eos(case in arb_eos_case(6, 24)) {
+    fn eos_packs_end_every_document_with_its_eos(case in arb_eos_case(Sizes::SMALL)) {
         run_eos_pack(&ThdSubject, &case)?;
     }
 
     /// Side tensors padded back to `T` pass `token-counts` beside any collated pack.
     #[test]
-    fn side_tensors_have_one_entry_per_token(case in arb_collate_case(6, 24)) {
+    fn side_tensors_have_one_entry_per_token(case in arb_collate_case(Sizes::SMALL)) {
         run_side_tensors(&ThdSubject, &case)?;
     }
 
@@ -39,7 +39,7 @@ proptest! {
     /// itself), the set computed key by key from the dense mask, not from the summary.
     #[test]
     fn block_mask_flags_exactly_the_masks_that_cross_documents(
-        case in arb_mask_case(4, 8),
+        case in arb_mask_case(Sizes::TINY),
         flips in vec((any::<Index>(), any::<Index>()), 0..3),
     ) {
         let c = &case.collate;

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 
-use crate::strategies::arb_collate_case;
+use crate::strategies::{Sizes, arb_collate_case};
 use crate::subjects::{ThdSubject, run_layout};
 
 proptest! {
@@ -10,7 +10,7 @@ proptest! {
     /// non-decreasing, within the tokens; positions restarting per segment; no label across a
     /// boundary; non-empty mock segments; and one real segment per example, holding its tokens.
     #[test]
-    fn collated_batches_keep_the_layout(case in arb_collate_case(6, 24)) {
+    fn collated_batches_keep_the_layout(case in arb_collate_case(Sizes::SMALL)) {
         run_layout(&ThdSubject, &case)?;
     }
 }

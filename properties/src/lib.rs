@@ -31,6 +31,8 @@
 
 pub mod checks;
 pub mod harness;
+#[cfg(any(test, feature = "zoo"))]
+pub mod minimal;
 pub mod selfcheck;
 pub mod strategies;
 pub mod subjects;

@@ -26,7 +26,8 @@ fn render() -> String {
         let variants: Vec<_> = CATALOGUE.iter().filter(|e| e.caught_by == inv).collect();
         let mut strategies: Vec<String> = Vec::new();
         for e in &variants {
-            let s = format!("`{}`", e.strategy);
+            // `stringify!` spaces a path's separators (`Sizes :: SMALL`): print it as written.
+            let s = format!("`{}`", e.strategy.replace(" :: ", "::"));
             if !strategies.contains(&s) {
                 strategies.push(s);
             }

@@ -25,9 +25,9 @@ use thd::{AttnOptions, AttnShape, Float, LabelConvention, SeqLens};
 
 use crate::harness::PackerClaims;
 use crate::strategies::{
-    arb_attn_case, arb_collate_case, arb_cp_loss_case, arb_dpo_case, arb_eos_case, arb_flops_case,
-    arb_mask_case, arb_mfu_case, arb_packer_case, arb_sft_case, arb_shard_case, arb_tokens_cp_case,
-    arb_work_case, mix, noise,
+    Sizes, arb_attn_case, arb_collate_case, arb_cp_loss_case, arb_dpo_case, arb_eos_case,
+    arb_flops_case, arb_mask_case, arb_mfu_case, arb_packer_case, arb_sft_case, arb_shard_case,
+    arb_tokens_cp_case, arb_work_case, mix, noise,
 };
 use crate::subjects::{
     ThdSubject, run_attention, run_block_mask, run_cp_loss, run_cp_shard, run_dpo, run_eos_pack,
@@ -103,6 +103,29 @@ where
     }
 }
 
+/// [`run_cases`], and then the shrunk case minimized one step at a time
+/// ([`crate::minimal::minimize`]) to a case none of whose reductions fails alike: how the zoo
+/// runs its variants.
+#[cfg(any(test, feature = "zoo"))]
+pub fn run_minimized<S>(
+    runner: TestRunner,
+    strategy: S,
+    run: impl Fn(&S::Value) -> Checked,
+) -> Verdict
+where
+    S: Strategy,
+    S::Value: Debug + crate::minimal::Reductions,
+{
+    match crate::minimal::shrunk(runner, strategy, &run) {
+        Ok(None) => Verdict::Held,
+        Ok(Some(case)) => match run(&case) {
+            Err(violation) => Verdict::Failed { case: format!("{case:#?}"), violation },
+            Ok(()) => Verdict::Aborted(format!("the shrunk case passes on a rerun: {case:?}")),
+        },
+        Err(why) => Verdict::Aborted(why),
+    }
+}
+
 /// Every subject driver on [`ThdSubject`], `cases` cases each, drawn with `seed`.
 pub fn drivers(seed: u64, cases: u32) -> Vec<DriverRow> {
     let r = || seeded_runner(seed, cases);
@@ -112,22 +135,22 @@ pub fn drivers(seed: u64, cases: u32) -> Vec<DriverRow> {
         row(
             Invariant::Layout,
             "run_layout",
-            run_cases(r(), arb_collate_case(6, 24), |c| run_layout(&s, c)),
+            run_cases(r(), arb_collate_case(Sizes::SMALL), |c| run_layout(&s, c)),
         ),
         row(
             Invariant::Layout,
             "run_block_mask",
-            run_cases(r(), arb_mask_case(6, 24), |c| run_block_mask(&s, c)),
+            run_cases(r(), arb_mask_case(Sizes::SMALL), |c| run_block_mask(&s, c)),
         ),
         row(
             Invariant::Layout,
             "run_eos_pack",
-            run_cases(r(), arb_eos_case(6, 24), |c| run_eos_pack(&s, c)),
+            run_cases(r(), arb_eos_case(Sizes::SMALL), |c| run_eos_pack(&s, c)),
         ),
         row(
             Invariant::Layout,
             "run_side_tensors",
-            run_cases(r(), arb_collate_case(6, 24), |c| run_side_tensors(&s, c)),
+            run_cases(r(), arb_collate_case(Sizes::SMALL), |c| run_side_tensors(&s, c)),
         ),
         row(
             Invariant::Attn,
@@ -141,21 +164,25 @@ pub fn drivers(seed: u64, cases: u32) -> Vec<DriverRow> {
                 run_isolation(&s, c, i.index(c.lens.len()))
             }),
         ),
-        row(Invariant::Loss, "run_loss", run_cases(r(), arb_sft_case(6, 24), |c| run_loss(&s, c))),
+        row(
+            Invariant::Loss,
+            "run_loss",
+            run_cases(r(), arb_sft_case(Sizes::SMALL), |c| run_loss(&s, c)),
+        ),
         row(
             Invariant::CpLoss,
             "run_cp_loss",
-            run_cases(r(), arb_cp_loss_case(6, 24), |c| run_cp_loss(&s, c)),
+            run_cases(r(), arb_cp_loss_case(Sizes::SMALL), |c| run_cp_loss(&s, c)),
         ),
         row(
             Invariant::CpShard,
             "run_cp_shard",
-            run_cases(r(), arb_shard_case(6, 24), |c| run_cp_shard(&s, c)),
+            run_cases(r(), arb_shard_case(Sizes::SMALL), |c| run_cp_shard(&s, c)),
         ),
         row(
             Invariant::TokensCp,
             "run_tokens_cp",
-            run_cases(r(), arb_tokens_cp_case(6, 24), |c| run_tokens_cp(&s, c)),
+            run_cases(r(), arb_tokens_cp_case(Sizes::SMALL), |c| run_tokens_cp(&s, c)),
         ),
         row(Invariant::Work, "run_work", run_cases(r(), arb_work_case(), |c| run_work(&s, c))),
         row(
@@ -379,13 +406,14 @@ mod zoo_drivers {
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     use thd::pack::{BinPackingOptions, Packer, PackerSpec};
 
-    use super::{Verdict, run_cases};
+    use super::{Verdict, run_minimized};
     use crate::Checked;
     use crate::harness::{PackerClaims, PackerPlan, check_packer};
     use crate::strategies::{
-        PackerStream, arb_attn_case, arb_collate_case, arb_cp_loss_case, arb_dpo_case,
-        arb_eos_case, arb_flops_case, arb_mask_case, arb_mfu_case, arb_micro_batch_loss_case,
-        arb_packer_stream, arb_sft_case, arb_shard_case, arb_tokens_cp_case, arb_work_case,
+        PackerStream, PackerStreamParams, Sizes, arb_attn_case, arb_collate_case, arb_cp_loss_case,
+        arb_dpo_case, arb_eos_case, arb_flops_case, arb_mask_case, arb_mfu_case,
+        arb_micro_batch_loss_case, arb_packer_stream, arb_sft_case, arb_shard_case,
+        arb_tokens_cp_case, arb_work_case,
     };
     use crate::subjects::{
         run_attention, run_block_mask, run_cp_loss, run_cp_shard, run_cp_shard_contiguous, run_dpo,
@@ -479,12 +507,27 @@ mod zoo_drivers {
             test: $test:ident $(,)?
         })*) => {
             /// Runs zoo variant `name` through the driver of the invariant that must catch it
-            /// (its declaration in [`crate::zoo::zoo_variants!`]), on cases from `runner()`;
+            /// (its declaration in `crate::zoo::zoo_variants!`), on cases from `runner()`;
             /// `None` if `name` is not a variant.
             pub fn zoo_variant(name: &str, runner: impl Fn() -> TestRunner) -> Option<Verdict> {
                 Some(match name {
                     $(stringify!($name) => {
-                        run_cases(runner(), $strategy, cases_of!($how, $name, $run))
+                        run_minimized(runner(), $strategy, cases_of!($how, $name, $run))
+                    })*
+                    _ => return None,
+                })
+            }
+
+            /// Runs zoo variant `name` as [`zoo_variant`] does and judges every one-step
+            /// reduction of its shrunk case ([`crate::minimal`]); `None` if `name` is not a
+            /// variant.
+            pub fn zoo_minimality(
+                name: &str,
+                runner: impl Fn() -> TestRunner,
+            ) -> Option<crate::minimal::Minimality> {
+                Some(match name {
+                    $(stringify!($name) => {
+                        crate::minimal::minimality(runner(), $strategy, cases_of!($how, $name, $run))
                     })*
                     _ => return None,
                 })
@@ -494,4 +537,4 @@ mod zoo_drivers {
     crate::zoo::zoo_variants!(dispatch);
 }
 #[cfg(any(test, feature = "zoo"))]
-pub use zoo_drivers::{ZOO_CASES, ZooRow, zoo_rows, zoo_runner, zoo_variant};
+pub use zoo_drivers::{ZOO_CASES, ZooRow, zoo_minimality, zoo_rows, zoo_runner, zoo_variant};

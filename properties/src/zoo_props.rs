@@ -6,8 +6,9 @@ use std::fmt::Debug;
 
 use proptest::strategy::Strategy;
 
-use crate::selfcheck::{Verdict, ZOO_CASES, run_cases, zoo_runner, zoo_variant};
-use crate::strategies::arb_cp_loss_case;
+use crate::minimal::Minimality;
+use crate::selfcheck::{Verdict, ZOO_CASES, run_cases, zoo_minimality, zoo_runner, zoo_variant};
+use crate::strategies::{Sizes, arb_cp_loss_case};
 use crate::subjects::run_cp_loss;
 use crate::zoo::{self, CATALOGUE};
 use crate::{Checked, Invariant, Violation};
@@ -161,6 +162,29 @@ fn every_invariant_has_a_variant_and_every_test_name_is_unique() {
     }
 }
 
+/// Every variant's pinned counterexample is 1-minimal: no case one step smaller that its
+/// strategy could draw (an example, segment, pair, micro-batch or row removed, a length or a
+/// count lowered by one, a CP size halved: `minimal::Reductions`) fails with the same rule.
+#[test]
+fn every_zoo_counterexample_is_one_minimal() {
+    let mut not_minimal = Vec::new();
+    for e in CATALOGUE {
+        match zoo_minimality(e.name, zoo_runner).expect("a variant") {
+            Minimality::Caught { case, failing } if !failing.is_empty() => {
+                not_minimal.push(format!(
+                    "{}: {} smaller cases fail the same way, e.g.\n{}\nshrunk case:\n{case}",
+                    e.name,
+                    failing.len(),
+                    failing[0]
+                ));
+            }
+            Minimality::Caught { .. } => {}
+            Minimality::NotCaught => panic!("{} is not caught", e.name),
+        }
+    }
+    assert!(not_minimal.is_empty(), "{}", not_minimal.join("\n\n"));
+}
+
 #[test]
 fn round_floats_cuts_long_fractions_only() {
     assert_eq!(
@@ -173,7 +197,7 @@ fn round_floats_cuts_long_fractions_only() {
 /// break the CP-local loss.
 #[test]
 fn split_then_roll_is_also_caught_by_cp_loss() {
-    let (_, v) = catch(arb_cp_loss_case(6, 24), |c| run_cp_loss(&zoo::SplitThenRoll, c));
+    let (_, v) = catch(arb_cp_loss_case(Sizes::SMALL), |c| run_cp_loss(&zoo::SplitThenRoll, c));
     assert_eq!(v.invariant, Invariant::CpLoss, "{v}");
 }
 

@@ -11,9 +11,8 @@ use properties::checks::{
     Outcome, check_documents, check_dpo_concatenated_present, check_packs_present,
     check_static_shape,
 };
-use proptest::collection::vec;
-use proptest::prelude::*;
-use proptest::strategy::BoxedStrategy;
+use properties::strategies::fuzz::{CollatorFuzzParams, CollatorInput, arb_collator_fuzz_case};
+use proptest::strategy::{BoxedStrategy, Strategy};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -67,22 +66,15 @@ struct CollatorResponse {
     batch: serde_json::Map<String, Value>,
 }
 
-/// Token ids: mostly large, but 0 (a common pad id) and the pad id (when given) come up
-/// regularly, so a mask or a split built from token values is caught. An example is never made
-/// only of the pad id: without a mask, that is a mock segment by definition.
-fn tokens(max_len: usize, pad: Option<i64>) -> BoxedStrategy<Vec<i64>> {
-    let id = match pad {
-        Some(p) if p != 0 => prop_oneof![8 => 1i64..=50_000, 1 => Just(0i64), 1 => Just(p)].boxed(),
-        _ => prop_oneof![8 => 1i64..=50_000, 2 => Just(0i64)].boxed(),
-    };
-    vec(id, 1..=max_len)
-        .prop_map(move |mut ids| {
-            if let Some(p) = pad.filter(|&p| ids.iter().all(|&t| t == p)) {
-                ids[0] = if p == 1 { 2 } else { 1 };
-            }
-            ids
-        })
-        .boxed()
+impl StaticLength {
+    fn generated(self) -> properties::strategies::fuzz::StaticLength {
+        use properties::strategies::fuzz::StaticLength as Generated;
+        match self {
+            StaticLength::Sometimes => Generated::Sometimes,
+            StaticLength::Never => Generated::Never,
+            StaticLength::Always => Generated::Always,
+        }
+    }
 }
 
 impl Target for CollatorTarget {
@@ -103,55 +95,34 @@ impl Target for CollatorTarget {
         }
     }
 
-    /// SFT: 1..=6 examples of 1..=12 tokens; DPO: 1..=4 pairs of 1..=8 tokens each side. Half
-    /// the requests (`--static-length`: none, or all) ask for static padding to a
-    /// `max_seq_length` that the examples fit.
+    /// [`arb_collator_fuzz_case`] with the command's mode, pad id, added tokens, static length
+    /// and budget, as the protocol's request (pairs numbered by position).
     fn strategy(&self) -> BoxedStrategy<CollatorRequest> {
         let mode = self.mode;
-        let pad = self.read.pad_token_id;
-        let added = self.rewrites.added();
-        let examples = match mode {
-            CollatorMode::Sft => vec(
-                tokens(12, pad).prop_map(|input_ids| CollatorExample::Single { input_ids }),
-                1..=6,
-            )
-            .boxed(),
-            CollatorMode::Dpo => vec((tokens(8, pad), tokens(8, pad)), 1..=4)
-                .prop_map(|pairs| {
-                    pairs
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, (c, r))| CollatorExample::Pair {
-                            chosen_input_ids: c,
-                            rejected_input_ids: r,
+        let params = CollatorFuzzParams {
+            pairs: mode == CollatorMode::Dpo,
+            pad_token_id: self.read.pad_token_id,
+            added_tokens: self.rewrites.added(),
+            static_length: self.static_length.generated(),
+            over_budget: self.over_budget,
+        };
+        arb_collator_fuzz_case(params)
+            .prop_map(move |case| CollatorRequest {
+                mode,
+                max_seq_length: case.max_seq_length,
+                examples: case
+                    .examples
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, e)| match e {
+                        CollatorInput::Single(input_ids) => CollatorExample::Single { input_ids },
+                        CollatorInput::Pair { chosen, rejected } => CollatorExample::Pair {
+                            chosen_input_ids: chosen,
+                            rejected_input_ids: rejected,
                             index: i as i64,
-                        })
-                        .collect()
-                })
-                .boxed(),
-        };
-        let extra = match self.static_length {
-            StaticLength::Sometimes => prop::option::of(0u64..=6).boxed(),
-            StaticLength::Never => Just(None).boxed(),
-            StaticLength::Always => (0u64..=6).prop_map(Some).boxed(),
-        };
-        let over = self.over_budget;
-        (examples, extra, 0u64..4, any::<proptest::sample::Index>())
-            .prop_map(move |(examples, extra, coin, at)| {
-                // With BOS / EOS the collator's examples are longer: the static length fits them.
-                let need = branch_totals(&examples, added).into_iter().max().unwrap_or(0) as u64;
-                let first =
-                    branch_totals(&examples[..1.min(examples.len())], added).into_iter().max();
-                let first = first.unwrap_or(0) as u64;
-                // --over-budget: one request in four gets less than the examples need (but room
-                // for the first one), so the collator's budget filter runs.
-                let max_seq_length = match extra {
-                    Some(_) if over && coin == 0 && first < need => {
-                        Some(first + at.index((need - first) as usize) as u64)
-                    }
-                    e => e.map(|e| need + e),
-                };
-                CollatorRequest { mode, max_seq_length, examples }
+                        },
+                    })
+                    .collect(),
             })
             .boxed()
     }

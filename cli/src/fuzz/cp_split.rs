@@ -18,14 +18,13 @@ use crate::protocol::{CP_SPLIT_TAG_BASE, CpSplitRequest, CpSplitResponse};
 use properties::checks::{
     ShardLayout, ShardView, check_cp_shard_in, check_split_accepted_in, closest_contiguous,
 };
-use properties::strategies::arb_cp;
+use properties::strategies::fuzz::{CpSplitFuzzCase, arb_cp_split_fuzz_case};
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use serde_json::Value;
 use thd::IGNORE_INDEX;
 
-use super::cp_batch::{CpBatch, arb_cp_batch};
-use super::{Failure, Target, response};
+use super::{Failure, Target, cp_batch, response};
 
 /// The cp-split target: the splitter's layout.
 pub struct CpSplitTarget {
@@ -33,28 +32,16 @@ pub struct CpSplitTarget {
     pub layout: CpSplitLayout,
 }
 
-/// A batch and the CP size it is split for.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SplitCase {
-    /// The CP size.
-    pub cp: usize,
-    /// Slots padded to a multiple of `2·cp` (contiguous: of `cp`; else real lengths, often not
-    /// divisible).
-    pub padded: bool,
-    /// The batch.
-    pub batch: CpBatch,
-    /// The layout the splitter claims (the same for every case of a run).
-    pub layout: CpSplitLayout,
-}
-
-impl SplitCase {
-    fn storage(&self) -> Vec<u32> {
-        self.batch.storage(self.cp, self.padded, self.layout == CpSplitLayout::Contiguous)
+impl CpSplitTarget {
+    /// The storage of a case's slots under the splitter's layout.
+    fn storage(&self, case: &CpSplitFuzzCase) -> Vec<u32> {
+        case.storage(self.layout == CpSplitLayout::Contiguous)
     }
 
-    fn request(&self) -> CpSplitRequest {
-        let storage = self.storage();
-        let slots = self.batch.slots(&storage);
+    /// The request of a case: every token id tagged with its storage index.
+    fn request(&self, case: &CpSplitFuzzCase) -> CpSplitRequest {
+        let storage = self.storage(case);
+        let slots = case.batch.slots(&storage);
         let tag = |g: usize| CP_SPLIT_TAG_BASE + g as i64;
         let offsets = |lens: &[u32]| {
             std::iter::once(0)
@@ -65,26 +52,26 @@ impl SplitCase {
                 .collect()
         };
         CpSplitRequest {
-            cp_size: self.cp,
+            cp_size: case.cp,
             input_ids: (0..slots.len()).map(tag).collect(),
             labels: slots
                 .iter()
                 .enumerate()
                 .map(
                     |(g, &(i, j, real))| {
-                        if real && !self.batch.ignored(i, j) { tag(g) } else { IGNORE_INDEX }
+                        if real && !case.batch.ignored(i, j) { tag(g) } else { IGNORE_INDEX }
                     },
                 )
                 .collect(),
             position_ids: slots.iter().map(|&(_, j, _)| j as i64).collect(),
-            cu_seqlens: offsets(&self.batch.lens()),
+            cu_seqlens: offsets(&case.batch.lens()),
             cu_seqlens_padded: offsets(&storage),
         }
     }
 }
 
 impl Target for CpSplitTarget {
-    type Case = SplitCase;
+    type Case = CpSplitFuzzCase;
 
     fn kind(&self) -> &'static str {
         "cp-split"
@@ -101,36 +88,30 @@ impl Target for CpSplitTarget {
         }
     }
 
-    /// A CP size from {1, 2, 4, 8}, slots padded to a multiple of `2·cp` (contiguous: `cp`) in
-    /// 4 cases of 5 (else the real lengths, which a splitter may refuse), and a [`CpBatch`].
-    fn strategy(&self) -> BoxedStrategy<SplitCase> {
-        let layout = self.layout;
-        (arb_cp(), prop::bool::weighted(0.8), arb_cp_batch())
-            .prop_map(move |(cp, padded, batch)| SplitCase { cp, padded, batch, layout })
-            .boxed()
+    /// [`arb_cp_split_fuzz_case`]: a CP size, slots padded in 4 cases of 5, and a batch.
+    fn strategy(&self) -> BoxedStrategy<CpSplitFuzzCase> {
+        arb_cp_split_fuzz_case().boxed()
     }
 
     fn minimizes(&self) -> bool {
         true
     }
 
-    /// The batch's reductions ([`CpBatch::reductions`]), then half the CP size.
-    fn reductions(&self, case: &SplitCase) -> Vec<SplitCase> {
-        let mut out: Vec<SplitCase> = case
-            .batch
-            .reductions()
+    /// The batch's reductions ([`cp_batch::reductions`]), then half the CP size.
+    fn reductions(&self, case: &CpSplitFuzzCase) -> Vec<CpSplitFuzzCase> {
+        let mut out: Vec<CpSplitFuzzCase> = cp_batch::reductions(&case.batch)
             .into_iter()
-            .map(|batch| SplitCase { batch, ..case.clone() })
+            .map(|batch| CpSplitFuzzCase { batch, ..case.clone() })
             .collect();
         if case.cp > 1 {
-            out.push(SplitCase { cp: case.cp / 2, ..case.clone() });
+            out.push(CpSplitFuzzCase { cp: case.cp / 2, ..case.clone() });
         }
         out
     }
 
-    fn payload(&self, case: &SplitCase) -> Value {
-        let mut v = serde_json::to_value(case.request()).unwrap_or(Value::Null);
-        if case.layout == CpSplitLayout::Contiguous
+    fn payload(&self, case: &CpSplitFuzzCase) -> Value {
+        let mut v = serde_json::to_value(self.request(case)).unwrap_or(Value::Null);
+        if self.layout == CpSplitLayout::Contiguous
             && let Some(map) = v.as_object_mut()
         {
             map.insert("cp_layout".into(), "contiguous".into());
@@ -140,12 +121,12 @@ impl Target for CpSplitTarget {
 
     fn judge(
         &self,
-        case: &SplitCase,
+        case: &CpSplitFuzzCase,
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
         let (resp, line) = response::<CpSplitResponse>(send)?;
         let cp = case.cp;
-        let storage = case.storage();
+        let storage = self.storage(case);
         let with = |mut f: Failure| {
             f.response = Some(line.clone());
             f
@@ -154,7 +135,7 @@ impl Target for CpSplitTarget {
             (Some(ranks), None) => ranks,
             (None, Some(why)) => {
                 // Either contiguous reading may refuse a slot that is not a multiple of cp.
-                let layout = match case.layout {
+                let layout = match self.layout {
                     CpSplitLayout::Zigzag => ShardLayout::Zigzag,
                     CpSplitLayout::Contiguous => ShardLayout::ContiguousSlots,
                 };
@@ -194,7 +175,7 @@ impl Target for CpSplitTarget {
                 ));
             }
         }
-        let req = case.request();
+        let req = self.request(case);
         let total = req.input_ids.len() as i64;
         // The storage index each local slot holds; an id that is not one of the request's
         // (a token the splitter made up, a zero fill) holds none.
@@ -222,7 +203,7 @@ impl Target for CpSplitTarget {
             unshifted_labels: Some(&req.labels),
             position_ids: position_ids.as_deref(),
         };
-        let layout = match case.layout {
+        let layout = match self.layout {
             CpSplitLayout::Zigzag => ShardLayout::Zigzag,
             CpSplitLayout::Contiguous => closest_contiguous(&view),
         };

@@ -13,32 +13,16 @@ use crate::formats::{ReadOptions, parse};
 use crate::protocol::batch_to_safetensors;
 use crate::tensors::BatchFile;
 use properties::checks::{LoggedTolerance, Number, check_logged};
-use proptest::collection::vec;
-use proptest::prelude::*;
-use proptest::strategy::BoxedStrategy;
+use properties::strategies::fuzz::{
+    LoggerFuzzCase, LoggerFuzzParams, LoggerLayout, LoggerLayoutKind, arb_logger_fuzz_case,
+};
+use proptest::strategy::{BoxedStrategy, Strategy};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use thd::metrics::{CausalConvention, FlopsFormula, HardwareView, ModelDims, StepTiming};
+use thd::metrics::{FlopsFormula, HardwareView, ModelDims, StepTiming};
 
 use super::{Failure, Target, response};
 use crate::metrics_cmd::{MicroBatch, StepSpec, flatten_record, kind_of, step_metrics};
-
-/// How each micro-batch lays out its documents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Layout {
-    /// One row, the documents back to back (`cu_seq_lens_q`).
-    Flat,
-    /// bionemo's `pad_to_multiple_of`: a mock segment of pad tokens fills the pack to a multiple
-    /// of `m`, marked by `num_real_seqs` (#1561's fix, Option A).
-    MockPad(u32),
-    /// Context-parallel padding: every document's slot padded to a multiple of `2·cp`, real
-    /// offsets in `cu_seq_lens_q`, storage in `cu_seq_lens_q_padded`.
-    CpPad,
-    /// No packing (the BSHD fallback): one document per row of `[B, S]`, right-padded to the
-    /// longest, `attention_mask` 0 on the padding, no offsets.
-    Bshd,
-}
 
 pub use crate::args::{Formula, LayoutKind};
 
@@ -49,66 +33,17 @@ impl Formula {
             Formula::BionemoPerfLogger => FlopsFormula::BionemoPerfLogger,
         }
     }
+}
 
-    fn causal(self) -> CausalConvention {
+impl LayoutKind {
+    fn generated(self) -> LoggerLayoutKind {
         match self {
-            Formula::MegatronLm => CausalConvention::Half,
-            Formula::BionemoPerfLogger => CausalConvention::None,
+            LayoutKind::Flat => LoggerLayoutKind::Flat,
+            LayoutKind::MockPad => LoggerLayoutKind::MockPad,
+            LayoutKind::CpPad => LoggerLayoutKind::CpPad,
+            LayoutKind::Bshd => LoggerLayoutKind::Bshd,
         }
     }
-}
-
-/// One generated step.
-#[derive(Debug, Clone)]
-pub struct LoggerCase {
-    /// Per micro-batch, per document: (length, prompt tokens without a label).
-    pub micro_batches: Vec<Vec<(u32, u32)>>,
-    /// The layout of every micro-batch.
-    pub layout: Layout,
-    /// The model (one of [`models`]).
-    pub model: usize,
-    /// CP size.
-    pub cp: u64,
-    /// DP size: the micro-batches are one DP rank's, the others alike.
-    pub dp: u64,
-    /// Step time, seconds.
-    pub step_time_s: f64,
-    /// The FLOPs formula.
-    pub formula: Formula,
-    /// The pad id of padding and mock tokens (real tokens never use it).
-    pub pad: i64,
-}
-
-/// The models requests use: small, one of each MLP and causal convention.
-fn models() -> [ModelDims; 2] {
-    [
-        ModelDims {
-            layers: 2,
-            hidden: 64,
-            heads: 4,
-            kv_heads: 2,
-            head_dim: 16,
-            ffn: 160,
-            mlp_projections: 3,
-            vocab: 100,
-            padded_vocab: Some(128),
-            causal: CausalConvention::Half,
-            attention_output_gate: false,
-        },
-        ModelDims {
-            layers: 1,
-            hidden: 32,
-            heads: 2,
-            kv_heads: 2,
-            head_dim: 16,
-            ffn: 64,
-            mlp_projections: 2,
-            vocab: 50,
-            padded_vocab: None,
-            causal: CausalConvention::Half,
-            attention_output_gate: false,
-        },
-    ]
 }
 
 /// The logger request (after the envelope).
@@ -122,7 +57,7 @@ struct LoggerRequest<'a> {
     num_gpus: u64,
     step_time_s: f64,
     peak_tflops_per_gpu: f64,
-    layout: Layout,
+    layout: LoggerLayout,
     micro_batches: &'a [Map<String, Value>],
 }
 
@@ -156,120 +91,110 @@ pub struct LoggerTarget {
 /// 24-token step, moves the useful MFU by about 1e-2).
 pub const DEFAULT_RTOL: f64 = 1e-6;
 
-impl LoggerCase {
-    /// The batch dict of micro-batch `i`.
-    fn batch(&self, i: usize) -> Map<String, Value> {
-        let docs = &self.micro_batches[i];
-        if self.layout == Layout::Bshd {
-            return self.rows(docs);
+/// The batch dict of micro-batch `i` of a case.
+fn batch(case: &LoggerFuzzCase, i: usize) -> Map<String, Value> {
+    let docs = &case.micro_batches[i];
+    if case.layout == LoggerLayout::Bshd {
+        return rows(case, docs);
+    }
+    let (mut ids, mut labels) = (Vec::new(), Vec::new());
+    let (mut cu, mut cu_padded) = (vec![0i64], vec![0i64]);
+    let multiple = 2 * case.cp as usize;
+    for (d, &(len, prompt)) in docs.iter().enumerate() {
+        for t in 0..len as usize {
+            let id = case.token(d, t);
+            ids.push(id);
+            // Unshifted labels: a document's first token and its prompt predict nothing.
+            labels.push(if t == 0 || t < prompt as usize { -100 } else { id });
         }
-        let (mut ids, mut labels) = (Vec::new(), Vec::new());
-        let (mut cu, mut cu_padded) = (vec![0i64], vec![0i64]);
-        let multiple = 2 * self.cp as usize;
-        for (d, &(len, prompt)) in docs.iter().enumerate() {
-            for t in 0..len as usize {
-                let id = self.token(d, t);
-                ids.push(id);
-                // Unshifted labels: a document's first token and its prompt predict nothing.
-                labels.push(if t == 0 || t < prompt as usize { -100 } else { id });
-            }
-            cu.push(cu[cu.len() - 1] + i64::from(len));
-            let slot = match self.layout {
-                Layout::CpPad => (len as usize).div_ceil(multiple) * multiple,
-                _ => len as usize,
-            };
-            for _ in len as usize..slot {
-                ids.push(self.pad);
-                labels.push(-100);
-            }
-            cu_padded.push(cu_padded[cu_padded.len() - 1] + slot as i64);
+        cu.push(cu[cu.len() - 1] + i64::from(len));
+        let slot = match case.layout {
+            LoggerLayout::CpPad => (len as usize).div_ceil(multiple) * multiple,
+            _ => len as usize,
+        };
+        for _ in len as usize..slot {
+            ids.push(case.pad);
+            labels.push(-100);
         }
-        let mut batch = Map::new();
-        let n_real = docs.len();
-        if let Layout::MockPad(m) = self.layout {
-            let t = ids.len();
-            let target = t.div_ceil(m as usize) * m as usize;
-            if target > t {
-                ids.resize(target, self.pad);
-                labels.resize(target, -100);
-                cu.push(target as i64);
-            }
-            batch.insert("num_real_seqs".into(), json!(n_real));
-        }
+        cu_padded.push(cu_padded[cu_padded.len() - 1] + slot as i64);
+    }
+    let mut batch = Map::new();
+    let n_real = docs.len();
+    if let LoggerLayout::MockPad(m) = case.layout {
         let t = ids.len();
-        batch.insert("input_ids".into(), json!([ids]));
-        batch.insert("labels".into(), json!([labels]));
-        batch.insert("cu_seq_lens_q".into(), json!(cu));
-        batch.insert("cu_seq_lens_k".into(), json!(cu));
-        if self.layout == Layout::CpPad {
-            batch.insert("cu_seq_lens_q_padded".into(), json!(cu_padded));
-            batch.insert("cu_seq_lens_k_padded".into(), json!(cu_padded));
+        let target = t.div_ceil(m as usize) * m as usize;
+        if target > t {
+            ids.resize(target, case.pad);
+            labels.resize(target, -100);
+            cu.push(target as i64);
         }
-        debug_assert!(cu_padded.last().copied().unwrap_or(0) as usize <= t);
-        batch
+        batch.insert("num_real_seqs".into(), json!(n_real));
     }
+    let t = ids.len();
+    batch.insert("input_ids".into(), json!([ids]));
+    batch.insert("labels".into(), json!([labels]));
+    batch.insert("cu_seq_lens_q".into(), json!(cu));
+    batch.insert("cu_seq_lens_k".into(), json!(cu));
+    if case.layout == LoggerLayout::CpPad {
+        batch.insert("cu_seq_lens_q_padded".into(), json!(cu_padded));
+        batch.insert("cu_seq_lens_k_padded".into(), json!(cu_padded));
+    }
+    debug_assert!(cu_padded.last().copied().unwrap_or(0) as usize <= t);
+    batch
+}
 
-    /// One document per row, right-padded to the longest (`[B, S]`, no offsets).
-    fn rows(&self, docs: &[(u32, u32)]) -> Map<String, Value> {
-        let width = docs.iter().map(|&(len, _)| len as usize).max().unwrap_or(0);
-        let (mut ids, mut labels, mut mask) = (Vec::new(), Vec::new(), Vec::new());
-        for (d, &(len, prompt)) in docs.iter().enumerate() {
-            let (mut row, mut row_labels, mut row_mask) = (Vec::new(), Vec::new(), Vec::new());
-            for t in 0..width {
-                if t < len as usize {
-                    let id = self.token(d, t);
-                    row.push(id);
-                    row_labels.push(if t == 0 || t < prompt as usize { -100 } else { id });
-                    row_mask.push(1);
-                } else {
-                    row.push(self.pad);
-                    row_labels.push(-100);
-                    row_mask.push(0);
-                }
+/// One document per row, right-padded to the longest (`[B, S]`, no offsets).
+fn rows(case: &LoggerFuzzCase, docs: &[(u32, u32)]) -> Map<String, Value> {
+    let width = docs.iter().map(|&(len, _)| len as usize).max().unwrap_or(0);
+    let (mut ids, mut labels, mut mask) = (Vec::new(), Vec::new(), Vec::new());
+    for (d, &(len, prompt)) in docs.iter().enumerate() {
+        let (mut row, mut row_labels, mut row_mask) = (Vec::new(), Vec::new(), Vec::new());
+        for t in 0..width {
+            if t < len as usize {
+                let id = case.token(d, t);
+                row.push(id);
+                row_labels.push(if t == 0 || t < prompt as usize { -100 } else { id });
+                row_mask.push(1);
+            } else {
+                row.push(case.pad);
+                row_labels.push(-100);
+                row_mask.push(0);
             }
-            ids.push(row);
-            labels.push(row_labels);
-            mask.push(row_mask);
         }
-        let mut batch = Map::new();
-        batch.insert("input_ids".into(), json!(ids));
-        batch.insert("labels".into(), json!(labels));
-        batch.insert("attention_mask".into(), json!(mask));
-        batch
+        ids.push(row);
+        labels.push(row_labels);
+        mask.push(row_mask);
     }
+    let mut batch = Map::new();
+    batch.insert("input_ids".into(), json!(ids));
+    batch.insert("labels".into(), json!(labels));
+    batch.insert("attention_mask".into(), json!(mask));
+    batch
+}
 
-    /// Token `t` of document `d`: ids 1..=97, stepping over the pad id.
-    fn token(&self, d: usize, t: usize) -> i64 {
-        let id = 1 + ((d * 31 + t * 7) % 97) as i64;
-        if id == self.pad { 98 } else { id }
-    }
+/// Every micro-batch's batch dict.
+fn batches(case: &LoggerFuzzCase) -> Vec<Map<String, Value>> {
+    (0..case.micro_batches.len()).map(|i| batch(case, i)).collect()
+}
 
-    fn batches(&self) -> Vec<Map<String, Value>> {
-        (0..self.micro_batches.len()).map(|i| self.batch(i)).collect()
-    }
-
-    fn dims(&self) -> ModelDims {
-        ModelDims { causal: self.formula.causal(), ..models()[self.model] }
-    }
-
-    fn spec(&self, peak_tflops: f64) -> StepSpec {
-        StepSpec {
-            dims: self.dims(),
-            formula: self.formula.thd(),
-            view: HardwareView::Varlen,
-            timing: StepTiming {
-                step_time_s: self.step_time_s,
-                num_gpus: self.cp * self.dp,
-                peak_flops_per_gpu: peak_tflops * 1e12,
-            },
-            dp: self.dp,
-            check: crate::CheckOptions::default(),
-        }
+/// The step as `thdcheck metrics` accounts it.
+fn spec(case: &LoggerFuzzCase, peak_tflops: f64) -> StepSpec {
+    StepSpec {
+        dims: case.dims(),
+        formula: case.formula,
+        view: HardwareView::Varlen,
+        timing: StepTiming {
+            step_time_s: case.step_time_s,
+            num_gpus: case.cp * case.dp,
+            peak_flops_per_gpu: peak_tflops * 1e12,
+        },
+        dp: case.dp,
+        check: crate::CheckOptions::default(),
     }
 }
 
 impl Target for LoggerTarget {
-    type Case = LoggerCase;
+    type Case = LoggerFuzzCase;
 
     fn kind(&self) -> &'static str {
         "logger"
@@ -279,42 +204,17 @@ impl Target for LoggerTarget {
         "logged-tokens (TOKENS-CP), logged-flops (FLOPS), logged-rate (MFU-PAD)"
     }
 
-    /// 1..=`--max-micro-batches` (3) micro-batches of 1..=4 documents of 1..=24 tokens (a prompt of up to 4), one
-    /// layout, cp ∈ {1, 2, 4}, dp ∈ {1, 2}, step time 0.5 or 2 s.
-    fn strategy(&self) -> BoxedStrategy<LoggerCase> {
-        let doc = (1u32..=24, 0u32..=4).prop_map(|(len, prompt)| (len, prompt.min(len)));
-        let layout = proptest::sample::select(self.layouts.clone()).prop_flat_map(|k| match k {
-            LayoutKind::Flat => Just(Layout::Flat).boxed(),
-            LayoutKind::MockPad => {
-                prop_oneof![Just(8u32), Just(16)].prop_map(Layout::MockPad).boxed()
-            }
-            LayoutKind::CpPad => Just(Layout::CpPad).boxed(),
-            LayoutKind::Bshd => Just(Layout::Bshd).boxed(),
-        });
-        let formula = self.formula;
-        let pad = self.pad;
-        // A stack pads every slot to a multiple of 2·cp before it shards: at cp > 1 only the
-        // cp-pad layout is a batch a real stack builds.
-        let cp_padded = self.layouts.contains(&LayoutKind::CpPad);
-        (
-            vec(vec(doc, 1..=4), 1..=self.max_micro_batches.max(1)),
-            layout,
-            0usize..2,
-            proptest::sample::select(
-                [1u64, 2, 4].into_iter().filter(|&c| c <= self.max_cp).collect::<Vec<_>>(),
-            ),
-            prop_oneof![Just(1u64), Just(2)],
-            prop_oneof![Just(0.5f64), Just(2.0)],
-        )
-            .prop_map(move |(micro_batches, layout, model, cp, dp, step_time_s)| {
-                let (layout, cp) = match (layout, cp) {
-                    (Layout::CpPad, _) | (_, 1) => (layout, cp),
-                    _ if cp_padded => (Layout::CpPad, cp),
-                    _ => (layout, 1),
-                };
-                LoggerCase { micro_batches, layout, model, cp, dp, step_time_s, formula, pad }
-            })
-            .boxed()
+    /// [`arb_logger_fuzz_case`] with the command's layouts, formula, pad id, micro-batches and
+    /// largest CP size.
+    fn strategy(&self) -> BoxedStrategy<LoggerFuzzCase> {
+        arb_logger_fuzz_case(LoggerFuzzParams {
+            layouts: self.layouts.iter().map(|k| k.generated()).collect(),
+            formula: self.formula.thd(),
+            pad: self.pad,
+            max_micro_batches: self.max_micro_batches,
+            max_cp: self.max_cp,
+        })
+        .boxed()
     }
 
     fn minimizes(&self) -> bool {
@@ -324,7 +224,7 @@ impl Target for LoggerTarget {
     /// Smaller steps: a micro-batch or a document removed (one of each is kept), a document
     /// one token shorter or its prompt one shorter, half the CP size (to 1 only where the
     /// layout allows any CP size), DP size 1, model 0.
-    fn reductions(&self, case: &LoggerCase) -> Vec<LoggerCase> {
+    fn reductions(&self, case: &LoggerFuzzCase) -> Vec<LoggerFuzzCase> {
         let mut out = Vec::new();
         let mbs = &case.micro_batches;
         for m in 0..mbs.len() {
@@ -353,22 +253,22 @@ impl Target for LoggerTarget {
             }
         }
         if case.cp > 1 {
-            out.push(LoggerCase { cp: case.cp / 2, ..case.clone() });
+            out.push(LoggerFuzzCase { cp: case.cp / 2, ..case.clone() });
         }
         if case.dp > 1 {
-            out.push(LoggerCase { dp: 1, ..case.clone() });
+            out.push(LoggerFuzzCase { dp: 1, ..case.clone() });
         }
         if case.model > 0 {
-            out.push(LoggerCase { model: 0, ..case.clone() });
+            out.push(LoggerFuzzCase { model: 0, ..case.clone() });
         }
         out
     }
 
-    fn payload(&self, case: &LoggerCase) -> Value {
-        let batches = case.batches();
+    fn payload(&self, case: &LoggerFuzzCase) -> Value {
+        let batches = batches(case);
         serde_json::to_value(LoggerRequest {
             model: case.dims(),
-            formula: case.formula.thd(),
+            formula: case.formula,
             hardware_view: "varlen",
             cp_size: case.cp,
             dp_size: case.dp,
@@ -383,7 +283,7 @@ impl Target for LoggerTarget {
 
     fn judge(
         &self,
-        case: &LoggerCase,
+        case: &LoggerFuzzCase,
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
         let (resp, line) = response::<LoggerResponse>(send)?;
@@ -446,7 +346,7 @@ impl Target for LoggerTarget {
 
 /// The record of the case's step, flattened (`tokens.real` → value), computed by reading the
 /// same dicts the adapter got.
-fn expected(case: &LoggerCase, peak_tflops: f64) -> Result<BTreeMap<String, Value>, Failure> {
+fn expected(case: &LoggerFuzzCase, peak_tflops: f64) -> Result<BTreeMap<String, Value>, Failure> {
     let internal = |e: String| Failure {
         kind: "violation",
         checks: vec![properties::checks::BATCH_READABLE.id.into()],
@@ -454,7 +354,7 @@ fn expected(case: &LoggerCase, peak_tflops: f64) -> Result<BTreeMap<String, Valu
         response: None,
     };
     let mut mbs = Vec::new();
-    for (i, batch) in case.batches().iter().enumerate() {
+    for (i, batch) in batches(case).iter().enumerate() {
         let bytes = batch_to_safetensors(batch).map_err(|e| internal(e.to_string()))?;
         let file = BatchFile::from_bytes(bytes).map_err(|e| internal(e.to_string()))?;
         let parsed = parse(file, &ReadOptions::default()).map_err(|e| internal(e.to_string()))?;
@@ -465,7 +365,7 @@ fn expected(case: &LoggerCase, peak_tflops: f64) -> Result<BTreeMap<String, Valu
             cp: 1,
         });
     }
-    let step = step_metrics(&mbs, &case.spec(peak_tflops)).map_err(|e| internal(e.to_string()))?;
+    let step = step_metrics(&mbs, &spec(case, peak_tflops)).map_err(|e| internal(e.to_string()))?;
     Ok(flatten_record(&step.record))
 }
 

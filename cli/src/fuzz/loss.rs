@@ -18,18 +18,13 @@ use properties::checks::{
     LossRecord, PartLoss, ShardLayout, Split, TokenCounts, TokenRecord, check_reported_loss,
     check_tokens_cp, cp_loss_violations, roll_labels,
 };
-use properties::strategies::{mix, noise};
+use properties::strategies::fuzz::{LossFuzzCase, arb_loss_fuzz_case};
 use proptest::prelude::*;
-use proptest::strategy::{BoxedStrategy, NewTree, ValueTree};
-use proptest::test_runner::TestRunner;
+use proptest::strategy::BoxedStrategy;
 use serde_json::Value;
 use thd::IGNORE_INDEX;
 
-use super::cp_batch::{CpBatch, arb_cp_batch};
-use super::{Failure, Target, response};
-
-/// The CP sizes every case is sent at, in this order.
-const CP_SIZES: [usize; 4] = [1, 2, 4, 8];
+use super::{Failure, Target, cp_batch, response};
 
 /// The default relative tolerance of the reported loss and Σ NLL against the oracle, for an
 /// adapter that computes in f64. The logits travel exactly (JSON round-trips of f64 are exact
@@ -49,68 +44,36 @@ pub struct LossTarget {
     pub layout: CpSplitLayout,
 }
 
-/// A global batch with its vocabulary and values, and the CP sizes it is sent at.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LossCase {
-    /// The CP sizes, from [`CP_SIZES`]: all four, fewer only while shrinking.
-    pub cps: Vec<usize>,
-    /// The batch.
-    pub batch: CpBatch,
-    /// Vocabulary size.
-    pub vocab: usize,
-    /// Seed of the labels and logits.
-    pub seed: u64,
-    /// How the shards are cut (the same for every case of a run).
-    pub layout: CpSplitLayout,
-}
-
-impl LossCase {
-    /// Segment `i`'s token `j`'s label: a token id in `0..vocab`, or -100.
-    fn label(&self, i: usize, j: usize) -> i64 {
-        if self.batch.ignored(i, j) {
-            IGNORE_INDEX
-        } else {
-            (mix(self.seed, &[1, i as u64, j as u64]) % self.vocab as u64) as i64
-        }
-    }
-
-    /// The logits of segment `i`'s slot token `j` (padding too), in [-3, 3) with two decimals
-    /// so that a counterexample reads.
-    fn logits(&self, i: usize, j: usize) -> Vec<f64> {
-        (0..self.vocab)
-            .map(|v| (300.0 * noise(self.seed, &[2, i as u64, j as u64, v as u64])).round() / 100.0)
-            .collect()
-    }
-
+impl LossTarget {
     /// The request at CP size `cp`: slots padded to a multiple of `2·cp` (contiguous: `cp`),
     /// labels rolled on the full sequence, then every rank's zigzag chunks (contiguous: its piece
     /// of the whole pack).
-    fn request(&self, cp: usize) -> LossRequest {
+    fn request(&self, case: &LossFuzzCase, cp: usize) -> LossRequest {
         let contiguous = self.layout == CpSplitLayout::Contiguous;
         let layout = if contiguous { ShardLayout::Contiguous } else { ShardLayout::Zigzag };
-        let storage = self.batch.storage(cp, true, contiguous);
-        let slots = self.batch.slots(&storage);
+        let storage = case.batch.storage(cp, true, contiguous);
+        let slots = case.batch.slots(&storage);
         let unshifted: Vec<i64> = slots
             .iter()
-            .map(|&(i, j, real)| if real { self.label(i, j) } else { IGNORE_INDEX })
+            .map(|&(i, j, real)| if real { case.label(i, j) } else { IGNORE_INDEX })
             .collect();
-        let rolled = roll_labels(&self.batch.lens(), &storage, &unshifted);
+        let rolled = roll_labels(&case.batch.lens(), &storage, &unshifted);
         let ranks = (0..cp)
             .map(|r| {
                 let held = layout.positions(&storage, cp, r);
                 LossShard {
                     cp_rank: r,
-                    logits: held.iter().map(|&g| self.logits(slots[g].0, slots[g].1)).collect(),
+                    logits: held.iter().map(|&g| case.logits(slots[g].0, slots[g].1)).collect(),
                     labels: held.iter().map(|&g| rolled[g]).collect(),
                 }
             })
             .collect();
-        LossRequest { cp_size: cp, vocab: self.vocab, ranks }
+        LossRequest { cp_size: cp, vocab: case.vocab, ranks }
     }
 
     /// The request at CP size `cp` as sent: a contiguous one says so.
-    fn payload(&self, cp: usize) -> Value {
-        let mut v = serde_json::to_value(self.request(cp)).unwrap_or(Value::Null);
+    fn payload_at(&self, case: &LossFuzzCase, cp: usize) -> Value {
+        let mut v = serde_json::to_value(self.request(case, cp)).unwrap_or(Value::Null);
         if self.layout == CpSplitLayout::Contiguous
             && let Some(map) = v.as_object_mut()
         {
@@ -118,28 +81,28 @@ impl LossCase {
         }
         v
     }
+}
 
-    /// The oracle's loss on the unsharded batch: every segment's real tokens, one after the
-    /// other, labels unshifted (the oracle shifts within each segment), f64.
-    fn oracle(&self) -> LossRecord {
-        let lens = self.batch.lens();
-        let (mut rows, mut labels) = (Vec::new(), Vec::new());
-        for (i, &s) in lens.iter().enumerate() {
-            for j in 0..s as usize {
-                rows.extend(self.logits(i, j));
-                labels.push(self.label(i, j));
-            }
+/// The oracle's loss on the unsharded batch: every segment's real tokens, one after the
+/// other, labels unshifted (the oracle shifts within each segment), f64.
+fn oracle(case: &LossFuzzCase) -> LossRecord {
+    let lens = case.batch.lens();
+    let (mut rows, mut labels) = (Vec::new(), Vec::new());
+    for (i, &s) in lens.iter().enumerate() {
+        for j in 0..s as usize {
+            rows.extend(case.logits(i, j));
+            labels.push(case.label(i, j));
         }
-        let logits = Tensor::from_vec(rows, (labels.len(), self.vocab), &Device::Cpu)
-            .expect("a [T, vocab] tensor of the generated logits");
-        let ce = oracle::cross_entropy(&logits, &labels, &lens)
-            .expect("the oracle accepts every generated batch");
-        LossRecord::from_sums(ce.nll_sum, ce.count)
     }
+    let logits = Tensor::from_vec(rows, (labels.len(), case.vocab), &Device::Cpu)
+        .expect("a [T, vocab] tensor of the generated logits");
+    let ce = oracle::cross_entropy(&logits, &labels, &lens)
+        .expect("the oracle accepts every generated batch");
+    LossRecord::from_sums(ce.nll_sum, ce.count)
 }
 
 impl Target for LossTarget {
-    type Case = LossCase;
+    type Case = LossFuzzCase;
 
     fn kind(&self) -> &'static str {
         "loss"
@@ -149,33 +112,26 @@ impl Target for LossTarget {
         "cp-loss-parts, -finite and -reduction at cp 1, 2, 4, 8 against the oracle's global loss; tokens-cp when n_valid_tokens is reported"
     }
 
-    /// Vocabularies of 2..=8, a seed for labels and logits, and a [`CpBatch`]; every case is
-    /// sent at cp 1, 2, 4 and 8. Shrinking shrinks the batch first (while it fails at some CP
-    /// size), then drops CP sizes, the largest first, so that the smallest failing one stays.
-    fn strategy(&self) -> BoxedStrategy<LossCase> {
-        let layout = self.layout;
-        (2usize..=8, 0u64..1000, arb_cp_batch(), CpSizes)
-            .prop_map(move |(vocab, seed, batch, cps)| LossCase { cps, batch, vocab, seed, layout })
-            .boxed()
+    /// [`arb_loss_fuzz_case`]: a batch and its values, sent at cp 1, 2, 4 and 8.
+    fn strategy(&self) -> BoxedStrategy<LossFuzzCase> {
+        arb_loss_fuzz_case().boxed()
     }
 
     fn minimizes(&self) -> bool {
         true
     }
 
-    /// The batch's reductions ([`CpBatch::reductions`]), then the vocabulary lowered (to 2, by
-    /// one) and the largest CP size dropped (one is kept).
-    fn reductions(&self, case: &LossCase) -> Vec<LossCase> {
-        let mut out: Vec<LossCase> = case
-            .batch
-            .reductions()
+    /// The batch's reductions ([`cp_batch::reductions`]), then the vocabulary lowered (to 2,
+    /// by one) and the largest CP size dropped (one is kept).
+    fn reductions(&self, case: &LossFuzzCase) -> Vec<LossFuzzCase> {
+        let mut out: Vec<LossFuzzCase> = cp_batch::reductions(&case.batch)
             .into_iter()
-            .map(|batch| LossCase { batch, ..case.clone() })
+            .map(|batch| LossFuzzCase { batch, ..case.clone() })
             .collect();
         let mut vocabs = vec![2, case.vocab.saturating_sub(1)];
         vocabs.retain(|&v| v >= 2 && v < case.vocab);
         vocabs.dedup();
-        out.extend(vocabs.into_iter().map(|vocab| LossCase { vocab, ..case.clone() }));
+        out.extend(vocabs.into_iter().map(|vocab| LossFuzzCase { vocab, ..case.clone() }));
         if case.cps.len() > 1 {
             for drop_first in [false, true] {
                 let mut cps = case.cps.clone();
@@ -184,27 +140,27 @@ impl Target for LossTarget {
                 } else {
                     cps.pop().unwrap_or(1)
                 };
-                out.push(LossCase { cps, ..case.clone() });
+                out.push(LossFuzzCase { cps, ..case.clone() });
             }
         }
         out
     }
 
     /// The first request (the smallest CP size left).
-    fn payload(&self, case: &LossCase) -> Value {
-        case.cps.first().map_or(Value::Null, |&cp| case.payload(cp))
+    fn payload(&self, case: &LossFuzzCase) -> Value {
+        case.cps.first().map_or(Value::Null, |&cp| self.payload_at(case, cp))
     }
 
-    fn payloads(&self, case: &LossCase) -> Vec<Value> {
-        case.cps.iter().map(|&cp| case.payload(cp)).collect()
+    fn payloads(&self, case: &LossFuzzCase) -> Vec<Value> {
+        case.cps.iter().map(|&cp| self.payload_at(case, cp)).collect()
     }
 
     fn judge(
         &self,
-        case: &LossCase,
+        case: &LossFuzzCase,
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
-        let global = case.oracle();
+        let global = oracle(case);
         let mut records = Vec::new();
         // Every violated rule, with the answer it was read from: a wrong count and a wrong loss
         // are both reported, so `--ignore` of one still shows the other.
@@ -293,131 +249,57 @@ impl Target for LossTarget {
     }
 }
 
-/// The CP sizes of a case: always all of [`CP_SIZES`]; shrinking drops one at a time, the
-/// largest first, down to one.
-#[derive(Debug, Clone, Copy)]
-struct CpSizes;
-
-impl Strategy for CpSizes {
-    type Tree = CpSizesTree;
-    type Value = Vec<usize>;
-
-    fn new_tree(&self, _: &mut TestRunner) -> NewTree<Self> {
-        Ok(CpSizesTree { kept: CP_SIZES.to_vec(), next: Some(CP_SIZES.len() - 1), undo: None })
-    }
-}
-
-/// [`CpSizes`]' value tree.
-#[derive(Debug, Clone)]
-struct CpSizesTree {
-    kept: Vec<usize>,
-    /// The index to try dropping next (counting down).
-    next: Option<usize>,
-    /// The last drop: its index and CP size.
-    undo: Option<(usize, usize)>,
-}
-
-impl ValueTree for CpSizesTree {
-    type Value = Vec<usize>;
-
-    fn current(&self) -> Vec<usize> {
-        self.kept.clone()
-    }
-
-    fn simplify(&mut self) -> bool {
-        let Some(i) = self.next.filter(|&i| self.kept.len() > 1 && i < self.kept.len()) else {
-            return false;
-        };
-        self.undo = Some((i, self.kept.remove(i)));
-        self.next = i.checked_sub(1);
-        true
-    }
-
-    fn complicate(&mut self) -> bool {
-        match self.undo.take() {
-            Some((i, cp)) => {
-                self.kept.insert(i, cp);
-                true
-            }
-            None => false,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use properties::strategies::LabelMask;
-
-    use super::super::cp_batch::Segment;
-
-    /// Shrinking keeps the smallest CP size that still fails.
-    #[test]
-    fn cp_sizes_shrink_to_the_smallest_failing_one() {
-        for (fails, want) in [
-            (&[2usize, 4, 8][..], vec![2]),
-            (&[8][..], vec![8]),
-            (&[1, 2, 4, 8][..], vec![1]),
-            (&[4][..], vec![4]),
-        ] {
-            let mut tree = CpSizes.new_tree(&mut TestRunner::deterministic()).unwrap();
-            assert_eq!(tree.current(), CP_SIZES.to_vec());
-            let failing = |v: &[usize]| v.iter().any(|c| fails.contains(c));
-            while tree.simplify() {
-                while !failing(&tree.current()) {
-                    if !tree.complicate() {
-                        break;
-                    }
-                }
-            }
-            assert_eq!(tree.current(), want, "failing at {fails:?}");
-        }
-    }
+    use properties::strategies::fuzz::{CP_SIZES, CpBatch, CpSegment};
 
     /// Every rank's shard at every CP size holds the storage tokens once; the valid labels are
     /// the oracle's, wherever they land.
     #[test]
     fn requests_shard_the_batch_the_oracle_sees() {
-        let case = LossCase {
+        let case = LossFuzzCase {
             cps: CP_SIZES.to_vec(),
             batch: CpBatch {
                 mask: LabelMask::Prompt(1),
                 segments: vec![
-                    Segment { len: 3, mock: false, slack: false },
-                    Segment { len: 0, mock: false, slack: true },
-                    Segment { len: 2, mock: true, slack: false },
-                    Segment { len: 5, mock: false, slack: true },
+                    CpSegment { len: 3, mock: false, slack: false },
+                    CpSegment { len: 0, mock: false, slack: true },
+                    CpSegment { len: 2, mock: true, slack: false },
+                    CpSegment { len: 5, mock: false, slack: true },
                 ],
             },
             vocab: 3,
             seed: 7,
-            layout: CpSplitLayout::Zigzag,
         };
-        let global = case.oracle();
+        let global = oracle(&case);
         // Segment 0: tokens 1, 2 are valid targets of 0, 1; segment 3: 1..=4 of 0..=3.
         assert_eq!(global.count, 2 + 4);
-        let contiguous = LossCase { layout: CpSplitLayout::Contiguous, ..case.clone() };
+        let target = |layout| LossTarget { rtol: DEFAULT_RTOL, layout };
+        let (zigzag, contiguous) =
+            (target(CpSplitLayout::Zigzag), target(CpSplitLayout::Contiguous));
         for cp in CP_SIZES {
-            for (case, stored) in [
-                (&case, case.batch.storage(cp, true, false)),
+            for (target, stored) in [
+                (&zigzag, case.batch.storage(cp, true, false)),
                 (&contiguous, case.batch.storage(cp, true, true)),
             ] {
-                let req = case.request(cp);
+                let req = target.request(&case, cp);
                 assert_eq!(req.ranks.len(), cp);
                 let rows: Vec<usize> = req.ranks.iter().map(|r| r.logits.len()).collect();
                 assert_eq!(rows.iter().sum::<usize>(), stored.iter().sum::<u32>() as usize);
                 assert!(rows.iter().all(|&n| n == rows[0]), "equal shards: {rows:?}");
                 let valid: usize =
                     req.ranks.iter().map(|r| r.labels.iter().filter(|&&y| y >= 0).count()).sum();
-                assert_eq!(valid as u64, global.count, "cp={cp}, {:?}", case.layout);
+                assert_eq!(valid as u64, global.count, "cp={cp}, {:?}", target.layout);
             }
         }
         // A contiguous request says so; a zigzag one is as before.
-        assert_eq!(contiguous.payload(2)["cp_layout"], "contiguous");
-        assert!(case.payload(2).get("cp_layout").is_none());
+        assert_eq!(contiguous.payload_at(&case, 2)["cp_layout"], "contiguous");
+        assert!(zigzag.payload_at(&case, 2).get("cp_layout").is_none());
         // Nothing valid: loss 0.
         let empty =
-            LossCase { batch: CpBatch { mask: LabelMask::All, ..case.batch.clone() }, ..case };
-        assert_eq!(empty.oracle(), LossRecord::from_sums(0.0, 0));
+            LossFuzzCase { batch: CpBatch { mask: LabelMask::All, ..case.batch.clone() }, ..case };
+        assert_eq!(oracle(&empty), LossRecord::from_sums(0.0, 0));
     }
 }

@@ -1,13 +1,17 @@
 //! `thdcheck fuzz packer|collator|loss|cp-split -- CMD ARGS…`: generate cases, send them to the
 //! user's adapter (JSON lines, `docs/protocol.md`), check every invariant on the answers, and
 //! shrink a failure with proptest to a minimal request (or requests) that can be replayed by hand.
+//!
+//! The cases are drawn by the generators of `properties::strategies::fuzz` (one per target, with
+//! a parameter struct the target fills from the command's flags); a target's module here holds
+//! what is the command's own: the protocol's requests, the judge and the reductions.
 
 mod adapter;
 mod collator;
 mod logger;
+pub use crate::args::Generation;
 pub use collator::StaticLength;
 pub use logger::{Formula, LayoutKind};
-pub use packer::Generation;
 mod cp_batch;
 mod cp_split;
 mod loss;
@@ -281,7 +285,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                 },
                 pairs: args.pairs,
                 fitting_only: args.fitting_only || fuzz.fitting_only == Some(true),
-                pre: packer::Preconditions {
+                pre: properties::strategies::fuzz::Preconditions {
                     non_empty: args.non_empty || fuzz.non_empty == Some(true),
                     dp_multiple: args.examples_multiple_of_dp
                         || fuzz.examples_multiple_of_dp == Some(true),

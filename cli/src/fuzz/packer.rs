@@ -8,18 +8,20 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use crate::protocol::{
-    PackEntry, PackerExample, PackerOptions, PackerRequest, PackerResponse, PackerSessionRequest,
-    SESSION_VERSION,
+    PackEntry, PackerOptions, PackerRequest, PackerResponse, PackerSessionRequest, SESSION_VERSION,
 };
 use properties::checks::{
     DeclaredDrops, EmittedPack, PackerRun, check_conservation, check_dealing, check_deterministic,
     check_drops, check_emitted_so_far, check_min_packs, check_pairwise_full, check_refusal,
 };
-use proptest::collection::vec;
-use proptest::prelude::*;
+use properties::strategies::fuzz::{
+    PackerFuzzCase, PackerFuzzParams, Preconditions, arb_packer_fuzz_case,
+};
 use proptest::strategy::BoxedStrategy;
 use serde_json::Value;
 use thd::pack::{DropReason, Dropped, Example, Lens, Pack, PackItem};
+
+use crate::args::Generation;
 
 use super::{Failure, Target, response};
 
@@ -61,126 +63,16 @@ impl Default for DropsDeclared {
     }
 }
 
-/// What a packer asserts of a request (`--non-empty`, `--examples-multiple-of-dp`,
-/// `--max-examples`, a profile's `[fuzz]`): every generated request, every push of a session
-/// and every reduction tried while minimizing respects it, so an adapter never needs a guard.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Preconditions {
-    /// At least one example.
-    pub non_empty: bool,
-    /// An example count divisible by the DP size (the request's `dp_size`).
-    pub dp_multiple: bool,
-    /// At most this many examples.
-    pub max_examples: Option<usize>,
-}
-
-impl Preconditions {
-    /// Whether a request of `n` examples, dealt to `dp` ranks, is one the packer accepts.
-    pub fn admits(&self, n: usize, dp: Option<u64>) -> bool {
-        let empty = self.non_empty && n == 0;
-        let indivisible =
-            self.dp_multiple && dp.is_some_and(|r| r > 0 && !(n as u64).is_multiple_of(r));
-        !empty && !indivisible && self.max_examples.is_none_or(|m| n <= m)
-    }
-
-    /// The smallest example count ≥ 1 admitted (`None`: no non-empty request is).
-    pub fn smallest_nonempty(&self, dp: Option<u64>) -> Option<usize> {
-        let step = if self.dp_multiple { dp.map_or(1, |r| r.max(1)) } else { 1 };
-        let n = usize::try_from(step).ok()?;
-        self.admits(n, dp).then_some(n)
-    }
-
-    /// `raw` cut (or, when a non-empty request is needed, extended by cycling it) to a length
-    /// the preconditions admit. `None` when no request is admitted at all.
-    fn fit<T: Clone>(&self, mut raw: Vec<T>, filler: T, dp: Option<u64>) -> Option<Vec<T>> {
-        if let Some(n) = (0..=raw.len()).rev().find(|&n| self.admits(n, dp)) {
-            raw.truncate(n);
-            return Some(raw);
-        }
-        let want = self.smallest_nonempty(dp)?;
-        let source = if raw.is_empty() { vec![filler] } else { raw };
-        Some(source.iter().cycle().take(want).cloned().collect())
-    }
-}
-
-/// Which generators draw the cases (`--generation`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Generation {
-    /// The uniform shapes and the edge-biased swarm, mixed (two cases in three uniform).
-    #[default]
-    Mixed,
-    /// The uniform shapes alone: lengths as fractions of the capacity, arbitrary, tiny or equal.
-    Uniform,
-    /// The edge-biased swarm alone: lengths at the capacity ± 1 and of one token, sums at
-    /// k·capacity ± 1, counts at k·R ± 1 for the DP size R, each feature on in a random subset
-    /// of the cases.
-    Edge,
-}
-
-impl PackerConfig {
-    /// A generated length as the packer may get it: with `--fitting-only`, at most the largest
-    /// multiple of `m` within the capacity.
-    fn fit_len(&self, len: u64, capacity: u64, m: u64) -> u64 {
-        if self.fitting_only { len.min(capacity / m * m).max(1) } else { len }
-    }
-}
-
-/// The edge-biased swarm's raw lengths, Hypothesis-style: each case turns on a random subset of
-/// four features (swarm testing), and each feature puts values where off-by-one bugs live:
-/// lengths at the capacity − 1, the capacity and the capacity + 1 (`on[0]`), one-token examples
-/// (`on[1]`), a count at k·R − 1, k·R or k·R + 1 for the DP size R (4 without one, `on[2]`),
-/// a first-branch sum at k·C − 1, k·C or k·C + 1 (`on[3]`: examples cut from the end or added
-/// to reach it). The other lengths are fractions of the capacity, as the uniform shape's.
-fn edge_lengths(
-    capacity: u64,
-    on: [bool; 4],
-    draws: &[(u8, (u64, u64))],
-    k: u64,
-    off: u64,
-    dp: Option<u64>,
-) -> Vec<(u64, u64)> {
-    let c = capacity.max(1);
-    let at_edge = |r: u64| (c - 1 + r % 3).max(1);
-    let mut lens: Vec<(u64, u64)> = draws
-        .iter()
-        .map(|&(sel, (a, b))| match sel {
-            0 if on[0] => (at_edge(a), at_edge(b)),
-            1 if on[1] => (1, 1),
-            _ => ((c * a).div_ceil(32), (c * b).div_ceil(32)),
-        })
-        .collect();
-    if on[2] {
-        let r = dp.unwrap_or(4).max(1);
-        let n = usize::try_from((k * r + off).saturating_sub(1)).unwrap_or(usize::MAX).min(4096);
-        let source = if lens.is_empty() { vec![(1, 1)] } else { lens.clone() };
-        lens = source.iter().cycle().take(n).copied().collect();
-    }
-    if on[3] {
-        let target = (k * c + off).saturating_sub(1);
-        let mut sum: u64 = lens.iter().map(|l| l.0).sum();
-        while sum > target {
-            sum -= lens.pop().map_or(0, |l| l.0);
-        }
-        while sum < target {
-            let add = (target - sum).min(c);
-            lens.push((add, add));
-            sum += add;
+impl Generation {
+    /// The generators the flag names.
+    fn generated(self) -> properties::strategies::fuzz::Generation {
+        use properties::strategies::fuzz::Generation as Generated;
+        match self {
+            Generation::Mixed => Generated::Mixed,
+            Generation::Uniform => Generated::Uniform,
+            Generation::Edge => Generated::Edge,
         }
     }
-    lens
-}
-
-/// The packs first fit fills with the examples that fit, in order (each into the first pack
-/// with room).
-fn first_fit_packs(lens: &[u64], capacity: u64) -> u64 {
-    let mut loads: Vec<u64> = Vec::new();
-    for &l in lens.iter().filter(|&&l| l <= capacity) {
-        match loads.iter_mut().find(|load| **load + l <= capacity) {
-            Some(load) => *load += l,
-            None => loads.push(l),
-        }
-    }
-    loads.len() as u64
 }
 
 /// The packer target.
@@ -244,36 +136,6 @@ impl PackerTarget {
     }
 }
 
-/// A generated case: the capacity, the seed, and the examples as they arrive: epochs of pushes
-/// (a one-shot request is one epoch of one push). Ids run over the whole case.
-#[derive(Debug, Clone)]
-pub struct PackerFuzzCase {
-    /// Pack capacity in tokens.
-    pub capacity: u64,
-    /// The packer's seed.
-    pub seed: u64,
-    /// `epochs[e][k]`: the examples of the k-th push of epoch e.
-    pub epochs: Vec<Vec<Vec<PackerExample>>>,
-    /// The DP size the request deals to (`--dp-size`, lowered while minimizing).
-    pub dp_size: Option<u64>,
-    /// The packs asked for at least (`--min-packs`: drawn per case).
-    pub min_packs: Option<u64>,
-}
-
-impl PackerFuzzCase {
-    fn examples(&self) -> impl Iterator<Item = &PackerExample> {
-        self.epochs.iter().flatten().flatten()
-    }
-
-    /// Ids `0..n` in order, after examples were removed.
-    fn renumbered(mut self) -> Self {
-        for (id, e) in self.epochs.iter_mut().flatten().flatten().enumerate() {
-            e.id = id as u64;
-        }
-        self
-    }
-}
-
 /// Packs emitted against the lower bound `⌈Σ s / C⌉` of each answer (each session), and on
 /// answers of at most 12 packed single sequences against the exact optimum.
 #[derive(Debug, Default)]
@@ -322,117 +184,20 @@ impl Target for PackerTarget {
         }
     }
 
-    /// Capacities in 1..=64; up to 24 examples (a session: 1 to 3 epochs of up to 3 pushes of
-    /// up to 8). Most lengths are fractions of the capacity (`⌈C·r/32⌉`, r in 1..=48, so up to
-    /// 1.5·C and some over it): shrinking the capacity then shrinks every length with it, and
-    /// a failure shrinks to the smallest capacity that shows it (independent lengths left it at
-    /// 12 or 21). The rest of the uniform one-shot cases are the shapes of the properties
-    /// crate's `arb_seq_lens`: arbitrary lengths of 1..=96, tiny ones, all equal. Beside them
-    /// (`--generation`), the edge-biased swarm of [`edge_case`]. With `--fitting-only` every
-    /// (padded) length fits: `min(len, ⌊C/M⌋·M)`, capacity ≥ M. Every request (every push)
-    /// holds as many examples as the preconditions admit.
+    /// [`arb_packer_fuzz_case`] with the command's flags: one-shot requests or sessions, the
+    /// uniform shapes and (`--generation`) the edge-biased swarm.
     fn strategy(&self) -> BoxedStrategy<PackerFuzzCase> {
         let cfg = self.cfg;
-        let m = self.multiple();
-        let min_cap = if cfg.fitting_only { m } else { 1 };
-        let caps = min_cap..=64u64.max(2 * m);
-        let dp = cfg.options.dp_size;
-        // (first, second) raw lengths of one example; the second is the rejected branch.
-        let raw = |r: std::ops::RangeInclusive<u64>| (r.clone(), r);
-        let ratios = if cfg.fitting_only { 1u64..=32 } else { 1u64..=48 };
-        let shape = move |capacity: u64, epochs: Vec<Vec<Vec<(u64, u64)>>>, relative: bool| {
-            let len = |r: u64| {
-                let l = if relative { (capacity * r).div_ceil(32) } else { r };
-                u32::try_from(cfg.fit_len(l, capacity, m)).unwrap_or(u32::MAX)
-            };
-            let mut id = 0u64;
-            let epochs = epochs
-                .into_iter()
-                .map(|pushes| {
-                    pushes
-                        .into_iter()
-                        .map(|lens| {
-                            let lens = cfg.pre.fit(lens, (1, 1), dp).unwrap_or_default();
-                            lens.into_iter()
-                                .map(|(a, b)| {
-                                    id += 1;
-                                    if cfg.pairs {
-                                        Example::pair(id - 1, len(a), len(b))
-                                    } else {
-                                        Example::single(id - 1, len(a))
-                                    }
-                                })
-                                .collect()
-                        })
-                        .collect()
-                })
-                .collect();
-            (epochs, dp)
-        };
-        if cfg.session {
-            return (caps, vec(vec(vec(raw(ratios), 0..=8), 0..=3), 1..=3), 0u64..=3)
-                .prop_map(move |(capacity, epochs, seed)| {
-                    let (epochs, dp_size) = shape(capacity, epochs, true);
-                    PackerFuzzCase { capacity, seed, epochs, dp_size, min_packs: None }
-                })
-                .boxed();
-        }
-        let one_shot = |lens: Vec<(u64, u64)>| vec![vec![lens]];
-        let relative = (caps.clone(), vec(raw(ratios.clone()), 0..=24), 0u64..=3).prop_map(
-            move |(capacity, lens, seed)| {
-                let (epochs, dp_size) = shape(capacity, one_shot(lens), true);
-                PackerFuzzCase { capacity, seed, epochs, dp_size, min_packs: None }
-            },
-        );
-        let absolute = prop_oneof![
-            2 => vec(raw(1u64..=96), 0..=24),
-            1 => vec(raw(1u64..=2), 0..=24),
-            1 => (1u64..=96, 0usize..=24).prop_map(|(l, n)| vec![(l, l); n]),
-        ];
-        // The relative shape first: a union shrinks towards its earlier alternatives.
-        let uniform = prop_oneof![
-            3 => relative,
-            1 => (caps.clone(), absolute, 0u64..=3).prop_map(move |(capacity, lens, seed)| {
-                let (epochs, dp_size) = shape(capacity, one_shot(lens), false);
-                PackerFuzzCase { capacity, seed, epochs, dp_size, min_packs: None }
-            }),
-        ];
-        let edge = (
-            caps,
-            any::<[bool; 4]>(),
-            vec((0u8..=3, raw(ratios)), 0..=24),
-            1u64..=4,
-            0u64..=2,
-            0u64..=3,
-        )
-            .prop_map(move |(capacity, on, draws, k, off, seed)| {
-                let lens = edge_lengths(capacity, on, &draws, k, off, dp);
-                let (epochs, dp_size) = shape(capacity, one_shot(lens), false);
-                PackerFuzzCase { capacity, seed, epochs, dp_size, min_packs: None }
-            });
-        let cases = match cfg.generation {
-            Generation::Uniform => uniform.boxed(),
-            Generation::Edge => edge.boxed(),
-            Generation::Mixed => prop_oneof![2 => uniform, 1 => edge].boxed(),
-        };
-        if !cfg.min_packs {
-            return cases;
-        }
-        // `--min-packs`: one more pack than first fit needs (the edge), as many as there are
-        // examples, or any number up to that.
-        (cases, 0u8..3, any::<proptest::sample::Index>())
-            .prop_map(|(mut case, pick, at)| {
-                let n = case.examples().count().max(1);
-                let lens: Vec<u64> = case.examples().map(|e| e.lens.branches()[0]).collect();
-                let k = match pick {
-                    0 => first_fit_packs(&lens, case.capacity) + 1,
-                    1 => n as u64,
-                    _ => at.index(n) as u64 + 1,
-                };
-                case.min_packs = Some(k.max(1));
-                case
-            })
-            .boxed()
+        arb_packer_fuzz_case(PackerFuzzParams {
+            session: cfg.session,
+            pairs: cfg.pairs,
+            fitting_only: cfg.fitting_only,
+            pad_to_multiple_of: cfg.options.pad_to_multiple_of,
+            dp_size: cfg.options.dp_size,
+            preconditions: cfg.pre,
+            generation: cfg.generation.generated(),
+            min_packs: cfg.min_packs,
+        })
     }
 
     fn minimizes(&self) -> bool {

@@ -3,7 +3,7 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use super::lens::{arb_cp_gt1, arb_seq_lens};
+use super::lens::{SeqLensParams, arb_cp_gt1, arb_seq_lens};
 use super::noise;
 
 /// An attention call on a packed batch. q, k and v are functions of `seed` and the storage row.
@@ -117,7 +117,7 @@ pub fn arb_attn_case() -> impl Strategy<Value = AttnCase> {
         0u64..1_000,
         vec(0u32..=3, 4),
         vec(0u32..=12, 4),
-        arb_seq_lens(0, 12, 4),
+        arb_seq_lens(SeqLensParams { min_len: 0, max_len: 12, max_segments: 4 }),
     )
         .prop_map(
             |(mode, cp, (kv_heads, group, head_dim), causal, seed, pad, lens_k, lens)| {

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use super::sft::{CollateCase, SftCase, arb_collate_case, arb_sft_case};
+use super::sft::{CollateCase, SftCase, Sizes, arb_collate_case, arb_sft_case};
 
 /// A collated pack whose documents a 4-D attention mask must keep apart.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,12 +21,12 @@ prop_compose! {
     /// ```
     /// use proptest::strategy::{Strategy, ValueTree};
     /// use proptest::test_runner::TestRunner;
-    /// use properties::strategies::arb_mask_case;
-    /// let case = arb_mask_case(4, 8).new_tree(&mut TestRunner::deterministic()).unwrap().current();
+    /// use properties::strategies::{Sizes, arb_mask_case};
+    /// let case = arb_mask_case(Sizes::TINY).new_tree(&mut TestRunner::deterministic()).unwrap().current();
     /// assert!((1..=4).contains(&case.collate.sft.lens.len()));
     /// ```
-    pub fn arb_mask_case(max_examples: usize, max_len: u32)
-        (bidirectional in prop::bool::weighted(0.25), collate in arb_collate_case(max_examples, max_len))
+    pub fn arb_mask_case(sizes: Sizes)
+        (bidirectional in prop::bool::weighted(0.25), collate in arb_collate_case(sizes))
         -> MaskCase
     {
         MaskCase { bidirectional, collate }
@@ -54,8 +54,8 @@ impl EosCase {
     /// ```
     /// use proptest::strategy::{Strategy, ValueTree};
     /// use proptest::test_runner::TestRunner;
-    /// use properties::strategies::arb_eos_case;
-    /// let case = arb_eos_case(4, 8).new_tree(&mut TestRunner::deterministic()).unwrap().current();
+    /// use properties::strategies::{Sizes, arb_eos_case};
+    /// let case = arb_eos_case(Sizes::TINY).new_tree(&mut TestRunner::deterministic()).unwrap().current();
     /// let eos = case.eos_token_id();
     /// assert!(case.sft.examples().iter().all(|d| !d.input_ids.contains(&eos)));
     /// ```
@@ -71,15 +71,15 @@ prop_compose! {
     /// ```
     /// use proptest::strategy::{Strategy, ValueTree};
     /// use proptest::test_runner::TestRunner;
-    /// use properties::strategies::arb_eos_case;
-    /// let case = arb_eos_case(4, 8).new_tree(&mut TestRunner::deterministic()).unwrap().current();
+    /// use properties::strategies::{Sizes, arb_eos_case};
+    /// let case = arb_eos_case(Sizes::TINY).new_tree(&mut TestRunner::deterministic()).unwrap().current();
     /// assert!(case.max_doc_len >= 2);
     /// ```
-    pub fn arb_eos_case(max_examples: usize, max_len: u32)
+    pub fn arb_eos_case(sizes: Sizes)
         (
             max_doc_len in 2usize..=8,
             row_width in prop_oneof![1 => Just(None), 2 => (2usize..=12).prop_map(Some)],
-            sft in arb_sft_case(max_examples, max_len),
+            sft in arb_sft_case(sizes),
         )
         -> EosCase
     {

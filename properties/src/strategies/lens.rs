@@ -4,6 +4,18 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
 
+/// The bounds of [`arb_seq_lens`]: every length in `min_len..=max_len`, `1..=max_segments` of
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqLensParams {
+    /// The shortest sequence (0 allows empty ones).
+    pub min_len: u32,
+    /// The longest sequence.
+    pub max_len: u32,
+    /// The most sequences (at least 1).
+    pub max_segments: usize,
+}
+
 /// Sequence lengths in `min_len..=max_len`, `1..=max_segments` of them, in four shapes:
 /// arbitrary; 0- and 1-token sequences; all equal; one huge sequence among tiny ones.
 ///
@@ -13,18 +25,16 @@ use proptest::sample::{Index, select};
 /// ```
 /// use proptest::strategy::{Strategy, ValueTree};
 /// use proptest::test_runner::TestRunner;
-/// use properties::strategies::arb_seq_lens;
+/// use properties::strategies::{SeqLensParams, arb_seq_lens};
 /// let mut runner = TestRunner::deterministic();
+/// let bounds = SeqLensParams { min_len: 0, max_len: 64, max_segments: 8 };
 /// for _ in 0..100 {
-///     let lens = arb_seq_lens(0, 64, 8).new_tree(&mut runner).unwrap().current();
+///     let lens = arb_seq_lens(bounds).new_tree(&mut runner).unwrap().current();
 ///     assert!((1..=8).contains(&lens.len()) && lens.iter().all(|&s| s <= 64));
 /// }
 /// ```
-pub fn arb_seq_lens(
-    min_len: u32,
-    max_len: u32,
-    max_segments: usize,
-) -> impl Strategy<Value = Vec<u32>> {
+pub fn arb_seq_lens(bounds: SeqLensParams) -> impl Strategy<Value = Vec<u32>> {
+    let SeqLensParams { min_len, max_len, max_segments } = bounds;
     assert!(min_len <= max_len && max_segments >= 1);
     let n = 1..=max_segments;
     let tiny_max = (min_len + 1).min(max_len);
@@ -63,7 +73,8 @@ mod tests {
         let mut runner = TestRunner::deterministic();
         let (mut zero, mut equal, mut huge) = (false, false, false);
         for _ in 0..500 {
-            let l = arb_seq_lens(0, 100, 8).new_tree(&mut runner).unwrap().current();
+            let bounds = SeqLensParams { min_len: 0, max_len: 100, max_segments: 8 };
+            let l = arb_seq_lens(bounds).new_tree(&mut runner).unwrap().current();
             zero |= l.contains(&0);
             equal |= l.len() > 2 && l.windows(2).all(|w| w[0] == w[1]);
             huge |= l.len() > 2

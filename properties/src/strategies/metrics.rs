@@ -6,7 +6,7 @@ use proptest::sample::select;
 use thd::metrics::{CausalConvention, FlopsFormula, HardwareView, ModelDims};
 use thd::{IGNORE_INDEX, PackedBatch, PackedBatchParts};
 
-use super::lens::{arb_cp, arb_seq_lens};
+use super::lens::{SeqLensParams, arb_cp, arb_seq_lens};
 use crate::checks::MicroBatchView;
 
 /// One pack described by lengths: real segments, their padding, mock segments and a static
@@ -76,12 +76,17 @@ impl WorkCase {
 pub fn arb_work_case() -> impl Strategy<Value = WorkCase> {
     // Knobs before data: proptest shrinks a tuple left to right, once.
     let tail = prop_oneof![2 => Just(0u32), 1 => 1u32..=8];
-    (any::<bool>(), vec(1u32..=16, 0..=2), tail, vec(0u32..=7, 6), arb_seq_lens(0, 64, 6)).prop_map(
-        |(padded, mocks, tail, pad, lens)| {
+    (
+        any::<bool>(),
+        vec(1u32..=16, 0..=2),
+        tail,
+        vec(0u32..=7, 6),
+        arb_seq_lens(SeqLensParams { min_len: 0, max_len: 64, max_segments: 6 }),
+    )
+        .prop_map(|(padded, mocks, tail, pad, lens)| {
             let pad = if padded { pad[..lens.len()].to_vec() } else { vec![0; lens.len()] };
             WorkCase { lens, pad, mocks, tail }
-        },
-    )
+        })
 }
 
 /// Model dims: 1–4 layers, 1–2 KV heads in groups of 1–4, head_dim 1–128, hidden 8–1024,
@@ -158,7 +163,7 @@ pub fn arb_mfu_case() -> impl Strategy<Value = MfuCase> {
         select(vec![HardwareView::Varlen, HardwareView::WholePack]),
         0u32..=8,
         arb_model_dims(),
-        arb_seq_lens(1, 48, 6),
+        arb_seq_lens(SeqLensParams { min_len: 1, max_len: 48, max_segments: 6 }),
     )
         .prop_map(
             |(multiple_of, max_mock_len, cp, static_extra, formula, view, slack, dims, lens)| {

@@ -15,10 +15,17 @@
 //! | [`dpo`] | DPO pairs and budgets |
 //! | [`formats`] | packs with a 4-D attention mask, EOS-delimited pretraining streams cut into rows |
 //! | [`packer`] | packer specs, datasets and epoch plans |
+//! | [`fuzz`] | the cases of `thdcheck fuzz`: packer requests and sessions, collator requests, logger steps, CP batches for the loss and the splitter |
+//!
+//! Sizes and switches are parameter structs, never positional numbers or flags:
+//! [`Sizes`] for the SFT family (`arb_collate_case(Sizes::SMALL)`), [`SeqLensParams`] for
+//! [`arb_seq_lens`], [`PackerStreamParams`] for [`arb_packer_stream`], and one per fuzz target
+//! (`fuzz::PackerFuzzParams`, ...).
 
 pub mod attn;
 pub mod dpo;
 pub mod formats;
+pub mod fuzz;
 pub mod lens;
 pub mod metrics;
 pub mod packer;
@@ -27,16 +34,16 @@ pub mod sft;
 pub use attn::{AttnCase, arb_attn_case, arb_attn_case_large};
 pub use dpo::{DpoCase, arb_dpo_case};
 pub use formats::{EosCase, MaskCase, arb_eos_case, arb_mask_case};
-pub use lens::{arb_cp, arb_cp_gt1, arb_seq_lens};
+pub use lens::{SeqLensParams, arb_cp, arb_cp_gt1, arb_seq_lens};
 pub use metrics::{
     FlopsCase, MfuCase, WorkCase, arb_flops_case, arb_mfu_case, arb_model_dims, arb_work_case,
 };
 pub use packer::{
-    PackerCase, PackerStream, arb_capacity, arb_packer_case, arb_packer_spec, arb_packer_stream,
-    arb_small_instance, spec_limits,
+    PackerCase, PackerStream, PackerStreamParams, arb_capacity, arb_packer_case, arb_packer_spec,
+    arb_packer_stream, arb_small_instance, spec_limits,
 };
 pub use sft::{
-    CollateCase, CpLossCase, LabelMask, Padding, SftCase, ShardCase, TokensCpCase,
+    CollateCase, CpLossCase, LabelMask, Padding, SftCase, ShardCase, Sizes, TokensCpCase,
     arb_collate_case, arb_cp_loss_case, arb_label_mask, arb_micro_batch_loss_case, arb_padding,
     arb_sft_case, arb_shard_case, arb_tokens_cp_case,
 };

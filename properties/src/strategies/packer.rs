@@ -160,9 +160,46 @@ pub struct PackerStream {
     pub shuffle: bool,
 }
 
-/// A [`PackerStream`]: capacity 1–64, 0–24 single examples (DPO pairs a third of the time when
-/// `pairs`), each at most the capacity, or up to 1.5× it when `over_length`.
-pub fn arb_packer_stream(pairs: bool, over_length: bool) -> impl Strategy<Value = PackerStream> {
+/// What [`arb_packer_stream`] draws beyond its fixed shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PackerStreamParams {
+    /// A third of the streams hold DPO pairs (chosen, rejected) instead of single sequences.
+    pub pairs: bool,
+    /// Examples may be up to 1.5× the capacity (over-long ones the packer must drop or refuse),
+    /// instead of at most the capacity.
+    pub over_long: bool,
+}
+
+impl PackerStreamParams {
+    /// Single sequences or DPO pairs, every example within the capacity (the default).
+    pub const FITTING: PackerStreamParams = PackerStreamParams { pairs: true, over_long: false };
+    /// Single sequences or DPO pairs, examples up to 1.5× the capacity.
+    pub const OVER_LONG: PackerStreamParams = PackerStreamParams { pairs: true, over_long: true };
+    /// Single sequences only, every one within the capacity.
+    pub const SINGLES: PackerStreamParams = PackerStreamParams { pairs: false, over_long: false };
+}
+
+/// [`PackerStreamParams::FITTING`].
+impl Default for PackerStreamParams {
+    fn default() -> Self {
+        Self::FITTING
+    }
+}
+
+/// A [`PackerStream`]: capacity 1–64, 0–24 single examples (DPO pairs a third of the time with
+/// `pairs`), each at most the capacity, or up to 1.5× it with `over_long`.
+///
+/// # Example
+/// ```
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// use properties::strategies::{PackerStreamParams, arb_packer_stream};
+/// let mut runner = TestRunner::deterministic();
+/// let s = arb_packer_stream(PackerStreamParams::SINGLES).new_tree(&mut runner).unwrap().current();
+/// assert!(s.dataset.iter().all(|e| e.lens.branches()[0] <= u64::from(s.capacity)));
+/// ```
+pub fn arb_packer_stream(params: PackerStreamParams) -> impl Strategy<Value = PackerStream> {
+    let PackerStreamParams { pairs, over_long } = params;
     (
         arb_capacity(),
         prop::bool::weighted(if pairs { 1.0 / 3.0 } else { 0.0 }),
@@ -173,7 +210,7 @@ pub fn arb_packer_stream(pairs: bool, over_length: bool) -> impl Strategy<Value 
         vec((0u32..=96, 0u32..=96), 0..=24),
     )
         .prop_map(move |(capacity, pair, batch_size, epochs, seed, shuffle, lens)| {
-            let max_len = if over_length { capacity + capacity / 2 } else { capacity };
+            let max_len = if over_long { capacity + capacity / 2 } else { capacity };
             let dataset = lens
                 .into_iter()
                 .enumerate()

@@ -5,9 +5,43 @@ use proptest::prelude::*;
 use thd::IGNORE_INDEX;
 use thd::collate::Document;
 
-use super::lens::{arb_cp, arb_seq_lens};
+use super::lens::{SeqLensParams, arb_cp, arb_seq_lens};
 use super::{mix, noise};
 use crate::checks::{Split, TokenCounts};
+
+/// How big the batches of the SFT-family strategies are ([`arb_sft_case`] and every strategy
+/// built on it): `1..=max_examples` examples of `1..=max_len` tokens.
+///
+/// # Example
+/// ```
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// use properties::strategies::{Sizes, arb_sft_case};
+/// let case = arb_sft_case(Sizes::TINY).new_tree(&mut TestRunner::deterministic()).unwrap().current();
+/// assert!((1..=4).contains(&case.lens.len()) && case.lens.iter().all(|&s| (1..=8).contains(&s)));
+/// assert_eq!(Sizes::default(), Sizes::SMALL);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    /// The most examples in a batch (at least 1).
+    pub max_examples: usize,
+    /// The longest example, in tokens (at least 1).
+    pub max_len: u32,
+}
+
+impl Sizes {
+    /// 1–6 examples of 1–24 tokens: the property suites, the zoo and `thdcheck selfcheck`.
+    pub const SMALL: Sizes = Sizes { max_examples: 6, max_len: 24 };
+    /// 1–4 examples of 1–8 tokens: doc examples and the slower suites.
+    pub const TINY: Sizes = Sizes { max_examples: 4, max_len: 8 };
+}
+
+/// [`Sizes::SMALL`].
+impl Default for Sizes {
+    fn default() -> Self {
+        Self::SMALL
+    }
+}
 
 /// A batch of SFT examples: lengths, which labels are ignored, and a seed for token ids and
 /// logits.
@@ -145,9 +179,18 @@ pub fn arb_label_mask() -> impl Strategy<Value = LabelMask> {
 }
 
 prop_compose! {
-    /// An SFT batch of `1..=max_examples` examples of `1..=max_len` tokens.
-    pub fn arb_sft_case(max_examples: usize, max_len: u32)
-        (mask in arb_label_mask(), vocab in 2usize..=5, seed in 0u64..1_000, lens in arb_seq_lens(1, max_len, max_examples))
+    /// An SFT batch of `1..=max_examples` examples of `1..=max_len` tokens ([`Sizes`]).
+    pub fn arb_sft_case(sizes: Sizes)
+        (
+            mask in arb_label_mask(),
+            vocab in 2usize..=5,
+            seed in 0u64..1_000,
+            lens in arb_seq_lens(SeqLensParams {
+                min_len: 1,
+                max_len: sizes.max_len,
+                max_segments: sizes.max_examples,
+            }),
+        )
         -> SftCase
     {
         SftCase { lens, mask, vocab, seed }
@@ -165,18 +208,15 @@ pub struct CpLossCase {
 
 /// A [`CpLossCase`]: a CP split (3 in 4) or a split into `1..=6` micro-batches of
 /// `⌈B/k⌉` consecutive examples.
-pub fn arb_cp_loss_case(max_examples: usize, max_len: u32) -> impl Strategy<Value = CpLossCase> {
+pub fn arb_cp_loss_case(sizes: Sizes) -> impl Strategy<Value = CpLossCase> {
     let split = prop_oneof![3 => arb_cp().prop_map(Split::Cp), 1 => (1usize..=6).prop_map(Split::MicroBatches)];
     // Knobs before data: proptest shrinks a tuple left to right, once.
-    (split, arb_sft_case(max_examples, max_len)).prop_map(|(split, sft)| CpLossCase { sft, split })
+    (split, arb_sft_case(sizes)).prop_map(|(split, sft)| CpLossCase { sft, split })
 }
 
 /// A [`CpLossCase`] split into `1..=B` micro-batches only (gradient accumulation), no CP.
-pub fn arb_micro_batch_loss_case(
-    max_examples: usize,
-    max_len: u32,
-) -> impl Strategy<Value = CpLossCase> {
-    arb_sft_case(max_examples, max_len).prop_flat_map(|sft| {
+pub fn arb_micro_batch_loss_case(sizes: Sizes) -> impl Strategy<Value = CpLossCase> {
+    arb_sft_case(sizes).prop_flat_map(|sft| {
         let n = sft.lens.len();
         (Just(sft), 1..=n).prop_map(|(sft, k)| CpLossCase { sft, split: Split::MicroBatches(k) })
     })
@@ -186,11 +226,8 @@ pub fn arb_micro_batch_loss_case(
 pub type TokensCpCase = SftCase;
 
 /// An [`SftCase`] for TOKENS-CP.
-pub fn arb_tokens_cp_case(
-    max_examples: usize,
-    max_len: u32,
-) -> impl Strategy<Value = TokensCpCase> {
-    arb_sft_case(max_examples, max_len)
+pub fn arb_tokens_cp_case(sizes: Sizes) -> impl Strategy<Value = TokensCpCase> {
+    arb_sft_case(sizes)
 }
 
 /// A batch to shard: the CP size, and whether it was padded for CP first (if not, lengths not
@@ -207,8 +244,8 @@ pub struct ShardCase {
 
 prop_compose! {
     /// A [`ShardCase`]; 7 in 8 are padded first.
-    pub fn arb_shard_case(max_examples: usize, max_len: u32)
-        (cp in arb_cp(), pad_first in prop::bool::weighted(0.875), sft in arb_sft_case(max_examples, max_len))
+    pub fn arb_shard_case(sizes: Sizes)
+        (cp in arb_cp(), pad_first in prop::bool::weighted(0.875), sft in arb_sft_case(sizes))
         -> ShardCase
     {
         ShardCase { sft, cp, pad_first }
@@ -296,8 +333,8 @@ pub fn arb_padding() -> impl Strategy<Value = Padding> {
 
 prop_compose! {
     /// A [`CollateCase`]; position base 0 (7 in 8) or 2.
-    pub fn arb_collate_case(max_examples: usize, max_len: u32)
-        (padding in arb_padding(), roberta in prop::bool::weighted(0.125), sft in arb_sft_case(max_examples, max_len))
+    pub fn arb_collate_case(sizes: Sizes)
+        (padding in arb_padding(), roberta in prop::bool::weighted(0.125), sft in arb_sft_case(sizes))
         -> CollateCase
     {
         CollateCase { sft, padding, position_base: if roberta { 2 } else { 0 } }

@@ -103,7 +103,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::strategies::arb_shard_case;
+    use crate::strategies::{Sizes, arb_shard_case};
     use crate::subjects::cp::tagged_batch;
 
     proptest! {
@@ -111,14 +111,14 @@ mod tests {
         /// one rank, piece r on rank r, labels rolled before the split, global positions; a pack
         /// that is not a multiple of cp refused.
         #[test]
-        fn contiguous_shards_cover_every_token_once(case in arb_shard_case(6, 24)) {
+        fn contiguous_shards_cover_every_token_once(case in arb_shard_case(Sizes::SMALL)) {
             run_cp_shard_contiguous(&ContiguousSplit, &case)?;
         }
 
         /// The zigzag sharder is no contiguous one: the property sees the difference whenever
         /// the ranks hold more than one chunk.
         #[test]
-        fn the_zigzag_is_not_contiguous(case in arb_shard_case(6, 24)) {
+        fn the_zigzag_is_not_contiguous(case in arb_shard_case(Sizes::SMALL)) {
             let verdict = run_cp_shard_contiguous(&super::super::ThdSubject, &case);
             let tokens = tagged_batch(&case).unwrap().num_tokens();
             if case.cp == 1 {

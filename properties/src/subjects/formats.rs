@@ -81,9 +81,9 @@ impl MaskBuilder for ThdSubject {
 /// ```
 /// use proptest::strategy::{Strategy, ValueTree};
 /// use proptest::test_runner::TestRunner;
-/// use properties::strategies::arb_mask_case;
+/// use properties::strategies::{Sizes, arb_mask_case};
 /// use properties::subjects::{ThdSubject, run_block_mask};
-/// let case = arb_mask_case(4, 8).new_tree(&mut TestRunner::deterministic()).unwrap().current();
+/// let case = arb_mask_case(Sizes::TINY).new_tree(&mut TestRunner::deterministic()).unwrap().current();
 /// assert!(run_block_mask(&ThdSubject, &case).is_ok());
 /// ```
 pub fn run_block_mask(subject: &dyn MaskBuilder, case: &MaskCase) -> Checked {
@@ -213,9 +213,9 @@ impl EosPacker for ThdSubject {
 /// ```
 /// use proptest::strategy::{Strategy, ValueTree};
 /// use proptest::test_runner::TestRunner;
-/// use properties::strategies::arb_eos_case;
+/// use properties::strategies::{Sizes, arb_eos_case};
 /// use properties::subjects::{ThdSubject, run_eos_pack};
-/// let case = arb_eos_case(4, 8).new_tree(&mut TestRunner::deterministic()).unwrap().current();
+/// let case = arb_eos_case(Sizes::TINY).new_tree(&mut TestRunner::deterministic()).unwrap().current();
 /// assert!(run_eos_pack(&ThdSubject, &case).is_ok());
 /// ```
 pub fn run_eos_pack(subject: &dyn EosPacker, case: &EosCase) -> Checked {
@@ -301,9 +301,9 @@ pub(crate) fn loss_mask(pack: &Collated) -> Vec<f64> {
 /// ```
 /// use proptest::strategy::{Strategy, ValueTree};
 /// use proptest::test_runner::TestRunner;
-/// use properties::strategies::arb_collate_case;
+/// use properties::strategies::{Sizes, arb_collate_case};
 /// use properties::subjects::{ThdSubject, run_side_tensors};
-/// let case = arb_collate_case(4, 8).new_tree(&mut TestRunner::deterministic()).unwrap().current();
+/// let case = arb_collate_case(Sizes::TINY).new_tree(&mut TestRunner::deterministic()).unwrap().current();
 /// assert!(run_side_tensors(&ThdSubject, &case).is_ok());
 /// ```
 pub fn run_side_tensors(subject: &dyn SideTensors, case: &CollateCase) -> Checked {

@@ -5,7 +5,7 @@
 //! shrunk counterexample in an insta snapshot. A property is trusted only once it has been seen
 //! to fail here.
 //!
-//! Each variant is declared once, in [`zoo_variants!`]: its module, the invariant that catches
+//! Each variant is declared once, in `zoo_variants!`: its module, the invariant that catches
 //! it, the bug classes of `oracle-anchors.md` §4 it reproduces, the upstream bug, the strategy
 //! that draws its cases, how its cases are run, and its pinned test (whose name is the
 //! snapshot's). That one declaration makes the re-export and [`CATALOGUE`] here, the driver in
@@ -66,7 +66,7 @@ macro_rules! zoo_variants {
             caught_by: Layout,
             classes: [],
             upstream: "label across a document boundary: the next document's first token (AReaL AR-P3)",
-            strategy: arb_collate_case(6, 24),
+            strategy: arb_collate_case(Sizes::SMALL),
             driver: run_layout,
             test: layout_catches_label_leak,
         }
@@ -75,7 +75,7 @@ macro_rules! zoo_variants {
             caught_by: Layout,
             classes: [22],
             upstream: "position ids not reset per sequence",
-            strategy: arb_collate_case(6, 24),
+            strategy: arb_collate_case(Sizes::SMALL),
             driver: run_layout,
             test: layout_catches_positions_not_reset,
         }
@@ -84,7 +84,7 @@ macro_rules! zoo_variants {
             caught_by: Layout,
             classes: [22],
             upstream: "transformers #47496 (RoBERTa 0-based positions)",
-            strategy: arb_collate_case(6, 24),
+            strategy: arb_collate_case(Sizes::SMALL),
             driver: run_layout,
             test: layout_catches_zero_based_positions,
         }
@@ -93,7 +93,7 @@ macro_rules! zoo_variants {
             caught_by: Layout,
             classes: [15],
             upstream: "AReaL #1103 (duplicated cu_seqlens entry)",
-            strategy: arb_collate_case(6, 24),
+            strategy: arb_collate_case(Sizes::SMALL),
             driver: run_layout,
             test: layout_catches_duplicate_zero_length_segment,
         }
@@ -147,7 +147,7 @@ macro_rules! zoo_variants {
             caught_by: Loss,
             classes: [3],
             upstream: "Megatron-LM #7498 empty mask; open-instruct OI-B4",
-            strategy: arb_sft_case(6, 24),
+            strategy: arb_sft_case(Sizes::SMALL),
             driver: run_loss,
             test: loss_catches_nan_when_all_ignored,
         }
@@ -156,7 +156,7 @@ macro_rules! zoo_variants {
             caught_by: Loss,
             classes: [],
             upstream: "AReaL #1223 roll contract (AR-B3 / AR-P4)",
-            strategy: arb_sft_case(6, 24),
+            strategy: arb_sft_case(Sizes::SMALL),
             driver: run_loss,
             test: loss_catches_labels_not_shifted,
         }
@@ -165,7 +165,7 @@ macro_rules! zoo_variants {
             caught_by: CpLoss,
             classes: [1, 2],
             upstream: "Megatron-LM #7452 finding 9 / PR #7513 (mean of per-rank means)",
-            strategy: arb_cp_loss_case(6, 24),
+            strategy: arb_cp_loss_case(Sizes::SMALL),
             driver: run_cp_loss,
             test: cp_loss_catches_mean_of_rank_means,
         }
@@ -174,7 +174,7 @@ macro_rules! zoo_variants {
             caught_by: CpLoss,
             classes: [16, 24],
             upstream: "transformers PR #34191, torchtune #1875 (gradient accumulation); AReaL #1730",
-            strategy: arb_micro_batch_loss_case(6, 24),
+            strategy: arb_micro_batch_loss_case(Sizes::SMALL),
             driver: run_cp_loss,
             test: cp_loss_catches_mean_of_micro_batch_means,
         }
@@ -183,7 +183,7 @@ macro_rules! zoo_variants {
             caught_by: CpLoss,
             classes: [4],
             upstream: "verl #5983 (token count reduced over DP only)",
-            strategy: arb_cp_loss_case(6, 24),
+            strategy: arb_cp_loss_case(Sizes::SMALL),
             driver: run_cp_loss,
             test: cp_loss_catches_one_shard_denominator,
         }
@@ -192,7 +192,7 @@ macro_rules! zoo_variants {
             caught_by: CpLoss,
             classes: [3],
             upstream: "Megatron-LM #7498; NeMo Speech #14488",
-            strategy: arb_cp_loss_case(6, 24),
+            strategy: arb_cp_loss_case(Sizes::SMALL),
             driver: run_cp_loss,
             test: cp_loss_catches_nan_on_empty_rank,
         }
@@ -201,7 +201,7 @@ macro_rules! zoo_variants {
             caught_by: CpShard,
             classes: [],
             upstream: "AReaL #1223 (roll before split)",
-            strategy: arb_shard_case(6, 24),
+            strategy: arb_shard_case(Sizes::SMALL),
             driver: run_cp_shard,
             test: cp_shard_catches_split_then_roll,
         }
@@ -210,7 +210,7 @@ macro_rules! zoo_variants {
             caught_by: CpShard,
             classes: [],
             upstream: "AReaL split_packed_seqs_for_context_parallel (no divisibility check)",
-            strategy: arb_shard_case(6, 24),
+            strategy: arb_shard_case(Sizes::SMALL),
             driver: run_cp_shard,
             test: cp_shard_catches_truncating_split,
         }
@@ -219,7 +219,7 @@ macro_rules! zoo_variants {
             caught_by: CpShard,
             classes: [12],
             upstream: "Megatron-LM #5243 (RoPE positions under CP)",
-            strategy: arb_shard_case(6, 24),
+            strategy: arb_shard_case(Sizes::SMALL),
             driver: run_cp_shard,
             test: cp_shard_catches_local_position_ids,
         }
@@ -228,7 +228,7 @@ macro_rules! zoo_variants {
             caught_by: CpShard,
             classes: [13],
             upstream: "Megatron-LM #4495 (MTP roll with unpadded cu_seqlens)",
-            strategy: arb_shard_case(6, 24),
+            strategy: arb_shard_case(Sizes::SMALL),
             driver: run_cp_shard,
             test: cp_shard_catches_roll_with_unpadded_offsets,
         }
@@ -237,7 +237,7 @@ macro_rules! zoo_variants {
             caught_by: CpShard,
             classes: [],
             upstream: "planted, no upstream issue: a contiguous CP split (the layout of Ulysses, slime --allgather-cp, Nanotron) with an inclusive end index puts a token on two ranks",
-            strategy: arb_shard_case(6, 24),
+            strategy: arb_shard_case(Sizes::SMALL),
             driver: run_cp_shard_contiguous,
             test: cp_shard_catches_overlapping_contiguous_split,
         }
@@ -246,7 +246,7 @@ macro_rules! zoo_variants {
             caught_by: TokensCp,
             classes: [4],
             upstream: "AReaL #1242; verl #5983",
-            strategy: arb_tokens_cp_case(6, 24),
+            strategy: arb_tokens_cp_case(Sizes::SMALL),
             driver: run_tokens_cp,
             test: tokens_cp_catches_rank_zero_stats,
         }
@@ -255,7 +255,7 @@ macro_rules! zoo_variants {
             caught_by: TokensCp,
             classes: [5],
             upstream: "transformers #48167 (eval_loss × cp)",
-            strategy: arb_tokens_cp_case(6, 24),
+            strategy: arb_tokens_cp_case(Sizes::SMALL),
             driver: run_tokens_cp,
             test: tokens_cp_catches_loss_times_cp,
         }
@@ -264,7 +264,7 @@ macro_rules! zoo_variants {
             caught_by: TokensCp,
             classes: [10],
             upstream: "Megatron-LM PR #5541 (padded boundaries as real)",
-            strategy: arb_tokens_cp_case(6, 24),
+            strategy: arb_tokens_cp_case(Sizes::SMALL),
             driver: run_tokens_cp,
             test: tokens_cp_catches_padded_tokens_counted,
         }
@@ -364,7 +364,7 @@ macro_rules! zoo_variants {
             caught_by: Layout,
             classes: [],
             upstream: "a 4-D block mask not reset at the last document boundary (Megatron-LM reset_attention_mask class)",
-            strategy: arb_mask_case(6, 24),
+            strategy: arb_mask_case(Sizes::SMALL),
             driver: run_block_mask,
             test: layout_catches_mask_not_reset,
         }
@@ -373,7 +373,7 @@ macro_rules! zoo_variants {
             caught_by: Layout,
             classes: [],
             upstream: "EOS appended before truncation to max_length: a document at the maximum loses its EOS",
-            strategy: arb_eos_case(6, 24),
+            strategy: arb_eos_case(Sizes::SMALL),
             driver: run_eos_pack,
             test: layout_catches_eos_truncated_away,
         }
@@ -382,7 +382,7 @@ macro_rules! zoo_variants {
             caught_by: Layout,
             classes: [],
             upstream: "per-token log-probs gathered over logits[:-1], not padded back to T (RL side tensors)",
-            strategy: arb_collate_case(6, 24),
+            strategy: arb_collate_case(Sizes::SMALL),
             driver: run_side_tensors,
             test: layout_catches_logprobs_one_short,
         }
@@ -391,7 +391,7 @@ macro_rules! zoo_variants {
             caught_by: Packer,
             classes: [21],
             upstream: "trl #482, unsloth #524; open-instruct OI-B7",
-            strategy: arb_packer_stream(true, false),
+            strategy: arb_packer_stream(PackerStreamParams::FITTING),
             run: packer_stream(|capacity| Box::new(zoo::DropsOverflow { capacity }), PackerClaims::default()),
             test: packer_catches_drops_overflow,
         }
@@ -400,7 +400,7 @@ macro_rules! zoo_variants {
             caught_by: Packer,
             classes: [21],
             upstream: "open-instruct #1472 class: the overflow carry reset with the epoch's state",
-            strategy: arb_packer_stream(true, false),
+            strategy: arb_packer_stream(PackerStreamParams::FITTING),
             run: packer_stream(|c| Box::new(zoo::DropsCarryAtEpochEnd::new(c)), PackerClaims::default()),
             test: packer_catches_drops_carry_at_epoch_end,
         }
@@ -409,7 +409,7 @@ macro_rules! zoo_variants {
             caught_by: Packer,
             classes: [],
             upstream: "open-instruct count_features_within_token_budget keeps ≥ 1",
-            strategy: arb_packer_stream(true, true),
+            strategy: arb_packer_stream(PackerStreamParams::OVER_LONG),
             run: packer_stream(|c| Box::new(zoo::KeepsOverLongExample::new(c)), PackerClaims::default()),
             test: packer_catches_keeps_over_long_example,
         }
@@ -419,7 +419,7 @@ macro_rules! zoo_variants {
             caught_by: Packer,
             classes: [20],
             upstream: "sandyresearch/parcae #8 (best fit starved of documents)",
-            strategy: arb_packer_stream(false, false),
+            strategy: arb_packer_stream(PackerStreamParams::SINGLES),
             run: packer_stream(|c| Box::new(zoo::StarvedBestFit::new(c)), PackerClaims::of_spec(&PackerSpec::BestFit { capacity: 1, options: BinPackingOptions::default() })),
             test: packer_catches_starved_best_fit,
         }
@@ -429,7 +429,7 @@ macro_rules! zoo_variants {
             caught_by: Packer,
             classes: [],
             upstream: "an unseeded shuffle: packs differ run to run",
-            strategy: arb_packer_stream(true, false),
+            strategy: arb_packer_stream(PackerStreamParams::FITTING),
             run: { zoo::reset_unseeded_runs(); packer_stream(|c| Box::new(zoo::UnseededShuffle::new(c)), PackerClaims::default()) },
             test: packer_catches_unseeded_shuffle,
         }
@@ -450,7 +450,7 @@ macro_rules! catalogue {
     })*) => {
         $(pub use $module::$name;)*
 
-        /// Every variant ([`zoo_variants!`]), grouped by the invariant that catches it.
+        /// Every variant (`zoo_variants!`), grouped by the invariant that catches it.
         pub const CATALOGUE: &[ZooEntry] = &[$(ZooEntry {
             name: stringify!($name),
             caught_by: Invariant::$inv,

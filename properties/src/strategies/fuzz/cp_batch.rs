@@ -1,0 +1,129 @@
+//! The packed batches the CP targets (`thdcheck fuzz loss`, `fuzz cp-split`) generate: a few
+//! short segments, some empty, some mock (padding dressed as a sequence, labels -100), label
+//! masks with -100 runs (a prompt, a pattern, everything), and storage slots padded to a
+//! multiple of `2·cp` as TransformerEngine and bionemo pad them for the zigzag (of `cp` for a
+//! contiguous split), sometimes with one block more. Short segments at cp = 8 leave whole ranks
+//! with padding only (empty ranks).
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+use crate::strategies::{LabelMask, arb_label_mask};
+
+/// One segment of a generated [`CpBatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpSegment {
+    /// Real length (0: an empty segment).
+    pub len: u32,
+    /// A mock segment: every label is -100.
+    pub mock: bool,
+    /// One `2·cp` block of padding more than the round-up needs.
+    pub slack: bool,
+}
+
+/// A packed batch before any CP size is chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpBatch {
+    /// Which labels of the real segments are -100.
+    pub mask: LabelMask,
+    /// The segments, in storage order.
+    pub segments: Vec<CpSegment>,
+}
+
+impl CpBatch {
+    /// Real length of every segment.
+    pub fn lens(&self) -> Vec<u32> {
+        self.segments.iter().map(|s| s.len).collect()
+    }
+
+    /// Storage length of every segment's slot at CP size `cp`: with `padded`, the real length
+    /// rounded up to a multiple of `2·cp` (no round-up at cp = 1), plus `2·cp` with `slack`;
+    /// without, the real length. For a `contiguous` split the blocks are `cp` tokens instead of
+    /// `2·cp` (every slot a multiple of `cp`, so the whole pack is too).
+    pub fn storage(&self, cp: usize, padded: bool, contiguous: bool) -> Vec<u32> {
+        let block = if contiguous { cp as u32 } else { 2 * cp as u32 };
+        let unit = if cp == 1 { 1 } else { block };
+        self.segments
+            .iter()
+            .map(|s| {
+                if padded {
+                    s.len.div_ceil(unit) * unit + if s.slack { block } else { 0 }
+                } else {
+                    s.len
+                }
+            })
+            .collect()
+    }
+
+    /// Every storage token of `storage`, in order: `(segment, offset, real)`.
+    pub fn slots(&self, storage: &[u32]) -> Vec<(usize, usize, bool)> {
+        let mut out = Vec::new();
+        for (i, (s, &p)) in self.segments.iter().zip(storage).enumerate() {
+            out.extend((0..p as usize).map(|j| (i, j, j < s.len as usize)));
+        }
+        out
+    }
+
+    /// Whether the label of segment `i`'s real token `j` is -100 (a mock segment, or masked).
+    pub fn ignored(&self, i: usize, j: usize) -> bool {
+        if self.segments[i].mock {
+            return true;
+        }
+        // The pattern runs over the real tokens of the whole batch.
+        let t = self.segments[..i].iter().map(|s| s.len as usize).sum::<usize>() + j;
+        match &self.mask {
+            LabelMask::None => false,
+            LabelMask::All => true,
+            LabelMask::Prompt(k) => j < *k as usize,
+            LabelMask::Pattern(p) => !p.is_empty() && p[t % p.len()],
+        }
+    }
+}
+
+/// 1..=4 segments of 0..=12 real tokens; 3 in 20 mock, 1 in 5 with a block of slack; label
+/// masks from [`arb_label_mask`] (none, a prompt, a pattern, all). Everything shrinks towards
+/// one unmasked segment of no tokens.
+///
+/// # Example
+/// ```
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// use properties::strategies::fuzz::arb_cp_batch;
+/// let batch = arb_cp_batch().new_tree(&mut TestRunner::deterministic()).unwrap().current();
+/// assert!((1..=4).contains(&batch.segments.len()));
+/// assert!(batch.storage(2, true, false).iter().all(|s| s % 4 == 0));
+/// ```
+pub fn arb_cp_batch() -> impl Strategy<Value = CpBatch> {
+    let segment = (0u32..=12, prop::bool::weighted(0.15), prop::bool::weighted(0.2))
+        .prop_map(|(len, mock, slack)| CpSegment { len, mock, slack });
+    (arb_label_mask(), vec(segment, 1..=4)).prop_map(|(mask, segments)| CpBatch { mask, segments })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_rounds_up_to_two_cp_blocks() {
+        let b = CpBatch {
+            mask: LabelMask::Prompt(1),
+            segments: vec![
+                CpSegment { len: 3, mock: false, slack: false },
+                CpSegment { len: 0, mock: false, slack: true },
+                CpSegment { len: 4, mock: true, slack: false },
+            ],
+        };
+        assert_eq!(b.storage(1, true, false), vec![3, 2, 4]);
+        assert_eq!(b.storage(2, true, false), vec![4, 4, 4]);
+        assert_eq!(b.storage(8, true, false), vec![16, 16, 16]);
+        assert_eq!(b.storage(4, false, false), vec![3, 0, 4]);
+        assert_eq!(b.storage(2, true, true), vec![4, 2, 4]);
+        assert_eq!(b.storage(4, true, true), vec![4, 4, 4]);
+        assert_eq!(b.storage(1, true, true), vec![3, 1, 4]);
+        assert_eq!(
+            b.slots(&[4, 0, 1]),
+            vec![(0, 0, true), (0, 1, true), (0, 2, true), (0, 3, false), (2, 0, true)]
+        );
+        assert!(b.ignored(0, 0) && !b.ignored(0, 1) && b.ignored(2, 3));
+    }
+}

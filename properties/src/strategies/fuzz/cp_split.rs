@@ -1,0 +1,45 @@
+//! `thdcheck fuzz cp-split`'s cases: a packed batch ([`CpBatch`]) and the CP size it is split
+//! for, its slots padded for the split or left at their real lengths. The command tags every
+//! token, builds the request for the stack's layout and judges the shards.
+
+use proptest::prelude::*;
+
+use super::cp_batch::{CpBatch, arb_cp_batch};
+use crate::strategies::arb_cp;
+
+/// A batch and the CP size it is split for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpSplitFuzzCase {
+    /// The CP size.
+    pub cp: usize,
+    /// Slots padded to a multiple of `2·cp` (contiguous: of `cp`; else real lengths, often not
+    /// divisible).
+    pub padded: bool,
+    /// The batch.
+    pub batch: CpBatch,
+}
+
+impl CpSplitFuzzCase {
+    /// Storage length of every slot, for a `contiguous` split or the zigzag
+    /// ([`CpBatch::storage`]).
+    pub fn storage(&self, contiguous: bool) -> Vec<u32> {
+        self.batch.storage(self.cp, self.padded, contiguous)
+    }
+}
+
+/// `thdcheck fuzz cp-split`'s cases: a CP size from {1, 2, 4, 8}, slots padded (to a multiple
+/// of `2·cp`, contiguous: `cp`) in 4 cases of 5, else the real lengths, which a splitter may
+/// refuse, and a [`CpBatch`].
+///
+/// # Example
+/// ```
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// use properties::strategies::fuzz::arb_cp_split_fuzz_case;
+/// let case = arb_cp_split_fuzz_case().new_tree(&mut TestRunner::deterministic()).unwrap().current();
+/// assert!([1, 2, 4, 8].contains(&case.cp));
+/// ```
+pub fn arb_cp_split_fuzz_case() -> impl Strategy<Value = CpSplitFuzzCase> {
+    (arb_cp(), prop::bool::weighted(0.8), arb_cp_batch())
+        .prop_map(|(cp, padded, batch)| CpSplitFuzzCase { cp, padded, batch })
+}
