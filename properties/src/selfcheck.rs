@@ -497,15 +497,8 @@ mod zoo_drivers {
     }
 
     macro_rules! dispatch {
-        ($($name:ident {
-            module: $module:ident,
-            caught_by: $inv:ident,
-            classes: [$($class:literal),*],
-            upstream: $upstream:literal,
-            strategy: $strategy:expr,
-            $how:ident: $run:expr,
-            test: $test:ident $(,)?
-        })*) => {
+        ($(($name:ident, $module:ident, $inv:ident, [$($class:literal),*], $upstream:literal,
+            $strategy:expr, $how:ident, $run:expr, $test:ident))*) => {
             /// Runs zoo variant `name` through the driver of the invariant that must catch it
             /// (its declaration in `crate::zoo::zoo_variants!`), on cases from `runner()`;
             /// `None` if `name` is not a variant.

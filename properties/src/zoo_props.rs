@@ -107,15 +107,8 @@ fn assert_registered(name: &str, v: &Violation) {
 }
 
 macro_rules! zoo_tests {
-    ($($name:ident {
-        module: $module:ident,
-        caught_by: $inv:ident,
-        classes: [$($class:literal),*],
-        upstream: $upstream:literal,
-        strategy: $strategy:expr,
-        $how:ident: $run:expr,
-        test: $test:ident $(,)?
-    })*) => {
+    ($(($name:ident, $module:ident, $inv:ident, [$($class:literal),*], $upstream:literal,
+            $strategy:expr, $how:ident, $run:expr, $test:ident))*) => {
         $(
             #[test]
             fn $test() {

@@ -60,7 +60,7 @@ pub struct ZooEntry {
 /// follow (`THDCHECK_BLESS=1 cargo test -p properties readme`, `cargo insta review`).
 macro_rules! zoo_variants {
     ($then:ident) => {
-        $then! {
+        $crate::zoo::zoo_entries! { $then;
         LabelLeak {
             module: layout,
             caught_by: Layout,
@@ -438,8 +438,11 @@ macro_rules! zoo_variants {
 }
 pub(crate) use zoo_variants;
 
-macro_rules! catalogue {
-    ($($name:ident {
+/// The declarations' grammar, read once: every entry of [`zoo_variants!`] becomes the tuple
+/// `(Name, module, Invariant, [classes], "upstream", strategy, driver | run, how, test)` that
+/// `$then` (the catalogue here, the drivers in `selfcheck`, the tests in `zoo_props`) expands.
+macro_rules! zoo_entries {
+    ($then:ident; $($name:ident {
         module: $module:ident,
         caught_by: $inv:ident,
         classes: [$($class:literal),*],
@@ -448,6 +451,14 @@ macro_rules! catalogue {
         $how:ident: $run:expr,
         test: $test:ident $(,)?
     })*) => {
+        $then! { $(($name, $module, $inv, [$($class),*], $upstream, $strategy, $how, $run, $test))* }
+    };
+}
+pub(crate) use zoo_entries;
+
+macro_rules! catalogue {
+    ($(($name:ident, $module:ident, $inv:ident, [$($class:literal),*], $upstream:literal,
+        $strategy:expr, $how:ident, $run:expr, $test:ident))*) => {
         $(pub use $module::$name;)*
 
         /// Every variant (`zoo_variants!`), grouped by the invariant that catches it.
