@@ -239,10 +239,11 @@ pub struct FuzzArgs {
     pub rtol: Option<f64>,
     /// Loss and cp-split: how the stack's CP split lays the tokens over the ranks: `zigzag`
     /// (every slot in 2·cp chunks, rank r holding chunks r and 2·cp−1−r: TransformerEngine,
-    /// Megatron) or `contiguous` (cp equal contiguous pieces, rank r holding piece r of the whole
-    /// pack, or of every slot: Ulysses, slime --allgather-cp, ring attention). The loss's shards
-    /// and the splitter's expected shards follow it. Default: the profile's `cp_layout`, else
-    /// `zigzag`.
+    /// Megatron), `contiguous` (cp equal contiguous pieces, rank r holding piece r of the whole
+    /// pack, or of every slot: Ulysses, slime --allgather-cp, ring attention) or
+    /// `zigzag-sequence` (the whole pack in 2·cp chunks whatever its documents: Megatron-LM's
+    /// per-sequence zigzag; cp-split only). The loss's shards and the splitter's expected shards
+    /// follow it. Default: the profile's `cp_layout`, else `zigzag`.
     #[arg(long, value_enum, value_name = "LAYOUT")]
     pub cp_layout: Option<CpSplitLayout>,
     /// Collator: which requests ask for a static max_seq_length (`never` for a collator that
@@ -279,26 +280,15 @@ impl FuzzArgs {
     /// The CP layout of `fuzz loss` and `fuzz cp-split`: `--cp-layout`, else the stated
     /// profile's `cp_layout`, else the zigzag (as `--static-length` falls back on the profile's
     /// `[fuzz] static_length`).
-    ///
-    /// # Errors
-    /// A profile whose layout the fuzzers do not generate yet (`zigzag-sequence`), unless
-    /// `--cp-layout` says which to use.
-    pub fn cp_split_layout(&self, profile: Option<&Profile>) -> crate::Result<CpSplitLayout> {
+    pub fn cp_split_layout(&self, profile: Option<&Profile>) -> CpSplitLayout {
         use crate::profile::CpLayout;
         if let Some(l) = self.cp_layout {
-            return Ok(l);
+            return l;
         }
-        match profile.and_then(|p| p.cp_layout.map(|l| (p, l))) {
-            Some((_, CpLayout::Contiguous)) => Ok(CpSplitLayout::Contiguous),
-            Some((_, CpLayout::Zigzag)) | None => Ok(CpSplitLayout::Zigzag),
-            Some((p, CpLayout::ZigzagSequence)) => Err(crate::Error::Profile {
-                origin: p.origin.clone(),
-                line: None,
-                message: "cp_layout = \"zigzag-sequence\" (the whole sequence in 2·cp chunks) \
-                          is read in `check`, but `fuzz cp-split` / `fuzz loss` do not generate \
-                          it yet: pass --cp-layout to fuzz with another layout"
-                    .into(),
-            }),
+        match profile.and_then(|p| p.cp_layout) {
+            Some(CpLayout::Contiguous) => CpSplitLayout::Contiguous,
+            Some(CpLayout::ZigzagSequence) => CpSplitLayout::ZigzagSequence,
+            Some(CpLayout::Zigzag) | None => CpSplitLayout::Zigzag,
         }
     }
 }
@@ -520,6 +510,9 @@ pub enum CpSplitLayout {
     Zigzag,
     /// cp equal contiguous pieces; rank r holds piece r of the whole pack (or of every slot).
     Contiguous,
+    /// The whole pack in 2·cp equal chunks, whatever its documents; rank r holds chunks r and
+    /// 2·cp−1−r of it (Megatron-LM's per-sequence zigzag for inter-document masking).
+    ZigzagSequence,
 }
 
 /// The FLOPs formula a logger implements (`--formula`).

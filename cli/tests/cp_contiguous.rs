@@ -387,6 +387,70 @@ fn fuzz_cp_split_follows_the_contiguous_layout() {
     assert!(v["failure"]["request"].get("cp_layout").is_none(), "{v}");
 }
 
+/// Megatron-LM's per-sequence zigzag (`zigzag-sequence`, its pretraining path with
+/// inter-document masking): the whole pack in 2·cp chunks, whatever its documents. The example
+/// splitter passes under it and under the megatron_lm profile, whose `cp_layout` it is (the
+/// fuzzers refused that profile before); the per-slot zigzag fails it and it fails the per-slot
+/// zigzag; a planted bug (a rank's two chunks handed out in the wrong order) is caught by
+/// `cp-shard` on a one-token-per-chunk pack; the loss fuzzer sends such shards too.
+#[test]
+fn fuzz_cp_split_and_loss_follow_the_whole_pack_zigzag() {
+    let sequence = "adapters/python/examples/cp_split_sequence.py";
+    let per_slot = "adapters/python/examples/cp_split.py";
+    let split = |layout: &[&str], adapter: &str, want| {
+        let args =
+            [&["cp-split", "--json", "--cases", "64"][..], layout, &["--", "python3"]].concat();
+        let mut args = args;
+        if adapter.ends_with(".py") {
+            args.push(adapter);
+        } else {
+            args.extend(["-c", adapter]);
+        }
+        fuzz_json(&args, want)
+    };
+    let v = split(&["--cp-layout", "zigzag-sequence"], sequence, 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let v = split(&["--profile", "megatron_lm"], sequence, 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let v = split(&["--cp-layout", "zigzag-sequence"], per_slot, 1);
+    assert_eq!(v["failure"]["request"]["cp_layout"], "zigzag-sequence", "{v}");
+    let v = split(&["--cp-layout", "zigzag"], sequence, 1);
+    assert_eq!(v["failure"]["checks"], serde_json::json!(["cp-shard"]), "{v}");
+
+    let reversed = splitter(
+        "def held(cu, cp, r):\n    t = cu[-1]\n    \
+         if cp == 1: return [list(range(t))]\n    \
+         if t % (2 * cp): raise ValueError('not divisible')\n    h = t // (2 * cp)\n    \
+         return [[c * h + k for c in (2 * cp - 1 - r, r) for k in range(h)]]",
+    );
+    let v = split(&["--cp-layout", "zigzag-sequence"], &reversed, 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["cp-shard"]), "{v}");
+    assert!(f["detail"].as_str().unwrap().contains("of the whole pack"), "{f}");
+    assert_eq!(f["request"]["cp_size"], 2, "not shrunk: {f}");
+    assert_eq!(f["request"]["input_ids"].as_array().unwrap().len(), 4, "not shrunk: {f}");
+
+    let loss = |adapter: &str, want| {
+        fuzz_json(
+            &[
+                "loss",
+                "--json",
+                "--cases",
+                "32",
+                "--cp-layout",
+                "zigzag-sequence",
+                "--",
+                "python3",
+                adapter,
+            ],
+            want,
+        )
+    };
+    assert_eq!(loss("adapters/python/examples/cp_loss.py", 0)["result"], "pass");
+    let v = loss("adapters/python/examples/cp_loss_mean_of_rank_means.py", 1);
+    assert_eq!(v["failure"]["request"]["cp_layout"], "zigzag-sequence", "{v}");
+}
+
 #[test]
 fn fuzz_loss_sends_contiguous_shards() {
     let good = "adapters/python/examples/cp_loss.py";

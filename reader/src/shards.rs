@@ -576,6 +576,7 @@ fn build(
                 ShardLayout::ContiguousSlots => {
                     "contiguous: rank r holds piece r of every slot, local offsets × cp".to_string()
                 }
+                ShardLayout::ZigzagSequence => "zigzag-sequence".to_string(),
             },
             if loss_mask.is_some() {
                 "the labels the targets of the loss mask on the reassembled tokens"

@@ -11,7 +11,10 @@
 //! slime's `--allgather-cp`) or of every slot (ring-flash-attn's varlen ring); the shards are
 //! judged by the contiguous reading they follow more closely ([`closest_contiguous`]), slots
 //! are padded to multiples of `cp`, and a refusal is allowed only for a slot that is not a
-//! multiple of `cp`. A contiguous request says so: `"cp_layout": "contiguous"`.
+//! multiple of `cp`. A contiguous request says so: `"cp_layout": "contiguous"`. Or
+//! `zigzag-sequence` (Megatron-LM's per-sequence zigzag): the whole pack, padded at its end to
+//! a multiple of `2·cp` in 4 cases of 5, in `2·cp` chunks whatever its documents; a refusal is
+//! allowed only for a pack that is not such a multiple (`"cp_layout": "zigzag-sequence"`).
 
 use crate::args::CpSplitLayout;
 use crate::protocol::{CP_SPLIT_TAG_BASE, CpSplitRequest, CpSplitResponse};
@@ -35,7 +38,10 @@ pub struct CpSplitTarget {
 impl CpSplitTarget {
     /// The storage of a case's slots under the splitter's layout.
     fn storage(&self, case: &CpSplitFuzzCase) -> Vec<u32> {
-        case.storage(self.layout == CpSplitLayout::Contiguous)
+        match self.layout {
+            CpSplitLayout::ZigzagSequence => case.sequence_storage(),
+            layout => case.storage(layout == CpSplitLayout::Contiguous),
+        }
     }
 
     /// The request of a case: every token id tagged with its storage index.
@@ -85,6 +91,9 @@ impl Target for CpSplitTarget {
             CpSplitLayout::Contiguous => {
                 "cp-shard (coverage, contiguous pieces: no overlap, no gap, equal), cp-labels, cp-position-ids, cp-split-accepted"
             }
+            CpSplitLayout::ZigzagSequence => {
+                "cp-shard (coverage, the zigzag of the whole pack, no truncation), cp-labels, cp-position-ids, cp-split-accepted"
+            }
         }
     }
 
@@ -111,10 +120,10 @@ impl Target for CpSplitTarget {
 
     fn payload(&self, case: &CpSplitFuzzCase) -> Value {
         let mut v = serde_json::to_value(self.request(case)).unwrap_or(Value::Null);
-        if self.layout == CpSplitLayout::Contiguous
+        if let Some(name) = layout_name(self.layout)
             && let Some(map) = v.as_object_mut()
         {
-            map.insert("cp_layout".into(), "contiguous".into());
+            map.insert("cp_layout".into(), name.into());
         }
         v
     }
@@ -138,6 +147,7 @@ impl Target for CpSplitTarget {
                 let layout = match self.layout {
                     CpSplitLayout::Zigzag => ShardLayout::Zigzag,
                     CpSplitLayout::Contiguous => ShardLayout::ContiguousSlots,
+                    CpSplitLayout::ZigzagSequence => ShardLayout::ZigzagSequence,
                 };
                 return check_split_accepted_in(layout, cp, &storage, Some(&why.0))
                     .map_err(|v| with(Failure::stated(v)));
@@ -206,7 +216,18 @@ impl Target for CpSplitTarget {
         let layout = match self.layout {
             CpSplitLayout::Zigzag => ShardLayout::Zigzag,
             CpSplitLayout::Contiguous => closest_contiguous(&view),
+            CpSplitLayout::ZigzagSequence => ShardLayout::ZigzagSequence,
         };
         check_cp_shard_in(&view, layout).map_err(|v| with(Failure::stated(v)))
+    }
+}
+
+/// What a request says of a layout other than the zigzag (`"cp_layout"`); the zigzag says
+/// nothing (the protocol's default).
+pub(crate) fn layout_name(layout: CpSplitLayout) -> Option<&'static str> {
+    match layout {
+        CpSplitLayout::Zigzag => None,
+        CpSplitLayout::Contiguous => Some("contiguous"),
+        CpSplitLayout::ZigzagSequence => Some("zigzag-sequence"),
     }
 }

@@ -45,13 +45,20 @@ pub struct LossTarget {
 }
 
 impl LossTarget {
-    /// The request at CP size `cp`: slots padded to a multiple of `2·cp` (contiguous: `cp`),
-    /// labels rolled on the full sequence, then every rank's zigzag chunks (contiguous: its piece
-    /// of the whole pack).
+    /// The request at CP size `cp`: slots padded to a multiple of `2·cp` (contiguous: `cp`;
+    /// zigzag-sequence: the pack, at its end), labels rolled on the full sequence, then every
+    /// rank's zigzag chunks (contiguous: its piece of the whole pack; zigzag-sequence: its two
+    /// chunks of the whole pack).
     fn request(&self, case: &LossFuzzCase, cp: usize) -> LossRequest {
-        let contiguous = self.layout == CpSplitLayout::Contiguous;
-        let layout = if contiguous { ShardLayout::Contiguous } else { ShardLayout::Zigzag };
-        let storage = case.batch.storage(cp, true, contiguous);
+        let (layout, storage) = match self.layout {
+            CpSplitLayout::Zigzag => (ShardLayout::Zigzag, case.batch.storage(cp, true, false)),
+            CpSplitLayout::Contiguous => {
+                (ShardLayout::Contiguous, case.batch.storage(cp, true, true))
+            }
+            CpSplitLayout::ZigzagSequence => {
+                (ShardLayout::ZigzagSequence, case.batch.sequence_storage(cp, true))
+            }
+        };
         let slots = case.batch.slots(&storage);
         let unshifted: Vec<i64> = slots
             .iter()
@@ -74,10 +81,10 @@ impl LossTarget {
     /// The request at CP size `cp` as sent: a contiguous one says so.
     fn payload_at(&self, case: &LossFuzzCase, cp: usize) -> Value {
         let mut v = serde_json::to_value(self.request(case, cp)).unwrap_or(Value::Null);
-        if self.layout == CpSplitLayout::Contiguous
+        if let Some(name) = super::cp_split::layout_name(self.layout)
             && let Some(map) = v.as_object_mut()
         {
-            map.insert("cp_layout".into(), "contiguous".into());
+            map.insert("cp_layout".into(), name.into());
         }
         v
     }

@@ -60,6 +60,8 @@ fn locate(lens: &[u32], storage: &[u32], g: usize) -> Option<(usize, usize, bool
 /// Contiguous       the whole pack (the slots back to back, T tokens) in cp equal pieces;
 ///                  rank r holds tokens [r·T/cp, (r+1)·T/cp)
 /// ContiguousSlots  every slot in cp equal pieces; rank r holds piece r of each
+/// ZigzagSequence   the whole pack in 2·cp equal chunks, whatever its documents; rank r holds
+///                  chunks r and 2·cp−1−r of it
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -75,21 +77,26 @@ pub enum ShardLayout {
     /// One contiguous piece of every slot per rank (ring-flash-attn's `ring_flash_attn_varlen`,
     /// whose ranks keep the local offsets `cu_seqlens / cp`).
     ContiguousSlots,
+    /// The zigzag of the whole pack as one sequence, whatever its documents (Megatron-LM's
+    /// `get_batch_on_this_cp_rank(use_per_sequence_balancing=True)` for inter-document
+    /// masking); the ranks keep the global offsets.
+    ZigzagSequence,
 }
 
 impl ShardLayout {
-    /// Its name in reports: `zigzag`, `contiguous`, `contiguous per slot`.
+    /// Its name in reports: `zigzag`, `contiguous`, `contiguous per slot`, `zigzag-sequence`.
     pub fn name(self) -> &'static str {
         match self {
             ShardLayout::Zigzag => "zigzag",
             ShardLayout::Contiguous => "contiguous",
             ShardLayout::ContiguousSlots => "contiguous per slot",
+            ShardLayout::ZigzagSequence => "zigzag-sequence",
         }
     }
 
     /// Whether the layout is one of the contiguous ones.
     pub fn is_contiguous(self) -> bool {
-        self != ShardLayout::Zigzag
+        matches!(self, ShardLayout::Contiguous | ShardLayout::ContiguousSlots)
     }
 
     /// The first length that keeps the layout from splitting `storage` into equal pieces over
@@ -102,6 +109,7 @@ impl ShardLayout {
     /// assert!(ShardLayout::Zigzag.indivisible(&[6], 2).is_some());
     /// assert!(ShardLayout::Contiguous.indivisible(&[3, 3], 2).is_none()); // T = 6
     /// assert!(ShardLayout::ContiguousSlots.indivisible(&[3, 3], 2).is_some());
+    /// assert!(ShardLayout::ZigzagSequence.indivisible(&[3, 5], 2).is_none()); // T = 8
     /// ```
     pub fn indivisible(self, storage: &[u32], cp: usize) -> Option<String> {
         if cp <= 1 {
@@ -123,6 +131,12 @@ impl ShardLayout {
                 (!total.is_multiple_of(cp))
                     .then(|| format!("the pack of {total} tokens is not divisible by cp = {cp}"))
             }
+            ShardLayout::ZigzagSequence => {
+                let total: usize = storage.iter().map(|&p| p as usize).sum();
+                (!total.is_multiple_of(2 * cp)).then(|| {
+                    format!("the pack of {total} tokens is not divisible by 2*cp = {}", 2 * cp)
+                })
+            }
         }
     }
 
@@ -133,6 +147,9 @@ impl ShardLayout {
             ShardLayout::Zigzag => zigzag_positions(storage, cp, rank),
             ShardLayout::Contiguous => contiguous_positions(storage, cp, rank),
             ShardLayout::ContiguousSlots => contiguous_slot_positions(storage, cp, rank),
+            ShardLayout::ZigzagSequence => {
+                zigzag_positions(&[storage.iter().sum::<u32>()], cp, rank)
+            }
         }
     }
 
@@ -146,6 +163,9 @@ impl ShardLayout {
                 format!("tokens {}..{} of the pack", rank * n, (rank + 1) * n)
             }
             ShardLayout::ContiguousSlots => format!("piece {rank} of every slot"),
+            ShardLayout::ZigzagSequence => {
+                format!("chunks {rank} and {} of the whole pack", 2 * cp - 1 - rank)
+            }
         }
     }
 
@@ -487,7 +507,12 @@ pub fn check_cp_shard_in(view: &ShardView<'_>, layout: ShardLayout) -> Checked {
                             held(shard)
                         )));
                 }
-                return Err(v("rank r holds chunks r and 2·cp−1−r of every segment (zigzag)", cp)
+                let text = if layout == ShardLayout::ZigzagSequence {
+                    "rank r holds chunks r and 2·cp−1−r of the whole pack (zigzag-sequence)"
+                } else {
+                    "rank r holds chunks r and 2·cp−1−r of every segment (zigzag)"
+                };
+                return Err(v(text, cp)
                     .at(Location::default().cp(cp).rank(r).token(k))
                     .expected(format!("global token {}", want[k]))
                     .got(shard[k].map_or("a token not of the batch".into(), |g| {
@@ -710,17 +735,16 @@ pub fn check_split_accepted_in(
         return check_split_accepted(cp, storage, rejection);
     }
     let what = match layout {
-        ShardLayout::ContiguousSlots => "every slot",
-        _ => "the pack",
+        ShardLayout::ContiguousSlots => "every slot divides into cp contiguous pieces",
+        ShardLayout::ZigzagSequence => "pack divides into 2·cp chunks",
+        _ => "pack divides into cp contiguous pieces",
     };
     match rejection {
-        Some(msg) if layout.indivisible(storage, cp).is_none() => Err(violation(
-            CP_SPLIT_ACCEPTED,
-            &format!("a layout whose {what} divides into cp contiguous pieces is accepted"),
-            cp,
-        )
-        .expected("shards")
-        .got(format!("an error: {msg}"))),
+        Some(msg) if layout.indivisible(storage, cp).is_none() => {
+            Err(violation(CP_SPLIT_ACCEPTED, &format!("a layout whose {what} is accepted"), cp)
+                .expected("shards")
+                .got(format!("an error: {msg}")))
+        }
         _ => Ok(()),
     }
 }

@@ -55,6 +55,31 @@ impl CpBatch {
             .collect()
     }
 
+    /// Storage length of every slot for a split of the whole pack as one sequence in `2·cp`
+    /// chunks (Megatron-LM's per-sequence zigzag): the real lengths, and, when `padded`, the
+    /// last slot grown until the pack is a multiple of `2·cp` (the row padded at its end).
+    ///
+    /// # Example
+    /// ```
+    /// use proptest::strategy::{Strategy, ValueTree};
+    /// use proptest::test_runner::TestRunner;
+    /// use properties::strategies::fuzz::arb_cp_batch;
+    /// let batch = arb_cp_batch().new_tree(&mut TestRunner::deterministic()).unwrap().current();
+    /// let storage = batch.sequence_storage(4, true);
+    /// assert_eq!(storage.iter().sum::<u32>() % 8, 0);
+    /// ```
+    pub fn sequence_storage(&self, cp: usize, padded: bool) -> Vec<u32> {
+        let mut out: Vec<u32> = self.segments.iter().map(|s| s.len).collect();
+        let block = 2 * cp as u32;
+        if padded && cp > 1 {
+            let total: u32 = out.iter().sum();
+            if let Some(last) = out.last_mut() {
+                *last += (block - total % block) % block;
+            }
+        }
+        out
+    }
+
     /// Every storage token of `storage`, in order: `(segment, offset, real)`.
     pub fn slots(&self, storage: &[u32]) -> Vec<(usize, usize, bool)> {
         let mut out = Vec::new();

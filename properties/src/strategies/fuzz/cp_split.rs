@@ -25,6 +25,12 @@ impl CpSplitFuzzCase {
     pub fn storage(&self, contiguous: bool) -> Vec<u32> {
         self.batch.storage(self.cp, self.padded, contiguous)
     }
+
+    /// Storage length of every slot for the zigzag of the whole pack
+    /// ([`CpBatch::sequence_storage`]).
+    pub fn sequence_storage(&self) -> Vec<u32> {
+        self.batch.sequence_storage(self.cp, self.padded)
+    }
 }
 
 /// `thdcheck fuzz cp-split`'s cases: a CP size from {1, 2, 4, 8}, slots padded (to a multiple
