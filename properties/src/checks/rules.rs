@@ -182,7 +182,7 @@ rules! {
     PAD_MULTIPLE = "pad-multiple", MfuPad, "T is a multiple of pad_to_multiple_of";
     /// The batch shards over the CP ranks. [`crate::checks::cp_shard`],
     /// [`crate::checks::contiguous_group`].
-    CP_SHARD = "cp-shard", CpShard, "the batch splits into its CP layout's equal pieces (2·cp zigzag chunks of every slot, or cp contiguous pieces) and every token lands on one rank";
+    CP_SHARD = "cp-shard", CpShard, "the batch splits into its CP layout's equal pieces (2·cp zigzag chunks of every slot or of the whole pack, or cp contiguous pieces) and every token lands on one rank";
     /// DPO concatenated offsets. [`crate::checks::dpo_offsets`].
     DPO_OFFSETS = "dpo-offsets", Dpo, "concatenated offsets shift the rejected ones by the padded chosen length, and no document holds the padding";
     /// DPO concatenated tensors. [`crate::checks::dpo_concat`].
