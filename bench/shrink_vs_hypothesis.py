@@ -748,7 +748,12 @@ def real_rows():
     }
     for name, (repo, bug) in need.items():
         path = MIRRORS / repo.replace("/", "+") / "repo"
-        print(f"skip {name}: no mirror of {repo} at {path} (its known failure: {bug})")
+        if not path.exists():
+            print(f"skip {name}: no mirror of {repo} at {path} (its known failure: {bug})")
+        else:
+            # Mirrored, but no row: its known failures are an empty dataset (both sides' first
+            # case) or a drop its profile declares, which a conservation test does not see.
+            print(f"skip {name}: no Hypothesis twin of its known failure ({bug})")
     bionemo = ("NVIDIA-BioNeMo/bionemo-framework", "NVIDIA/TransformerEngine")
     missing = [r for r in bionemo if not (MIRRORS / r.replace("/", "+") / "repo").exists()]
     if missing:
