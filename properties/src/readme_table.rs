@@ -95,3 +95,26 @@ fn every_invariant_has_a_rule_and_a_zoo_variant() {
         assert!(CATALOGUE.iter().any(|e| e.caught_by == inv), "{inv} has no zoo variant");
     }
 }
+
+/// docs/batch-files.md's "What is checked" table names every rule `check` runs on a pack (the
+/// registry's rules with a pack function, and the two that gate them), and no id the registry
+/// does not hold: a rule removed from the registry leaves `check` and this table at once.
+#[test]
+fn the_batch_files_table_is_the_registrys_rules_of_one_pack() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/batch-files.md");
+    let doc = std::fs::read_to_string(path).expect("docs/batch-files.md");
+    let table = doc
+        .split("## What is checked")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("a What is checked section");
+    let listed: Vec<&str> =
+        table.lines().filter_map(|l| l.strip_prefix("| `")?.split('`').next()).collect();
+    let gates = [crate::checks::OFFSETS.id, crate::checks::TOKEN_COUNTS.id];
+    for r in RULES.iter().filter(|r| r.batch.is_some() || gates.contains(&r.id)) {
+        assert!(listed.contains(&r.id), "docs/batch-files.md does not list `{}`", r.id);
+    }
+    for id in &listed {
+        assert!(RULES.iter().any(|r| r.id == *id), "docs/batch-files.md lists `{id}`, no rule");
+    }
+}

@@ -31,7 +31,8 @@ use crate::checks::WorkSums;
 use crate::checks::cp_shard::zigzag_ranges;
 use crate::checks::layout::{self, LayoutView, plural};
 use crate::checks::rules::{
-    CP_SHARD, LABEL_TARGETS, MOCK_MARKED, Outcome, PAD_LABELS, PAD_MULTIPLE, Status,
+    BatchInput, CP_SHARD, LABEL_TARGETS, MOCK_MARKED, Outcome, PAD_LABELS, PAD_MULTIPLE, RULES,
+    Status,
 };
 
 /// What the user states that the batch cannot.
@@ -213,37 +214,10 @@ pub fn check_batch(view: &LayoutView<'_>, opts: &BatchOptions) -> BatchReport {
         return BatchReport { facts: BatchFacts::default(), outcomes: vec![off, counts] };
     }
     let mock = mock_segments(view);
-    let mut outcomes = vec![
-        layout::padded_slots(view),
-        layout::qk_offsets(view),
-        layout::row_slots(view),
-        layout::max_seqlen(view),
-        layout::num_real_seqs(view),
-        layout::mock_nonempty(view),
-        layout::position_ids(view),
-        if opts.masked_lm {
-            crate::checks::rules::CROSS_DOC_LABEL.skipped(
-                "masked LM: every label is the target at its own position, none crosses a boundary",
-            )
-        } else {
-            layout::cross_doc_label(view)
-        },
-        pad_labels(view, &mock),
-        layout::mask(view, &mock),
-        crate::checks::block_mask(view, &mock),
-        layout::seq_idx(view, &mock),
-        crate::checks::eos_delimited(view, &mock),
-        mock_marked(view, &mock),
-    ];
-    if opts.causal {
-        outcomes.push(label_targets(view, &mock));
-    }
-    if let Some(m) = opts.pad_to_multiple_of {
-        outcomes.push(pad_multiple(view, m));
-    }
-    if let Some(cp) = opts.cp_size {
-        outcomes.push(cp_shard(view, cp));
-    }
+    // The registry's rules of one pack, in its order (`offsets` and `token-counts` above).
+    let input = BatchInput { view, mock: &mock, opts };
+    let mut outcomes: Vec<Outcome> =
+        RULES.iter().filter_map(|r| r.batch.and_then(|run| run(&input))).collect();
     if counts.is_violated() {
         outcomes.insert(0, counts);
     }
@@ -574,17 +548,23 @@ pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
         return vec![off, counts];
     }
     let mock = mock_segments(view);
-    vec![
-        off,
-        counts,
-        layout::padded_slots(view),
-        layout::num_real_seqs(view),
-        layout::mock_nonempty(view),
-        layout::position_ids(view),
-        layout::cross_doc_label(view),
-        crate::checks::block_mask(view, &mock),
-        crate::checks::eos_delimited(view, &mock),
-    ]
+    let opts = BatchOptions::default();
+    let input = BatchInput { view, mock: &mock, opts: &opts };
+    let layout =
+        RULES.iter().filter(|r| r.layout).filter_map(|r| r.batch.and_then(|run| run(&input)));
+    [off, counts].into_iter().chain(layout).collect()
+}
+
+/// `cross-doc-label` in [`check_batch`]: under a masked-LM objective every label is the target
+/// at its own position, so none can cross a boundary.
+pub(crate) fn cross_doc_label_in(c: &BatchInput<'_, '_>) -> Option<Outcome> {
+    Some(if c.opts.masked_lm {
+        crate::checks::rules::CROSS_DOC_LABEL.skipped(
+            "masked LM: every label is the target at its own position, none crosses a boundary",
+        )
+    } else {
+        layout::cross_doc_label(c.view)
+    })
 }
 
 /// LAYOUT on one packed batch: the first violation of [`layout_rules`].

@@ -9,10 +9,30 @@
 
 use serde::Serialize;
 
+use crate::checks::{BatchOptions, LayoutView};
 use crate::{Checked, Invariant, Violation};
 
-/// One rule of an invariant, with the id users see in reports and `expected.toml`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// What a rule of one pack sees ([`crate::checks::check_batch`]): the view whose offsets hold,
+/// its mock segments, and the run's options.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchInput<'a, 'v> {
+    /// The pack.
+    pub view: &'a LayoutView<'v>,
+    /// Which segments are mock ([`crate::checks::mock_segments`]).
+    pub mock: &'a [bool],
+    /// The run's options (CP size, causal, masked LM, the multiple to pad to).
+    pub opts: &'a BatchOptions,
+}
+
+/// How a rule judges one pack: its outcome, or `None` when the run's options leave it out
+/// (`label-targets` without `--causal`, `cp-shard` without `--cp-size`).
+pub type BatchRun = for<'a, 'v> fn(&BatchInput<'a, 'v>) -> Option<Outcome>;
+
+/// One rule of an invariant, with the id users see in reports and `expected.toml`, and, for a
+/// rule of one pack, the function that judges it: `check_batch` runs the registry's
+/// [`Rule::batch`] functions in registry order, and `check_layout` those marked
+/// [`Rule::layout`]; no other list of them exists.
+#[derive(Debug, Clone, Copy, Serialize)]
 pub struct Rule {
     /// The id (`position-ids`, `dpo-offsets`, ...).
     pub id: &'static str,
@@ -20,7 +40,21 @@ pub struct Rule {
     pub invariant: Invariant,
     /// What it requires, in one line.
     pub statement: &'static str,
+    /// How it judges one pack, when it is a rule of one pack.
+    #[serde(skip)]
+    pub batch: Option<BatchRun>,
+    /// Part of LAYOUT on a pack alone ([`crate::checks::check_layout`]).
+    #[serde(skip)]
+    pub layout: bool,
 }
+
+impl PartialEq for Rule {
+    fn eq(&self, other: &Self) -> bool {
+        (self.id, self.invariant, self.statement) == (other.id, other.invariant, other.statement)
+    }
+}
+
+impl Eq for Rule {}
 
 /// How a rule came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -130,14 +164,29 @@ pub fn first_violation(outcomes: &[Outcome]) -> Checked {
 }
 
 macro_rules! rules {
-    ($($(#[$doc:meta])* $name:ident = $id:literal, $inv:ident, $statement:literal;)*) => {
+    ($($(#[$doc:meta])* $name:ident = $id:literal, $inv:ident, $statement:literal
+        $(, batch: $batch:expr)? $(, layout: $layout:literal)?;)*) => {
         $(
             $(#[$doc])*
-            pub const $name: Rule =
-                Rule { id: $id, invariant: Invariant::$inv, statement: $statement };
+            pub const $name: Rule = Rule {
+                id: $id,
+                invariant: Invariant::$inv,
+                statement: $statement,
+                batch: batch_run!($($batch)?),
+                layout: false $(|| $layout)?,
+            };
         )*
         /// Every rule with an id, in report order.
         pub const RULES: &[Rule] = &[$($name),*];
+    };
+}
+
+macro_rules! batch_run {
+    () => {
+        None
+    };
+    ($run:expr) => {
+        Some($run as BatchRun)
     };
 }
 
@@ -149,40 +198,64 @@ rules! {
     /// [`crate::checks::token_counts`].
     TOKEN_COUNTS = "token-counts", Layout, "every per-token tensor has one entry per token";
     /// `pᵢ ≥ sᵢ` for every slot. [`crate::checks::padded_slots`].
-    PADDED_SLOTS = "padded-slots", Layout, "every storage slot holds its real tokens";
+    PADDED_SLOTS = "padded-slots", Layout, "every storage slot holds its real tokens",
+        batch: |c| Some(crate::checks::padded_slots(c.view)),
+        layout: true;
     /// Key offsets equal query offsets. [`crate::checks::qk_offsets`].
-    QK_OFFSETS = "qk-offsets", Layout, "key offsets equal query offsets (self-attention packing)";
+    QK_OFFSETS = "qk-offsets", Layout, "key offsets equal query offsets (self-attention packing)",
+        batch: |c| Some(crate::checks::qk_offsets(c.view));
     /// Automodel BSHD rows are filled by their slots. [`crate::checks::row_slots`].
-    ROW_SLOTS = "row-slots", Layout, "every row but the last is filled exactly by its slots";
+    ROW_SLOTS = "row-slots", Layout, "every row but the last is filled exactly by its slots",
+        batch: |c| Some(crate::checks::row_slots(c.view));
     /// The declared maximum covers the widest slot. [`crate::checks::max_seqlen`].
-    MAX_SEQLEN = "max-seqlen", Layout, "the declared max_seqlen covers the widest slot the kernel is given";
+    MAX_SEQLEN = "max-seqlen", Layout, "the declared max_seqlen covers the widest slot the kernel is given",
+        batch: |c| Some(crate::checks::max_seqlen(c.view));
     /// `num_real_seqs ≤ B`. [`crate::checks::num_real_seqs`].
-    NUM_REAL_SEQS = "num-real-seqs", Layout, "num_real_seqs <= number of segments";
+    NUM_REAL_SEQS = "num-real-seqs", Layout, "num_real_seqs <= number of segments",
+        batch: |c| Some(crate::checks::num_real_seqs(c.view)),
+        layout: true;
     /// No zero-length mock segment. [`crate::checks::mock_nonempty`].
-    MOCK_NONEMPTY = "mock-nonempty", Layout, "every mock segment holds at least one token";
+    MOCK_NONEMPTY = "mock-nonempty", Layout, "every mock segment holds at least one token",
+        batch: |c| Some(crate::checks::mock_nonempty(c.view)),
+        layout: true;
     /// Position ids restart at the base in every segment. [`crate::checks::position_ids`].
-    POSITION_IDS = "position-ids", Layout, "position ids restart at each segment start";
+    POSITION_IDS = "position-ids", Layout, "position ids restart at each segment start",
+        batch: |c| Some(crate::checks::position_ids(c.view)),
+        layout: true;
     /// No prediction crosses a segment boundary. [`crate::checks::cross_doc_label`].
-    CROSS_DOC_LABEL = "cross-doc-label", Layout, "no label of a segment is a token of the next segment";
+    CROSS_DOC_LABEL = "cross-doc-label", Layout, "no label of a segment is a token of the next segment",
+        batch: crate::checks::batch::cross_doc_label_in,
+        layout: true;
     /// Padding and mock tokens carry -100. [`crate::checks::pad_labels`].
-    PAD_LABELS = "pad-labels", Loss, "padding and mock tokens carry label -100";
+    PAD_LABELS = "pad-labels", Loss, "padding and mock tokens carry label -100",
+        batch: |c| Some(crate::checks::pad_labels(c.view, c.mock));
     /// The mask agrees with the segments. [`crate::checks::mask`].
-    MASK = "mask", Layout, "the attention / padding mask agrees with the segments";
+    MASK = "mask", Layout, "the attention / padding mask agrees with the segments",
+        batch: |c| Some(crate::checks::mask(c.view, c.mock));
     /// A 4-D mask keeps each token to its own document. [`crate::checks::block_mask`].
-    BLOCK_MASK = "block-mask", Layout, "the 4-D attention mask lets each token see exactly its own document (causal: up to itself)";
+    BLOCK_MASK = "block-mask", Layout, "the 4-D attention mask lets each token see exactly its own document (causal: up to itself)",
+        batch: |c| Some(crate::checks::block_mask(c.view, c.mock)),
+        layout: true;
     /// One distinct `seq_idx` per segment. [`crate::checks::seq_idx`].
-    SEQ_IDX = "seq-idx", Layout, "seq_idx is constant over a segment and distinct between segments";
+    SEQ_IDX = "seq-idx", Layout, "seq_idx is constant over a segment and distinct between segments",
+        batch: |c| Some(crate::checks::seq_idx(c.view, c.mock));
     /// EOS-delimited documents end with it and hold none. [`crate::checks::eos_delimited`].
-    EOS_DELIMITED = "eos-delimited", Layout, "every document ends with the EOS token and no EOS sits inside one";
+    EOS_DELIMITED = "eos-delimited", Layout, "every document ends with the EOS token and no EOS sits inside one",
+        batch: |c| Some(crate::checks::eos_delimited(c.view, c.mock)),
+        layout: true;
     /// A mock segment is marked. [`crate::checks::mock_marked`].
-    MOCK_MARKED = "mock-marked", MfuPad, "an all-padding (mock) segment is marked by num_real_seqs and carries no label";
+    MOCK_MARKED = "mock-marked", MfuPad, "an all-padding (mock) segment is marked by num_real_seqs and carries no label",
+        batch: |c| Some(crate::checks::mock_marked(c.view, c.mock));
     /// Valid labels are the tokens they predict. [`crate::checks::label_targets`].
-    LABEL_TARGETS = "label-targets", Loss, "each valid label is the token it must predict (causal LM)";
+    LABEL_TARGETS = "label-targets", Loss, "each valid label is the token it must predict (causal LM)",
+        batch: |c| c.opts.causal.then(|| crate::checks::label_targets(c.view, c.mock));
     /// `T` is a multiple of `pad_to_multiple_of`. [`crate::checks::pad_multiple`].
-    PAD_MULTIPLE = "pad-multiple", MfuPad, "T is a multiple of pad_to_multiple_of";
+    PAD_MULTIPLE = "pad-multiple", MfuPad, "T is a multiple of pad_to_multiple_of",
+        batch: |c| c.opts.pad_to_multiple_of.map(|m| crate::checks::pad_multiple(c.view, m));
     /// The batch shards over the CP ranks. [`crate::checks::cp_shard`],
     /// [`crate::checks::contiguous_group`].
-    CP_SHARD = "cp-shard", CpShard, "the batch splits into its CP layout's equal pieces (2·cp zigzag chunks of every slot or of the whole pack, or cp contiguous pieces) and every token lands on one rank";
+    CP_SHARD = "cp-shard", CpShard, "the batch splits into its CP layout's equal pieces (2·cp zigzag chunks of every slot or of the whole pack, or cp contiguous pieces) and every token lands on one rank",
+        batch: |c| c.opts.cp_size.map(|cp| crate::checks::cp_shard(c.view, cp));
     /// DPO concatenated offsets. [`crate::checks::dpo_offsets`].
     DPO_OFFSETS = "dpo-offsets", Dpo, "concatenated offsets shift the rejected ones by the padded chosen length, and no document holds the padding";
     /// DPO concatenated tensors. [`crate::checks::dpo_concat`].
