@@ -17,6 +17,7 @@
 //!   classes and the shrink budget.
 //! - [`real_corpus`]: the real-code corpus (`corpus/real`) gets its recorded verdicts.
 //! - [`selfcheck`]: `thdcheck selfcheck`: every driver, every planted bug.
+//! - [`registry`]: no crate but `properties` builds a verdict (its source is read).
 //!
 //! Beside this binary: `tests/fuzz_minimal.rs` (1-minimal counterexamples, edge-biased
 //! generation, preconditions and declared drops), `tests/profiles.rs` (stack profiles as data),
@@ -30,6 +31,7 @@ mod fuzz_numbers;
 mod fuzz_packer;
 mod metrics;
 mod real_corpus;
+mod registry;
 mod selfcheck;
 
 use std::path::{Path, PathBuf};
