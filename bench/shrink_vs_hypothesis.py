@@ -24,6 +24,29 @@ the adapters, the rare ones (`balanced_packer.py unchecked`, `split_packer.py sh
 where Σ s sits at a multiple of the capacity, or one past it) are rows when the adapter has the
 mode.
 
+The real packers (`adapters/python/real/`, upstream read from the mirrors at the commits its
+README measured) are rows for their known failures, with that README's flags:
+
+  open_instruct_packer.py e6c3044aa mode=loader drop_last=false, `--fitting-only`: the
+      `HFDataLoader` raises `IndexError` on an empty dataset (`_reshard_with_packing`,
+      `num_streams = len(lengths[0])`). The Hypothesis test draws the capacity first and only
+      lengths that fit it, as `--fitting-only` does;
+  megatron_bridge_packer.py 067f987df pipeline=true (first_fit_shuffle), `--first-fit`:
+      `create_packing_strategy` raises `ZeroDivisionError` when nothing is left to pack (no
+      examples, or all longer than the capacity: `create_hist` skips them). The Hypothesis test
+      does not check first fit;
+  bionemo_packer.py e40716591 (upstream default `drop_last=True`), `--session --fitting-only`:
+      the last partial batch is lost (`packer-conservation`).
+
+The first two fail on the empty request on both sides, as an uncaught upstream exception
+(thdcheck's `adapter-error`; the Hypothesis test's falsifying exception): thdcheck draws 0 to
+24 examples a request (3 to 5% of the cases are empty at seeds 0-2; none with `--non-empty` or a
+profile's `[fuzz] non_empty = true`, which `--profile open_instruct` sets, so these rows run
+without a profile), and shrinks the rest (Megatron-Bridge: examples all too long) to it;
+Hypothesis's `st.lists` has `min_size=0` and tries the empty list first. Their controls:
+open-instruct's `mode=grpo` (`pack_sequences`, same commit), Megatron-Bridge's
+`first_fit_shuffle` alone (`pipeline=false`), bionemo's `drop_last=false`.
+
 What "size" is, per kind. Both sides go through the SAME size function, applied to a request in
 the protocol's form (`docs/protocol.md`): thdcheck's `failure.request` (`failure.requests` for a
 session), and the request the Hypothesis test built from its drawn inputs, so the units are the
@@ -68,10 +91,11 @@ Run it on a quiet machine (the load average is printed before and after):
     THDCHECK=path/to/thdcheck THDCHECK_MIRRORS=/work/.mirror python bench/shrink_vs_hypothesis.py
 
 Needs the `thdcheck` package (`pip install ./python`) and `hypothesis`; the real packer rows
-need torch and a mirror under THDCHECK_MIRRORS (default /work/.mirror), else they are skipped
-with the reason. `--controls` runs each Hypothesis test on the correct counterpart of the buggy
-adapter first (it must pass: the test is not itself wrong). A row that errors prints the error
-and the script goes on.
+need torch (open-instruct's also `datasets`) and their mirrors under THDCHECK_MIRRORS (default
+/work/.mirror: open-instruct and OLMo-core, Megatron-Bridge, bionemo-framework and
+TransformerEngine), else they are skipped with the reason. `--controls` runs each Hypothesis
+test on the correct counterpart of the buggy adapter first (it must pass: the test is not itself
+wrong). A row that errors prints the error and the script goes on.
 """
 
 from __future__ import annotations
@@ -293,12 +317,11 @@ def check_packer(lengths, capacity, out, *, pad=1, max_seqs=None, dp_size=None):
         assert len(set(counts)) <= 1, f"packs per rank {counts}"
 
 
-def hyp_packer(pack, *, pairs=False, pad=None, max_seqs=None, dp_size=None, rejects=()):
-    length = st.integers(1, 128)
-    item = st.tuples(length, length) if pairs else length
+def hyp_packer(pack, *, pairs=False, pad=None, max_seqs=None, dp_size=None, rejects=(), fitting=False):
+    def items(length):
+        return st.lists(st.tuples(length, length) if pairs else length, max_size=16)
 
-    @given(capacity=st.integers(1, 64), lengths=st.lists(item, max_size=16))
-    def test(capacity, lengths):
+    def body(capacity, lengths):
         req = {"capacity": capacity, "seed": 0, "examples": [
             {"id": i, "chosen": x[0], "rejected": x[1]} if pairs else {"id": i, "len": x}
             for i, x in enumerate(lengths)]}
@@ -315,6 +338,25 @@ def hyp_packer(pack, *, pairs=False, pad=None, max_seqs=None, dp_size=None, reje
                 "refused a request that can be packed"
             return
         check_packer(lengths, capacity, out, pad=pad or 1, max_seqs=max_seqs, dp_size=dp_size)
+
+    if fitting:
+        # as `--fitting-only`: every (padded) length fits, so the capacity is drawn first
+        m = pad or 1
+
+        @st.composite
+        def requests(draw):
+            capacity = draw(st.integers(m, 64))
+            return capacity, draw(items(st.integers(1, capacity // m * m)))
+
+        @given(requests())
+        def test(request):
+            body(*request)
+
+        return test
+
+    @given(capacity=st.integers(1, 64), lengths=items(st.integers(1, 128)))
+    def test(capacity, lengths):
+        body(capacity, lengths)
 
     return test
 
@@ -738,35 +780,82 @@ def rows():
 
 def real_rows():
     """The real packers under adapters/python/real/: those whose mirror is here and that have a
-    known failing mode."""
+    known failing mode, each at the commit `adapters/python/real/README.md` measured."""
     out = []
-    need = {
-        "open_instruct_packer": ("allenai/open-instruct", "mode=loader: IndexError on an empty dataset; "
-                                 "drop_last=True loses the last batch, by design"),
-        "megatron_bridge_packer": ("NVIDIA-NeMo/Megatron-Bridge", "pipeline=true: ZeroDivisionError on an "
-                                   "empty dataset"),
-    }
-    for name, (repo, bug) in need.items():
-        path = MIRRORS / repo.replace("/", "+") / "repo"
-        if not path.exists():
-            print(f"skip {name}: no mirror of {repo} at {path} (its known failure: {bug})")
-        else:
-            # Mirrored, but no row: its known failures are an empty dataset (both sides' first
-            # case) or a drop its profile declares, which a conservation test does not see.
-            print(f"skip {name}: no Hypothesis twin of its known failure ({bug})")
+    os.environ["THDCHECK_MIRRORS"] = str(MIRRORS)
+    if str(REPO / "corpus/real") not in sys.path:
+        sys.path.insert(0, str(REPO / "corpus/real"))
+
+    def mirrored(name, repos, bug):
+        missing = [r for r in repos if not (MIRRORS / r.replace("/", "+") / "repo").exists()]
+        if missing:
+            print(f"skip {name}: no mirror of {', '.join(missing)} under {MIRRORS} (its known failure: {bug})")
+        return not missing
+
+    # open-instruct's HFDataLoader (mode=loader): IndexError on an empty dataset. The flags of
+    # the README's failing row; the Hypothesis test draws fitting lengths (`fitting=True`) as
+    # `--fitting-only` does, and its empty list as `st.lists` does by default. Control: GRPO's
+    # `pack_sequences` of the same commit (mode=grpo), which takes an empty dataset.
+    if mirrored("open_instruct_packer", ("allenai/open-instruct", "allenai/OLMo-core"),
+                "mode=loader: IndexError on an empty dataset"):
+        try:
+            oi = load(REAL / "open_instruct_packer.py", ["e6c3044aa", "mode=loader", "drop_last=false"],
+                      name="bench_open_instruct_packer")
+            up = oi.Upstream("e6c3044aa")
+            up.data_loader  # import now: a broken import is a skipped row, not a row of errors
+            loader = oi.make_loader_packer(up, False, 1)
+            grpo = oi.make_grpo_packer(up, 1)
+            out.append(Row(
+                "open_instruct_packer e6c3044aa mode=loader drop_last=false --fitting-only", "packer", "packer",
+                ["--fitting-only"], REAL / "open_instruct_packer.py", ["e6c3044aa", "mode=loader", "drop_last=false"],
+                lambda s, c: fuzz_report(thdcheck.fuzz_packer, loader, seed=s, cases=c, fitting_only=True),
+                lambda: hyp_packer(loader, fitting=True),
+                env={"THDCHECK_MIRRORS": str(MIRRORS)},
+                control=lambda: hyp_packer(grpo, fitting=True),
+            ))
+        except Exception as e:  # noqa: BLE001
+            print(f"skip open_instruct_packer: setup failed: {e!r}")
+
+    # Megatron-Bridge's offline packer (pipeline=true, first_fit_shuffle): ZeroDivisionError on a
+    # dataset with nothing to pack (no examples, or all longer than the capacity). The flags of
+    # the README's failing row. Control: the same algorithm alone (pipeline=false).
+    if mirrored("megatron_bridge_packer", ("NVIDIA-NeMo/Megatron-Bridge",),
+                "pipeline=true: ZeroDivisionError on an empty dataset"):
+        try:
+            mb = load(REAL / "megatron_bridge_packer.py", ["067f987df", "pipeline=true"],
+                      name="bench_megatron_bridge_packer")
+            algorithms, offline = mb.load("067f987df", True)
+            pipeline = mb.make_pipeline_packer(offline, "first_fit_shuffle", None)
+            alone = mb.make_algorithm_packer(algorithms, "first_fit_shuffle")
+            out.append(Row(
+                "megatron_bridge_packer 067f987df pipeline=true --first-fit", "packer", "packer",
+                ["--first-fit"], REAL / "megatron_bridge_packer.py", ["067f987df", "pipeline=true"],
+                lambda s, c: fuzz_report(thdcheck.fuzz_packer, pipeline, seed=s, cases=c, first_fit=True),
+                lambda: hyp_packer(pipeline),
+                env={"THDCHECK_MIRRORS": str(MIRRORS)},
+                control=lambda: hyp_packer(alone),
+            ))
+        except Exception as e:  # noqa: BLE001
+            print(f"skip megatron_bridge_packer: setup failed: {e!r}")
+
     bionemo = ("NVIDIA-BioNeMo/bionemo-framework", "NVIDIA/TransformerEngine")
     missing = [r for r in bionemo if not (MIRRORS / r.replace("/", "+") / "repo").exists()]
     if missing:
         print(f"skip bionemo_packer: no mirror of {', '.join(missing)} under {MIRRORS}")
         return out
     try:
-        os.environ["THDCHECK_MIRRORS"] = str(MIRRORS)
-        sys.path.insert(0, str(REPO / "corpus/real"))
         bp = load(REAL / "bionemo_packer.py", ["e40716591"], name="bench_bionemo_packer")
         import stacks.bionemo as sb
 
         sb.HEAD = "e40716591"
-        mod = bp._load(bp.recipe_collator("llama3_native_te"))
+        # stacks.bionemo installs a stub `datasets` in sys.modules for the collator's import;
+        # left there, the real `datasets` of the open-instruct loader row (same process) can no
+        # longer pickle its own classes by reference (`Dataset.from_dict` ends in RecursionError)
+        saved = {k: sys.modules[k] for k in ("datasets",) if k in sys.modules}
+        try:
+            mod = bp._load(bp.recipe_collator("llama3_native_te"))
+        finally:
+            sys.modules.update(saved)
 
         def start(drop_last):
             return lambda capacity, seed, **_: bp.Session(mod, capacity, seed, None, False, drop_last)
