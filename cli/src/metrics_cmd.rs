@@ -654,25 +654,6 @@ pub(crate) fn number(v: &Value) -> Option<Number> {
     v.as_f64().map(Number::Float)
 }
 
-/// The kind of a record key without a logger entry: counts under `tokens`, `sequences`,
-/// `micro_batches` and the like, FLOPs and sums, else a rate.
-pub(crate) fn kind_of(record_key: &str) -> LoggedKind {
-    if record_key.contains("flops.") && !record_key.contains("tflops")
-        || record_key.ends_with(".flops")
-        || record_key.contains("sum_squares")
-        || record_key.contains("seqlen")
-    {
-        LoggedKind::Flops
-    } else if record_key.contains("tokens.") && !record_key.contains("per_second")
-        || record_key.contains("sequences.")
-        || record_key.contains(".seqs")
-    {
-        LoggedKind::Count
-    } else {
-        LoggedKind::Rate
-    }
-}
-
 fn compare_file(
     path: &Path,
     doc: &Value,
@@ -724,7 +705,7 @@ fn compare_file(
                 continue;
             }
             None => {
-                let kind = kind_of(&key);
+                let kind = LoggedKind::of_record_key(&key);
                 (key.clone(), kind)
             }
         };

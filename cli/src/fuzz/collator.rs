@@ -8,15 +8,15 @@ use crate::protocol::{CollatorExample, CollatorMode, CollatorRequest, batch_to_s
 use crate::tensors::BatchFile;
 use crate::{CheckOptions, FileReport};
 use properties::checks::{
-    Outcome, check_documents, check_dpo_concatenated_present, check_packs_present,
-    check_static_shape,
+    CollatorPack, FuzzTarget, Outcome, check_dpo_concatenated_present, check_packs_present,
+    judge_collator,
 };
 use properties::strategies::fuzz::{CollatorFuzzParams, CollatorInput, arb_collator_fuzz_case};
 use proptest::strategy::{BoxedStrategy, Strategy};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Failure, Target, response};
+use super::{Applied, Failure, Target, response};
 
 /// The collator target.
 pub struct CollatorTarget {
@@ -33,6 +33,8 @@ pub struct CollatorTarget {
     /// Some requests' `max_seq_length` is below what the examples need: the collator keeps the
     /// longest prefix of examples that fits (open-instruct's `count_features_within_token_budget`).
     pub over_budget: bool,
+    /// The rules the run judged, for the report.
+    pub(crate) applied: Applied,
 }
 
 pub use crate::args::StaticLength;
@@ -84,15 +86,15 @@ impl Target for CollatorTarget {
         "collator"
     }
 
-    fn invariants(&self) -> &'static str {
-        match self.mode {
-            CollatorMode::Sft => {
-                "every `check` invariant on the batch, documents kept, static shape"
-            }
-            CollatorMode::Dpo => {
-                "every `check` invariant on the batch incl. dpo-offsets, documents kept, static shape"
-            }
-        }
+    fn invariants(&self) -> String {
+        let dpo = match self.mode {
+            CollatorMode::Sft => "",
+            CollatorMode::Dpo => " and its concatenated chosen / rejected",
+        };
+        format!(
+            "every `check` rule on the batch{dpo}, then {}",
+            self.applied.text(FuzzTarget::Collator)
+        )
     }
 
     /// [`arb_collator_fuzz_case`] with the command's mode, pad id, added tokens, static length
@@ -234,7 +236,7 @@ impl Target for CollatorTarget {
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
         let (resp, line) = response::<CollatorResponse>(send)?;
-        check(case, &resp.batch, &self.read, &self.opts, self.rewrites).map_err(|mut f| {
+        check(case, &resp.batch, self).map_err(|mut f| {
             f.response = Some(line);
             f
         })
@@ -261,10 +263,9 @@ fn branch_totals(examples: &[CollatorExample], added: usize) -> Vec<usize> {
 fn check(
     req: &CollatorRequest,
     batch: &serde_json::Map<String, Value>,
-    read: &ReadOptions,
-    opts: &CheckOptions,
-    rewrites: Rewrites,
+    target: &CollatorTarget,
 ) -> Result<(), Failure> {
+    let (read, opts, rewrites) = (&target.read, &target.opts, target.rewrites);
     let unreadable = |e: crate::Error| Failure {
         kind: "violation",
         checks: vec![properties::checks::BATCH_READABLE.id.into()],
@@ -335,7 +336,7 @@ fn check(
                 })
                 .collect();
             check_packs_present(parsed.packs.len(), &["batch"]).map_err(Failure::from_violation)?;
-            documents(&parsed.packs[0], &docs, req.max_seq_length, rewrites, "batch")
+            documents(target, &parsed.packs[0], &docs, req.max_seq_length, "batch")
         }
         CollatorMode::Dpo => {
             check_dpo_concatenated_present(parsed.dpo.is_some())
@@ -349,8 +350,8 @@ fn check(
             }
             check_packs_present(parsed.packs.len(), &["chosen", "rejected"])
                 .map_err(Failure::from_violation)?;
-            documents(&parsed.packs[0], &chosen, req.max_seq_length, rewrites, "chosen")?;
-            documents(&parsed.packs[1], &rejected, req.max_seq_length, rewrites, "rejected")
+            documents(target, &parsed.packs[0], &chosen, req.max_seq_length, "chosen")?;
+            documents(target, &parsed.packs[1], &rejected, req.max_seq_length, "rejected")
         }
     }
 }
@@ -405,27 +406,27 @@ fn unread_value_read_as_tensor<'a>(
         .map(String::as_str)
 }
 
-/// The pack's real segments are exactly the examples, in order ([`check_documents`]), with the
-/// declared BOS / EOS around each and, for MLM, only their lengths compared; with a
-/// `max_seq_length` the pack is exactly that long ([`check_static_shape`]).
+/// The registry's collator rules on a pack: its real segments are exactly the examples, in
+/// order (`documents`), with the declared BOS / EOS around each and, for MLM, only their
+/// lengths compared; with a `max_seq_length` the pack is exactly that long (`static-shape`).
 fn documents(
+    target: &CollatorTarget,
     pack: &BatchData,
     docs: &[&[i64]],
     max_seq_length: Option<u64>,
-    rewrites: Rewrites,
     what: &str,
 ) -> Result<(), Failure> {
+    let rewrites = target.rewrites;
     let mut view = pack.view();
-    let within = |v: properties::Violation| Failure::from_violation(v.within(what));
     let expected: Vec<Vec<i64>> = docs.iter().map(|d| rewrites.apply(d)).collect();
     let expected: Vec<&[i64]> = expected.iter().map(Vec::as_slice).collect();
     if rewrites.mlm {
         // The ids may be masked or replaced: the segments must still have the examples' lengths.
         view.input_ids = None;
     }
-    check_documents(&expected, &view).map_err(within)?;
-    if let Some(m) = max_seq_length {
-        check_static_shape(&view, m).map_err(within)?;
-    }
-    Ok(())
+    let input = CollatorPack { examples: &expected, view: &view, max_seq_length };
+    target
+        .applied
+        .with(|a| judge_collator(&input, a))
+        .map_err(|v| Failure::from_violation(v.within(what)))
 }

@@ -19,7 +19,7 @@
 use crate::args::CpSplitLayout;
 use crate::protocol::{CP_SPLIT_TAG_BASE, CpSplitRequest, CpSplitResponse};
 use properties::checks::{
-    ShardLayout, ShardView, check_cp_shard_in, check_split_accepted_in, closest_contiguous,
+    CpSplitInput, FuzzTarget, ShardLayout, ShardView, closest_contiguous, judge_cp_split,
 };
 use properties::strategies::fuzz::{CpSplitFuzzCase, arb_cp_split_fuzz_case};
 use proptest::prelude::*;
@@ -27,15 +27,27 @@ use proptest::strategy::BoxedStrategy;
 use serde_json::Value;
 use thd::IGNORE_INDEX;
 
-use super::{Failure, Target, cp_batch, response};
+use super::{Applied, Failure, Target, cp_batch, response};
 
 /// The cp-split target: the splitter's layout.
 pub struct CpSplitTarget {
+    /// The rules the run judged, for the report.
+    pub(crate) applied: Applied,
     /// How the splitter lays the tokens over the ranks.
     pub layout: CpSplitLayout,
 }
 
 impl CpSplitTarget {
+    /// A target for `layout`.
+    pub fn new(layout: CpSplitLayout) -> Self {
+        Self { applied: Applied::default(), layout }
+    }
+
+    /// The registry's CP-split rules on one answer.
+    fn judge_answer(&self, input: &CpSplitInput<'_>) -> Result<(), Failure> {
+        self.applied.with(|a| judge_cp_split(input, a)).map_err(Failure::stated)
+    }
+
     /// The storage of a case's slots under the splitter's layout.
     fn storage(&self, case: &CpSplitFuzzCase) -> Vec<u32> {
         match self.layout {
@@ -83,18 +95,13 @@ impl Target for CpSplitTarget {
         "cp-split"
     }
 
-    fn invariants(&self) -> &'static str {
-        match self.layout {
-            CpSplitLayout::Zigzag => {
-                "cp-shard (coverage, zigzag, no truncation), cp-labels, cp-position-ids, cp-split-accepted"
-            }
-            CpSplitLayout::Contiguous => {
-                "cp-shard (coverage, contiguous pieces: no overlap, no gap, equal), cp-labels, cp-position-ids, cp-split-accepted"
-            }
-            CpSplitLayout::ZigzagSequence => {
-                "cp-shard (coverage, the zigzag of the whole pack, no truncation), cp-labels, cp-position-ids, cp-split-accepted"
-            }
-        }
+    fn invariants(&self) -> String {
+        let layout = match self.layout {
+            CpSplitLayout::Zigzag => "2·cp zigzag chunks of every slot",
+            CpSplitLayout::Contiguous => "contiguous pieces: no overlap, no gap, equal",
+            CpSplitLayout::ZigzagSequence => "the zigzag of the whole pack",
+        };
+        format!("{} ({layout}; coverage, no truncation)", self.applied.text(FuzzTarget::CpSplit))
     }
 
     /// [`arb_cp_split_fuzz_case`]: a CP size, slots padded in 4 cases of 5, and a batch.
@@ -149,8 +156,14 @@ impl Target for CpSplitTarget {
                     CpSplitLayout::Contiguous => ShardLayout::ContiguousSlots,
                     CpSplitLayout::ZigzagSequence => ShardLayout::ZigzagSequence,
                 };
-                return check_split_accepted_in(layout, cp, &storage, Some(&why.0))
-                    .map_err(|v| with(Failure::stated(v)));
+                let input = CpSplitInput {
+                    layout,
+                    cp,
+                    storage: &storage,
+                    rejection: Some(&why.0),
+                    view: None,
+                };
+                return self.judge_answer(&input).map_err(with);
             }
             _ => {
                 return Err(Failure::schema(
@@ -218,7 +231,9 @@ impl Target for CpSplitTarget {
             CpSplitLayout::Contiguous => closest_contiguous(&view),
             CpSplitLayout::ZigzagSequence => ShardLayout::ZigzagSequence,
         };
-        check_cp_shard_in(&view, layout).map_err(|v| with(Failure::stated(v)))
+        let input =
+            CpSplitInput { layout, cp, storage: &storage, rejection: None, view: Some(&view) };
+        self.judge_answer(&input).map_err(with)
     }
 }
 

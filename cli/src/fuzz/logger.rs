@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use crate::formats::{ReadOptions, parse};
 use crate::protocol::batch_to_safetensors;
 use crate::tensors::BatchFile;
-use properties::checks::{LoggedTolerance, Number, check_logged};
+use properties::checks::{FuzzTarget, LoggedKind, LoggedTolerance, Number, RULES, check_logged};
 use properties::strategies::fuzz::{
     LoggerFuzzCase, LoggerFuzzParams, LoggerLayout, LoggerLayoutKind, arb_logger_fuzz_case,
 };
@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use thd::metrics::{FlopsFormula, HardwareView, ModelDims, StepTiming};
 
-use super::{Failure, Target, response};
-use crate::metrics_cmd::{MicroBatch, StepSpec, flatten_record, kind_of, step_metrics};
+use super::{Applied, Failure, Target, response};
+use crate::metrics_cmd::{MicroBatch, StepSpec, flatten_record, step_metrics};
 
 pub use crate::args::{Formula, LayoutKind};
 
@@ -69,6 +69,8 @@ struct LoggerResponse {
 
 /// The logger target.
 pub struct LoggerTarget {
+    /// The rules the run judged, for the report.
+    pub(crate) applied: Applied,
     /// Tolerance for rates.
     pub tol: LoggedTolerance,
     /// Peak TFLOP/s per GPU sent with every request.
@@ -200,8 +202,8 @@ impl Target for LoggerTarget {
         "logger"
     }
 
-    fn invariants(&self) -> &'static str {
-        "logged-tokens (TOKENS-CP), logged-flops (FLOPS), logged-rate (MFU-PAD)"
+    fn invariants(&self) -> String {
+        self.applied.text(FuzzTarget::Logged)
     }
 
     /// [`arb_logger_fuzz_case`] with the command's layouts, formula, pad id, micro-batches and
@@ -315,16 +317,21 @@ impl Target for LoggerTarget {
                 return Err(schema(format!("`logged.{key}` = {value} is not a number")));
             };
             let Some(want) = number(want) else { continue };
-            if let Err(v) = check_logged(key, kind_of(key), got, want, self.tol, &factors) {
+            let kind = LoggedKind::of_record_key(key);
+            if let Some(rule) = kind.rule() {
+                self.applied.with(|a| {
+                    if !a.contains(&rule.id) {
+                        a.push(rule.id);
+                    }
+                });
+            }
+            if let Err(v) = check_logged(key, kind, got, want, self.tol, &factors) {
                 violations.push(v);
             }
         }
-        // Counts feed FLOPs, FLOPs feed rates: the most basic wrong value names the failure.
-        let rank = |id: &str| match id {
-            "logged-tokens" => 0,
-            "logged-flops" => 1,
-            _ => 2,
-        };
+        // Counts feed FLOPs, FLOPs feed rates: the most basic wrong value names the failure
+        // (the registry's order).
+        let rank = |id: &str| RULES.iter().position(|r| r.id == id);
         violations.sort_by_key(|v| rank(v.id));
         let mut checks: Vec<String> = violations.iter().map(|v| v.id.to_owned()).collect();
         checks.dedup();

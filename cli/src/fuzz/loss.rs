@@ -15,8 +15,8 @@ use crate::args::CpSplitLayout;
 use crate::protocol::{LossRequest, LossResponse, LossShard, quote_non_finite};
 use candle_core::{Device, Tensor};
 use properties::checks::{
-    LossRecord, PartLoss, ShardLayout, Split, TokenCounts, TokenRecord, check_reported_loss,
-    check_tokens_cp, cp_loss_violations, roll_labels,
+    CpLossInput, FuzzTarget, LossRecord, PartLoss, ShardLayout, Split, TokenCounts, TokenRecord,
+    judge_cp_loss, roll_labels,
 };
 use properties::strategies::fuzz::{LossFuzzCase, arb_loss_fuzz_case};
 use proptest::prelude::*;
@@ -24,7 +24,7 @@ use proptest::strategy::BoxedStrategy;
 use serde_json::Value;
 use thd::IGNORE_INDEX;
 
-use super::{Failure, Target, cp_batch, response};
+use super::{Applied, Failure, Target, cp_batch, response};
 
 /// The default relative tolerance of the reported loss and Σ NLL against the oracle, for an
 /// adapter that computes in f64. The logits travel exactly (JSON round-trips of f64 are exact
@@ -42,6 +42,8 @@ pub struct LossTarget {
     pub rtol: f64,
     /// How the shards are cut.
     pub layout: CpSplitLayout,
+    /// The rules the run judged, for the report.
+    pub(crate) applied: Applied,
 }
 
 impl LossTarget {
@@ -115,8 +117,11 @@ impl Target for LossTarget {
         "loss"
     }
 
-    fn invariants(&self) -> &'static str {
-        "cp-loss-parts, -finite and -reduction at cp 1, 2, 4, 8 against the oracle's global loss; tokens-cp when n_valid_tokens is reported"
+    fn invariants(&self) -> String {
+        format!(
+            "{} at cp 1, 2, 4, 8 against the oracle's global loss",
+            self.applied.text(FuzzTarget::CpLoss)
+        )
     }
 
     /// [`arb_loss_fuzz_case`]: a batch and its values, sent at cp 1, 2, 4 and 8.
@@ -192,7 +197,7 @@ impl Target for LossTarget {
                 Err(f) if f.kind == "adapter-error" && global.count == 0 => continue,
                 Err(f) => return Err(f),
             };
-            let checked = match &resp.parts {
+            let parts: Option<Vec<PartLoss>> = match &resp.parts {
                 Some(parts) if parts.len() != cp => {
                     return Err(Failure::schema(
                         format!(
@@ -203,15 +208,18 @@ impl Target for LossTarget {
                     ));
                 }
                 Some(parts) => {
-                    let parts: Vec<PartLoss> =
-                        parts.iter().map(|p| PartLoss { nll: p.nll, count: p.count }).collect();
-                    cp_loss_violations(Split::Cp(cp), &parts, resp.loss, &global, self.rtol)
+                    Some(parts.iter().map(|p| PartLoss { nll: p.nll, count: p.count }).collect())
                 }
-                None => check_reported_loss(Split::Cp(cp), resp.loss, &global, self.rtol)
-                    .err()
-                    .into_iter()
-                    .collect(),
+                None => None,
             };
+            let answer = CpLossInput::Answer {
+                split: Split::Cp(cp),
+                parts: parts.as_deref(),
+                reported: resp.loss,
+                global: &global,
+                rtol: self.rtol,
+            };
+            let checked = self.applied.with(|a| judge_cp_loss(&answer, a));
             // Each rule once, from the first answer that breaks it.
             for v in checked {
                 if !violations.iter().any(|(w, _)| w.id == v.id) {
@@ -236,7 +244,13 @@ impl Target for LossTarget {
                 .into_iter()
                 .map(|(c, r)| (c, TokenRecord { loss: global.mean, ..r }))
                 .collect();
-            if let Err(v) = check_tokens_cp(&expected, global.mean, &by_cp, self.rtol) {
+            let across = CpLossInput::AcrossCp {
+                expected: &expected,
+                loss: global.mean,
+                by_cp: &by_cp,
+                rtol: self.rtol,
+            };
+            for v in self.applied.with(|a| judge_cp_loss(&across, a)) {
                 let line = records
                     .iter()
                     .find(|(c, _, _)| Some(*c) == v.at.cp)
@@ -283,7 +297,8 @@ mod tests {
         let global = oracle(&case);
         // Segment 0: tokens 1, 2 are valid targets of 0, 1; segment 3: 1..=4 of 0..=3.
         assert_eq!(global.count, 2 + 4);
-        let target = |layout| LossTarget { rtol: DEFAULT_RTOL, layout };
+        let target =
+            |layout| LossTarget { rtol: DEFAULT_RTOL, layout, applied: Applied::default() };
         let (zigzag, contiguous) =
             (target(CpSplitLayout::Zigzag), target(CpSplitLayout::Contiguous));
         for cp in CP_SIZES {

@@ -140,12 +140,48 @@ pub trait Target {
     fn minimizes(&self) -> bool {
         false
     }
-    /// The invariants checked, for the report.
-    fn invariants(&self) -> &'static str;
+    /// The rules checked, for the report: read from the registry (the rules whose judges
+    /// applied during the run).
+    fn invariants(&self) -> String;
     /// What the passing cases measured, beyond the rules (a packer's efficiency): one line for
     /// the text report and a JSON value, or `None`.
     fn summary(&self) -> Option<(String, Value)> {
         None
+    }
+}
+
+/// The rules a target's judges applied during a run, for the report: the registry's rules of
+/// the target, in registry order, that were judged (and those its judges report for another
+/// rule of theirs, `Fuzz::X(None)`).
+#[derive(Debug, Default)]
+pub(crate) struct Applied(std::cell::RefCell<Vec<&'static str>>);
+
+impl Applied {
+    /// Runs `judge` with the list of applied ids to extend.
+    pub(crate) fn with<R>(&self, judge: impl FnOnce(&mut Vec<&'static str>) -> R) -> R {
+        judge(&mut self.0.borrow_mut())
+    }
+
+    /// The ids of `target`'s rules that applied, comma separated, in registry order.
+    pub(crate) fn text(&self, target: properties::checks::FuzzTarget) -> String {
+        use properties::checks::Fuzz;
+        let applied = self.0.borrow();
+        properties::checks::rules_of(target)
+            .filter(|r| {
+                let by_another = matches!(
+                    r.fuzz,
+                    Some(
+                        Fuzz::Packer(None)
+                            | Fuzz::CpSplit(None)
+                            | Fuzz::CpLoss(None)
+                            | Fuzz::Collator(None)
+                    )
+                );
+                applied.contains(&r.id) || by_another && !applied.is_empty()
+            })
+            .map(|r| r.id)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -323,6 +359,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
         }
         FuzzTarget::Logger => drive(
             &logger::LoggerTarget {
+                applied: Applied::default(),
                 tol: properties::checks::LoggedTolerance {
                     rtol: args.rtol.unwrap_or(logger::DEFAULT_RTOL),
                     atol: 0.0,
@@ -344,6 +381,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
         ),
         FuzzTarget::Collator => drive(
             &collator::CollatorTarget {
+                applied: Applied::default(),
                 mode: args.mode,
                 read: read.clone(),
                 opts: crate::checks::with_profile(args.batch.check_options(), profile.as_deref()),
@@ -370,13 +408,14 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
             &loss::LossTarget {
                 rtol: args.rtol.unwrap_or(DEFAULT_LOSS_RTOL),
                 layout: args.cp_split_layout(profile.as_deref()),
+                applied: Applied::default(),
             },
             args,
             transport,
             out,
         ),
         FuzzTarget::CpSplit => drive(
-            &cp_split::CpSplitTarget { layout: args.cp_split_layout(profile.as_deref()) },
+            &cp_split::CpSplitTarget::new(args.cp_split_layout(profile.as_deref())),
             args,
             transport,
             out,

@@ -11,8 +11,7 @@ use crate::protocol::{
     PackEntry, PackerOptions, PackerRequest, PackerResponse, PackerSessionRequest, SESSION_VERSION,
 };
 use properties::checks::{
-    DeclaredDrops, EmittedPack, PackerRun, check_conservation, check_dealing, check_deterministic,
-    check_drops, check_emitted_so_far, check_min_packs, check_pairwise_full, check_refusal,
+    DeclaredDrops, EmittedPack, FuzzTarget, PackerInput, PackerPoint, PackerRun, judge_packer,
 };
 use properties::strategies::fuzz::{
     PackerFuzzCase, PackerFuzzParams, Preconditions, arb_packer_fuzz_case,
@@ -23,7 +22,7 @@ use thd::pack::{DropReason, Dropped, Example, Lens, Pack, PackItem};
 
 use crate::args::Generation;
 
-use super::{Failure, Target, response};
+use super::{Applied, Failure, Target, response};
 
 /// How a packer is driven, and what it is configured to do (the command's flags).
 #[derive(Debug, Clone, Copy, Default)]
@@ -80,12 +79,35 @@ pub struct PackerTarget {
     cfg: PackerConfig,
     /// What the judged answers cost in packs (the run's efficiency, in the summary).
     efficiency: RefCell<Efficiency>,
+    /// The rules the run judged, for the report.
+    applied: Applied,
 }
 
 impl PackerTarget {
     /// A packer target.
     pub fn new(cfg: PackerConfig) -> Self {
-        Self { cfg, efficiency: RefCell::default() }
+        Self { cfg, efficiency: RefCell::default(), applied: Applied::default() }
+    }
+
+    /// The registry's PACKER rules at one point of a case: the first violation, as a failure.
+    fn judge_at(&self, input: &PackerInput<'_>) -> Result<(), Failure> {
+        self.applied.with(|a| judge_packer(input, a)).map_err(Failure::from_violation)
+    }
+
+    /// A case's input at `point`: its capacity, DP size, minimum packs and declared drops.
+    fn input<'a>(
+        &self,
+        case: &PackerFuzzCase,
+        point: PackerPoint,
+        run: &'a PackerRun,
+    ) -> PackerInput<'a> {
+        PackerInput {
+            dp_size: case.dp_size,
+            min_packs: case.min_packs,
+            declared: self.declared(case),
+            first_fit: self.cfg.first_fit,
+            ..PackerInput::new(point, run, u32::try_from(case.capacity).unwrap_or(u32::MAX))
+        }
     }
 
     /// The multiple every length is padded to (1: none).
@@ -164,24 +186,8 @@ impl Target for PackerTarget {
         "packer"
     }
 
-    fn invariants(&self) -> &'static str {
-        match (self.cfg.first_fit, self.cfg.options.dp_size.is_some()) {
-            (false, false) => {
-                "packer-conservation, packer-capacity, packer-drops, packer-deterministic"
-            }
-            (true, false) => {
-                "packer-conservation, packer-capacity, packer-drops, packer-deterministic, \
-                 packer-first-fit"
-            }
-            (false, true) => {
-                "packer-conservation, packer-capacity, packer-drops, packer-dealing, \
-                 packer-deterministic"
-            }
-            (true, true) => {
-                "packer-conservation, packer-capacity, packer-drops, packer-dealing, \
-                 packer-deterministic, packer-first-fit"
-            }
-        }
+    fn invariants(&self) -> String {
+        self.applied.text(FuzzTarget::Packer)
     }
 
     /// [`arb_packer_fuzz_case`] with the command's flags: one-shot requests or sessions, the
@@ -507,7 +513,6 @@ impl PackerTarget {
         case: &PackerFuzzCase,
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
-        let cap = u32::try_from(case.capacity).unwrap_or(u32::MAX);
         let lens: HashMap<u64, Lens> = case.examples().map(|e| (e.id, e.lens)).collect();
         let mut run = self.run();
         run.pushed = case.examples().copied().collect();
@@ -517,27 +522,20 @@ impl PackerTarget {
             f
         };
         if first.rejected.is_some() {
-            return check_refusal(&run, cap).map_err(Failure::from_violation).map_err(with);
+            return self.judge_at(&self.input(case, PackerPoint::Refused, &run)).map_err(with);
         }
         let answer = self.answer(&first, &lens, case.dp_size).map_err(with)?;
-        if let Some(r) = case.dp_size {
-            check_dealing(&answer.ranks, r).map_err(Failure::from_violation).map_err(with)?;
-        }
-        let first_fit = answer.packs.clone();
+        let (packs, ranks) = (answer.packs.clone(), answer.ranks.clone());
         absorb(&mut run, answer, 0, 0);
-        check_conservation(&run, cap).map_err(Failure::from_violation).map_err(with)?;
-        check_drops(&run, cap, self.declared(case))
-            .map_err(Failure::from_violation)
-            .map_err(with)?;
-        if let Some(k) = case.min_packs {
-            check_min_packs(&first_fit, k).map_err(Failure::from_violation).map_err(with)?;
-        }
-        if self.cfg.first_fit {
-            check_pairwise_full(&first_fit, cap).map_err(Failure::from_violation).map_err(with)?;
-        }
+        let input = PackerInput {
+            packs: &packs,
+            ranks: &ranks,
+            ..self.input(case, PackerPoint::Once, &run)
+        };
+        self.judge_at(&input).map_err(with)?;
         self.measure(&run, case.capacity);
         let (second, line2) = response::<PackerResponse>(send)?;
-        deterministic(&[(first, line)], &[(second, line2)])
+        deterministic(self, case, &[(first, line)], &[(second, line2)])
     }
 
     /// A session, run twice: after every call the packs so far fit and hold no example more
@@ -549,7 +547,6 @@ impl PackerTarget {
         case: &PackerFuzzCase,
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
-        let cap = u32::try_from(case.capacity).unwrap_or(u32::MAX);
         let requests = session_requests(case, self.options(case));
         let mut run = self.run();
         let mut lens: HashMap<u64, Lens> = HashMap::new();
@@ -596,35 +593,36 @@ impl PackerTarget {
                 if let PackerSessionRequest::Push { examples, .. } = request {
                     this.pushed.clone_from(examples);
                 }
-                return check_refusal(&this, cap).map_err(Failure::from_violation).map_err(with);
+                return self.judge_at(&self.input(case, PackerPoint::Refused, &this)).map_err(with);
             }
             let answer = self.answer(&resp, &lens, case.dp_size).map_err(with)?;
             ranks.extend(&answer.ranks);
             let call_packs = answer.packs.clone();
             absorb(&mut run, answer, epoch, call);
-            check_emitted_so_far(&run, cap).map_err(Failure::from_violation).map_err(with)?;
-            if self.cfg.first_fit {
-                check_pairwise_full(&call_packs, cap)
-                    .map_err(|v| {
-                        let mut f = Failure::from_violation(v);
+            let after_call = PackerInput {
+                packs: &call_packs,
+                ranks: &ranks,
+                ..self.input(case, PackerPoint::Call, &run)
+            };
+            self.judge_at(&after_call)
+                .map_err(|mut f| {
+                    if f.checks.iter().any(|c| c == properties::checks::PACKER_FIRST_FIT.id) {
                         // The request as the adapter read it, not as Rust's Debug.
                         let sent = serde_json::to_string(request).unwrap_or_default();
                         f.detail += &format!(" (among the packs of call {call}: {sent})");
-                        f
-                    })
-                    .map_err(with)?;
-            }
-            let closes_epoch = !matches!(request, PackerSessionRequest::Push { .. });
-            if let (Some(r), true) = (case.dp_size, closes_epoch) {
-                check_dealing(&ranks, r).map_err(Failure::from_violation).map_err(with)?;
+                    }
+                    f
+                })
+                .map_err(with)?;
+            if !matches!(request, PackerSessionRequest::Push { .. }) {
+                let closed =
+                    PackerInput { ranks: &ranks, ..self.input(case, PackerPoint::EpochEnd, &run) };
+                self.judge_at(&closed).map_err(with)?;
             }
             if let PackerSessionRequest::Finish = request {
                 run.pending_after_finish =
                     usize::try_from(resp.pending.unwrap_or(0)).unwrap_or(usize::MAX);
-                check_conservation(&run, cap).map_err(Failure::from_violation).map_err(with)?;
-                check_drops(&run, cap, self.declared(case))
-                    .map_err(Failure::from_violation)
-                    .map_err(with)?;
+                self.judge_at(&self.input(case, PackerPoint::Finish, &run)).map_err(with)?;
             }
             answers.push((resp, line));
         }
@@ -633,7 +631,7 @@ impl PackerTarget {
         for _ in &requests {
             replay.push(response::<PackerResponse>(send)?);
         }
-        deterministic(&answers, &replay)
+        deterministic(self, case, &answers, &replay)
     }
 
     /// Reads an answer's packs as the PACKER rules do, checking its shape against the protocol:
@@ -801,6 +799,8 @@ fn absorb(run: &mut PackerRun, answer: Answer, epoch: usize, call: usize) {
 /// PACKER determinism: the same requests get the same answers, call by call (each call's
 /// packs, then its dropped list as a last pseudo-pack).
 fn deterministic(
+    target: &PackerTarget,
+    case: &PackerFuzzCase,
     first: &[(PackerResponse, String)],
     second: &[(PackerResponse, String)],
 ) -> Result<(), Failure> {
@@ -833,8 +833,11 @@ fn deterministic(
             })
             .collect()
     };
-    check_deterministic(&emitted(first), &emitted(second)).map_err(|v| {
-        let mut f = Failure::from_violation(v);
+    let (a, b) = (emitted(first), emitted(second));
+    let run = PackerRun::default();
+    let input =
+        PackerInput { replay: Some((&a, &b)), ..target.input(case, PackerPoint::Replay, &run) };
+    target.judge_at(&input).map_err(|mut f| {
         let differing = first
             .iter()
             .zip(second)

@@ -2,7 +2,9 @@
 
 use std::fmt;
 
-use super::{CP_LOSS_FINITE, CP_LOSS_PARTS, CP_LOSS_REDUCTION, LossRecord, Rule};
+use super::{
+    CP_LOSS_FINITE, CP_LOSS_PARTS, CP_LOSS_REDUCTION, LossRecord, Rule, TokenCounts, TokenRecord,
+};
 use crate::violation::{close, rel_diff};
 use crate::{Checked, Location, Violation};
 
@@ -110,17 +112,112 @@ pub fn cp_loss_violations(
     global: &LossRecord,
     rtol: f64,
 ) -> Vec<Violation> {
-    let breakdown = || {
-        parts
-            .iter()
-            .enumerate()
-            .map(|(r, p)| format!("{} {r}: nll {:.6} over {}", part_label(split), p.nll, p.count))
-            .collect::<Vec<_>>()
-            .join("; ")
+    let input = CpLossInput::Answer { split, parts: Some(parts), reported, global, rtol };
+    crate::checks::judge_cp_loss(&input, &mut Vec::new())
+}
+
+/// What a CP-LOSS rule sees in `thdcheck fuzz loss`; [`crate::checks::judge_cp_loss`] runs the
+/// registry's CP-loss rules on it.
+#[derive(Debug, Clone, Copy)]
+pub enum CpLossInput<'a> {
+    /// One split's answer: its parts (when reported) and its reduced loss, against the
+    /// oracle's global sums.
+    Answer {
+        /// The split (`cp=2`, ...).
+        split: Split,
+        /// The parts' sums, when reported.
+        parts: Option<&'a [PartLoss]>,
+        /// The reported loss.
+        reported: f64,
+        /// The oracle's global sums.
+        global: &'a LossRecord,
+        /// Relative tolerance.
+        rtol: f64,
+    },
+    /// The counts every CP size reported (TOKENS-CP).
+    AcrossCp {
+        /// The oracle's counts.
+        expected: &'a TokenCounts,
+        /// The oracle's loss.
+        loss: f64,
+        /// Each CP size's record.
+        by_cp: &'a [(usize, TokenRecord)],
+        /// Relative tolerance.
+        rtol: f64,
+    },
+}
+
+/// How a CP-LOSS rule judges one input: `None` where it does not apply.
+pub type CpLossJudge = for<'a> fn(&CpLossInput<'a>) -> Option<Checked>;
+
+/// `cp-loss-parts`: the parts' sums against the global sums, when the parts are reported.
+pub(crate) fn judge_parts(input: &CpLossInput<'_>) -> Option<Checked> {
+    let CpLossInput::Answer { split, parts: Some(parts), global, rtol, .. } = *input else {
+        return None;
     };
+    Some(wrong_parts(split, parts, global, rtol).map_or(Ok(()), Err))
+}
+
+/// `cp-loss-finite`: the reported loss is finite, and 0 when nothing is valid.
+pub(crate) fn judge_finite(input: &CpLossInput<'_>) -> Option<Checked> {
+    reported_of(input, CP_LOSS_FINITE)
+}
+
+/// `cp-loss-reduction`: the reported loss is the global loss (the parts' own, when they miss
+/// the global sums: a correct reduction of wrong parts breaks `cp-loss-parts` only).
+pub(crate) fn judge_reduction(input: &CpLossInput<'_>) -> Option<Checked> {
+    reported_of(input, CP_LOSS_REDUCTION)
+}
+
+/// The reported loss's verdict, as far as it is `rule`'s (each answer breaks at most one of
+/// `cp-loss-finite` and `cp-loss-reduction`).
+fn reported_of(input: &CpLossInput<'_>, rule: Rule) -> Option<Checked> {
+    let CpLossInput::Answer { split, parts, reported, global, rtol } = *input else {
+        return None;
+    };
+    let v = match parts {
+        None => {
+            let breakdown = || "the parts were not reported".to_owned();
+            reported_rule(split, reported, global, Against::Global, rtol, &breakdown)
+        }
+        Some(parts) => {
+            let breakdown = || breakdown(split, parts);
+            match wrong_parts(split, parts, global, rtol) {
+                None => reported_rule(split, reported, global, Against::Global, rtol, &breakdown),
+                Some(_) => {
+                    let count: u64 = parts.iter().map(|p| p.count).sum();
+                    let nll: f64 = parts.iter().map(|p| p.nll).sum();
+                    let own = LossRecord::from_sums(nll, count);
+                    reported_rule(split, reported, &own, Against::Parts, rtol, &breakdown)
+                }
+            }
+        }
+    };
+    Some(match v {
+        Some(v) if v.id == rule.id => Err(v),
+        _ => Ok(()),
+    })
+}
+
+fn breakdown(split: Split, parts: &[PartLoss]) -> String {
+    parts
+        .iter()
+        .enumerate()
+        .map(|(r, p)| format!("{} {r}: nll {:.6} over {}", part_label(split), p.nll, p.count))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `cp-loss-parts`'s violation: the parts' count, then their Σ NLL, against the global ones.
+fn wrong_parts(
+    split: Split,
+    parts: &[PartLoss],
+    global: &LossRecord,
+    rtol: f64,
+) -> Option<Violation> {
     let count: u64 = parts.iter().map(|p| p.count).sum();
     let nll: f64 = parts.iter().map(|p| p.nll).sum();
-    let wrong_parts = if count != global.count {
+    if count != global.count {
         Some(
             violation(
                 CP_LOSS_PARTS,
@@ -129,26 +226,22 @@ pub fn cp_loss_violations(
             )
             .expected(global.count)
             .got(count)
-            .note(breakdown()),
+            .note(breakdown(split, parts)),
         )
     } else if !close(nll, global.nll, rtol) {
         Some(
             violation(CP_LOSS_PARTS, split, "the parts' Σ NLL add up to the global Σ NLL")
                 .expected(global.nll)
                 .got(nll)
-                .note(format!("relative error {:.3e}; {}", rel_diff(nll, global.nll), breakdown())),
+                .note(format!(
+                    "relative error {:.3e}; {}",
+                    rel_diff(nll, global.nll),
+                    breakdown(split, parts)
+                )),
         )
     } else {
         None
-    };
-    let reduced = match &wrong_parts {
-        None => reported_rule(split, reported, global, Against::Global, rtol, &breakdown),
-        Some(_) => {
-            let own = LossRecord::from_sums(nll, count);
-            reported_rule(split, reported, &own, Against::Parts, rtol, &breakdown)
-        }
-    };
-    wrong_parts.into_iter().chain(reduced).collect()
+    }
 }
 
 /// CP-LOSS for a pipeline that reports only the reduced loss, not its parts: the reported loss
@@ -174,8 +267,8 @@ pub fn cp_loss_violations(
 /// assert!(check_reported_loss(Split::Cp(4), 0.0, &LossRecord::from_sums(0.0, 0), 1e-12).is_ok());
 /// ```
 pub fn check_reported_loss(split: Split, reported: f64, global: &LossRecord, rtol: f64) -> Checked {
-    let breakdown = || "the parts were not reported".to_owned();
-    match reported_rule(split, reported, global, Against::Global, rtol, &breakdown) {
+    let input = CpLossInput::Answer { split, parts: None, reported, global, rtol };
+    match crate::checks::judge_cp_loss(&input, &mut Vec::new()).into_iter().next() {
         Some(v) => Err(v),
         None => Ok(()),
     }

@@ -31,6 +31,35 @@ pub struct ShardView<'a> {
     pub position_ids: Option<&'a [Vec<i64>]>,
 }
 
+/// What a CP-SHARD rule sees in `thdcheck fuzz cp-split`: the splitter's refusal or its
+/// shards; [`crate::checks::judge_cp_split`] runs the registry's CP-split rules on it.
+#[derive(Debug, Clone, Copy)]
+pub struct CpSplitInput<'a> {
+    /// The layout the shards are judged in.
+    pub layout: ShardLayout,
+    /// The CP size.
+    pub cp: usize,
+    /// Storage (padded) length of every segment of the request.
+    pub storage: &'a [u32],
+    /// The splitter's refusal, when it refused.
+    pub rejection: Option<&'a str>,
+    /// The ranks' shards, when it answered.
+    pub view: Option<&'a ShardView<'a>>,
+}
+
+/// How a CP-split rule judges one answer: `None` where it does not apply.
+pub type CpSplitJudge = for<'a> fn(&CpSplitInput<'a>) -> Option<Checked>;
+
+/// `cp-shard` (with `cp-labels` and `cp-position-ids`): the shards, in the input's layout.
+pub(crate) fn judge_cp_shard(i: &CpSplitInput<'_>) -> Option<Checked> {
+    i.view.map(|view| check_cp_shard_in(view, i.layout))
+}
+
+/// `cp-split-accepted`: a refusal only of a layout the splitter cannot take.
+pub(crate) fn judge_split_accepted(i: &CpSplitInput<'_>) -> Option<Checked> {
+    i.rejection.map(|why| check_split_accepted_in(i.layout, i.cp, i.storage, Some(why)))
+}
+
 /// A violation of `rule` (its id) in the words of one of its parts, at CP size `cp`.
 fn violation(rule: Rule, text: &str, cp: usize) -> Violation {
     rule.violation().rule_text(text).with_cp(cp)

@@ -1058,6 +1058,32 @@ pub fn check_static_shape(view: &LayoutView<'_>, max_seq_length: u64) -> Checked
         .got(format!("{} tokens", view.num_tokens)))
 }
 
+/// What a collator rule sees in `thdcheck fuzz collator`, after `check`'s rules held on the
+/// batch: the examples the collator was given (those it keeps) and the pack it returned;
+/// [`crate::checks::judge_collator`] runs the registry's collator rules on it.
+#[derive(Debug, Clone, Copy)]
+pub struct CollatorPack<'a> {
+    /// The examples' token ids, as the pack must hold them.
+    pub examples: &'a [&'a [i64]],
+    /// The pack.
+    pub view: &'a LayoutView<'a>,
+    /// The request's static length, if any.
+    pub max_seq_length: Option<u64>,
+}
+
+/// How a collator rule judges one pack: `None` where it does not apply.
+pub type CollatorJudge = for<'a> fn(&CollatorPack<'a>) -> Option<Checked>;
+
+/// `documents`: [`check_documents`].
+pub(crate) fn judge_documents(i: &CollatorPack<'_>) -> Option<Checked> {
+    Some(check_documents(i.examples, i.view))
+}
+
+/// `static-shape`: [`check_static_shape`], with a static length.
+pub(crate) fn judge_static_shape(i: &CollatorPack<'_>) -> Option<Checked> {
+    i.max_seq_length.map(|m| check_static_shape(i.view, m))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -47,12 +47,15 @@ pub use batch::{
     label_targets, layout_rules, mock_marked, mock_segments, pad_labels, pad_multiple,
 };
 pub use block_mask::{BlockMaskSummary, block_mask};
-pub use cp_loss::{PartLoss, Split, check_cp_loss, check_reported_loss, cp_loss_violations};
+pub use cp_loss::{
+    CpLossInput, CpLossJudge, PartLoss, Split, check_cp_loss, check_reported_loss,
+    cp_loss_violations,
+};
 pub use cp_shard::{
-    ShardLayout, ShardView, check_cp_shard, check_cp_shard_in, check_reassembly,
-    check_split_accepted, check_split_accepted_in, closest_contiguous, contiguous_group,
-    contiguous_positions, contiguous_slot_positions, reassemble_shards, roll_labels, rolled_label,
-    zigzag_positions, zigzag_reassemble,
+    CpSplitInput, CpSplitJudge, ShardLayout, ShardView, check_cp_shard, check_cp_shard_in,
+    check_reassembly, check_split_accepted, check_split_accepted_in, closest_contiguous,
+    contiguous_group, contiguous_positions, contiguous_slot_positions, reassemble_shards,
+    roll_labels, rolled_label, zigzag_positions, zigzag_reassemble,
 };
 pub use dpo::{
     DpoConcat, DpoSegment, DpoView, check_dpo, check_dpo_concatenated_present, dpo_concat,
@@ -62,18 +65,18 @@ pub use eos::eos_delimited;
 pub use flops::{FlopsStats, MicroBatchView, check_flops, check_flops_additive};
 pub use ints::{IntSlice, IntsIter};
 pub use layout::{
-    BlockMask, KeyNames, LayoutView, SideTensor, check_documents, check_offsets,
-    check_packs_present, check_static_shape, cross_doc_label, mask, max_seqlen, mock_nonempty,
-    num_real_seqs, offsets, padded_slots, position_ids, qk_offsets, row_slots, seq_idx,
-    token_counts,
+    BlockMask, CollatorJudge, CollatorPack, KeyNames, LayoutView, SideTensor, check_documents,
+    check_offsets, check_packs_present, check_static_shape, cross_doc_label, mask, max_seqlen,
+    mock_nonempty, num_real_seqs, offsets, padded_slots, position_ids, qk_offsets, row_slots,
+    seq_idx, token_counts,
 };
 pub use logged::{Factor, LoggedKind, LoggedTolerance, Number, check_logged, check_logged_text};
 pub use loss::{LossRecord, check_loss};
 pub use mfu_pad::{MetricRecord, check_mfu_pad};
 pub use packer::{
-    DeclaredDrops, EmittedPack, PackerRun, QualityBound, check_conservation, check_dealing,
-    check_deterministic, check_drops, check_emitted_so_far, check_min_packs, check_pairwise_full,
-    check_quality, check_refusal,
+    DeclaredDrops, EmittedPack, PackerInput, PackerJudge, PackerPoint, PackerRun, QualityBound,
+    check_conservation, check_dealing, check_deterministic, check_drops, check_emitted_so_far,
+    check_min_packs, check_pairwise_full, check_quality, check_refusal,
 };
 pub use rules::*;
 pub use tokens_cp::{TokenCounts, TokenRecord, check_tokens_cp};

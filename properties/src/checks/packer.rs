@@ -75,6 +75,119 @@ pub struct EmittedPack {
     pub pack: Pack,
 }
 
+/// Where in a `thdcheck fuzz packer` run a PACKER rule is judged ([`PackerInput::point`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PackerPoint {
+    /// The answer to a one-shot request: everything pushed at once.
+    Once,
+    /// After each call of a session: the packs so far.
+    Call,
+    /// A session call that closes an epoch (`end_epoch`, `finish`).
+    EpochEnd,
+    /// A session's `finish`: everything pushed is accounted for.
+    Finish,
+    /// The packer refused the request (a one-shot request, or a session's push).
+    Refused,
+    /// The same requests answered a second time.
+    Replay,
+}
+
+/// What a PACKER rule sees at one point of a fuzz run; [`crate::checks::judge_packer`] runs
+/// the registry's packer rules on it.
+#[derive(Debug, Clone, Copy)]
+pub struct PackerInput<'a> {
+    /// Where in the run.
+    pub point: PackerPoint,
+    /// Everything pushed and emitted so far (at [`PackerPoint::Refused`], what the refused call
+    /// pushed).
+    pub run: &'a PackerRun,
+    /// The capacity.
+    pub capacity: u32,
+    /// The packs of this answer (a one-shot answer's, a session call's).
+    pub packs: &'a [Pack],
+    /// Packs dealt to each data-parallel rank so far.
+    pub ranks: &'a [u64],
+    /// The request's data-parallel size.
+    pub dp_size: Option<u64>,
+    /// The request's minimum number of packs.
+    pub min_packs: Option<u64>,
+    /// The drops the stack declares.
+    pub declared: DeclaredDrops,
+    /// The packer is held to first fit (`--first-fit`).
+    pub first_fit: bool,
+    /// The two runs' packs, at [`PackerPoint::Replay`].
+    pub replay: Option<(&'a [EmittedPack], &'a [EmittedPack])>,
+}
+
+impl<'a> PackerInput<'a> {
+    /// The input at `point`, with nothing dealt, no packs, no replay and the default
+    /// declarations.
+    pub fn new(point: PackerPoint, run: &'a PackerRun, capacity: u32) -> Self {
+        Self {
+            point,
+            run,
+            capacity,
+            packs: &[],
+            ranks: &[],
+            dp_size: None,
+            min_packs: None,
+            declared: DeclaredDrops::default(),
+            first_fit: false,
+            replay: None,
+        }
+    }
+}
+
+/// How a PACKER rule judges one point of a run: `None` where it does not apply.
+pub type PackerJudge = for<'a> fn(&PackerInput<'a>) -> Option<Checked>;
+
+/// `packer-dealing`: with a DP size, at a one-shot answer and at the end of every epoch.
+pub(crate) fn judge_dealing(i: &PackerInput<'_>) -> Option<Checked> {
+    if !matches!(i.point, PackerPoint::Once | PackerPoint::EpochEnd) {
+        return None;
+    }
+    i.dp_size.map(|r| check_dealing(i.ranks, r))
+}
+
+/// `packer-conservation` (and `packer-capacity`): the whole run at a one-shot answer and at
+/// `finish`, the packs so far after each call, and a refusal.
+pub(crate) fn judge_conservation(i: &PackerInput<'_>) -> Option<Checked> {
+    match i.point {
+        PackerPoint::Once | PackerPoint::Finish => Some(check_conservation(i.run, i.capacity)),
+        PackerPoint::Call => Some(check_emitted_so_far(i.run, i.capacity)),
+        PackerPoint::Refused => Some(check_refusal(i.run, i.capacity)),
+        PackerPoint::EpochEnd | PackerPoint::Replay => None,
+    }
+}
+
+/// `packer-drops`: once everything pushed is accounted for.
+pub(crate) fn judge_drops(i: &PackerInput<'_>) -> Option<Checked> {
+    matches!(i.point, PackerPoint::Once | PackerPoint::Finish)
+        .then(|| check_drops(i.run, i.capacity, i.declared))
+}
+
+/// `packer-min-packs`: a one-shot answer to a request that asks for a minimum.
+pub(crate) fn judge_min_packs(i: &PackerInput<'_>) -> Option<Checked> {
+    if i.point != PackerPoint::Once {
+        return None;
+    }
+    i.min_packs.map(|k| check_min_packs(i.packs, k))
+}
+
+/// `packer-first-fit`: among one answer's packs, when the packer is held to first fit.
+pub(crate) fn judge_first_fit(i: &PackerInput<'_>) -> Option<Checked> {
+    (i.first_fit && matches!(i.point, PackerPoint::Once | PackerPoint::Call))
+        .then(|| check_pairwise_full(i.packs, i.capacity))
+}
+
+/// `packer-deterministic`: the replay against the first run.
+pub(crate) fn judge_deterministic(i: &PackerInput<'_>) -> Option<Checked> {
+    if i.point != PackerPoint::Replay {
+        return None;
+    }
+    i.replay.map(|(a, b)| check_deterministic(a, b))
+}
+
 fn v(rule: &str) -> Violation {
     Violation::new(Invariant::Packer, rule).id(PACKER_CONSERVATION.id)
 }

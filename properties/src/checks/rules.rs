@@ -9,7 +9,10 @@
 
 use serde::Serialize;
 
-use crate::checks::{BatchOptions, LayoutView};
+use crate::checks::{
+    BatchOptions, CollatorJudge, CollatorPack, CpLossInput, CpLossJudge, CpSplitInput,
+    CpSplitJudge, LayoutView, LoggedKind, PackerInput, PackerJudge,
+};
 use crate::{Checked, Invariant, Violation};
 
 /// What a rule of one pack sees ([`crate::checks::check_batch`]): the view whose offsets hold,
@@ -28,10 +31,151 @@ pub struct BatchInput<'a, 'v> {
 /// (`label-targets` without `--causal`, `cp-shard` without `--cp-size`).
 pub type BatchRun = for<'a, 'v> fn(&BatchInput<'a, 'v>) -> Option<Outcome>;
 
+/// Where `thdcheck fuzz` judges a rule, and with what: the target whose answers it reads and
+/// the function that judges one point of a run (`None`: the rule is reported by the function of
+/// another rule of the same target, named in its doc). Each target runs its rules' functions in
+/// registry order ([`judge_packer`], [`judge_cp_split`], [`judge_cp_loss`],
+/// [`judge_collator`]); a logged value is judged by the rule of its [`LoggedKind`]
+/// ([`LoggedKind::rule`]). No target keeps a list of its own.
+#[derive(Debug, Clone, Copy)]
+pub enum Fuzz {
+    /// `fuzz collator`, after `check`'s rules on the batch.
+    Collator(Option<CollatorJudge>),
+    /// `fuzz packer`, one-shot and sessions.
+    Packer(Option<PackerJudge>),
+    /// `fuzz cp-split`.
+    CpSplit(Option<CpSplitJudge>),
+    /// `fuzz loss`.
+    CpLoss(Option<CpLossJudge>),
+    /// `fuzz logger` and `thdcheck metrics --expect`: a logged value of this kind.
+    Logged(LoggedKind),
+}
+
+/// The fuzz targets, as [`Fuzz`] names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FuzzTarget {
+    /// `fuzz collator` (besides every rule of one pack).
+    Collator,
+    /// `fuzz packer`.
+    Packer,
+    /// `fuzz cp-split`.
+    CpSplit,
+    /// `fuzz loss`.
+    CpLoss,
+    /// `fuzz logger`.
+    Logged,
+}
+
+impl Fuzz {
+    /// The target that judges it.
+    pub fn target(&self) -> FuzzTarget {
+        match self {
+            Fuzz::Collator(_) => FuzzTarget::Collator,
+            Fuzz::Packer(_) => FuzzTarget::Packer,
+            Fuzz::CpSplit(_) => FuzzTarget::CpSplit,
+            Fuzz::CpLoss(_) => FuzzTarget::CpLoss,
+            Fuzz::Logged(_) => FuzzTarget::Logged,
+        }
+    }
+}
+
+/// The registry's rules that `target` judges, in registry order.
+///
+/// # Example
+/// ```
+/// use properties::checks::{FuzzTarget, rules_of};
+/// let ids: Vec<_> = rules_of(FuzzTarget::CpSplit).map(|r| r.id).collect();
+/// assert_eq!(ids, ["cp-shard", "cp-labels", "cp-position-ids", "cp-split-accepted"]);
+/// ```
+pub fn rules_of(target: FuzzTarget) -> impl Iterator<Item = &'static Rule> {
+    RULES.iter().filter(move |r| r.fuzz.is_some_and(|f| f.target() == target))
+}
+
+/// Runs the registry's judges of one target on `input` in registry order: the first violation,
+/// and the id of every rule whose judge applied (`applied`, in order, each once).
+fn judge_first<I: ?Sized>(
+    input: &I,
+    judge: impl Fn(&Fuzz) -> Option<fn(&I) -> Option<Checked>>,
+    applied: &mut Vec<&'static str>,
+) -> Checked {
+    for rule in RULES {
+        let Some(run) = rule.fuzz.as_ref().and_then(&judge) else { continue };
+        if let Some(checked) = run(input) {
+            if !applied.contains(&rule.id) {
+                applied.push(rule.id);
+            }
+            checked?;
+        }
+    }
+    Ok(())
+}
+
+/// PACKER at one point of a fuzz run: the registry's packer rules, in order, first violation.
+///
+/// # Errors
+/// The first violation.
+pub fn judge_packer(input: &PackerInput<'_>, applied: &mut Vec<&'static str>) -> Checked {
+    judge_first(
+        input,
+        |f| match f {
+            Fuzz::Packer(j) => *j,
+            _ => None,
+        },
+        applied,
+    )
+}
+
+/// A CP splitter's answer (or refusal): the registry's CP-split rules, in order.
+///
+/// # Errors
+/// The first violation.
+pub fn judge_cp_split(input: &CpSplitInput<'_>, applied: &mut Vec<&'static str>) -> Checked {
+    judge_first(
+        input,
+        |f| match f {
+            Fuzz::CpSplit(j) => *j,
+            _ => None,
+        },
+        applied,
+    )
+}
+
+/// A collator's batch, after `check`'s rules: the registry's collator rules, in order.
+///
+/// # Errors
+/// The first violation.
+pub fn judge_collator(input: &CollatorPack<'_>, applied: &mut Vec<&'static str>) -> Checked {
+    judge_first(
+        input,
+        |f| match f {
+            Fuzz::Collator(j) => *j,
+            _ => None,
+        },
+        applied,
+    )
+}
+
+/// A loss's answers: every rule of the registry's CP-loss rules that `input` breaks, in
+/// registry order (each is a defect of its own, so each is reported).
+pub fn judge_cp_loss(input: &CpLossInput<'_>, applied: &mut Vec<&'static str>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for rule in RULES {
+        let Some(Fuzz::CpLoss(Some(run))) = rule.fuzz else { continue };
+        if let Some(checked) = run(input) {
+            if !applied.contains(&rule.id) {
+                applied.push(rule.id);
+            }
+            out.extend(checked.err());
+        }
+    }
+    out
+}
+
 /// One rule of an invariant, with the id users see in reports and `expected.toml`, and, for a
 /// rule of one pack, the function that judges it: `check_batch` runs the registry's
 /// [`Rule::batch`] functions in registry order, and `check_layout` those marked
-/// [`Rule::layout`]; no other list of them exists.
+/// [`Rule::layout`]; where `thdcheck fuzz` judges it, [`Rule::fuzz`]. No other list of them
+/// exists.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Rule {
     /// The id (`position-ids`, `dpo-offsets`, ...).
@@ -46,6 +190,9 @@ pub struct Rule {
     /// Part of LAYOUT on a pack alone ([`crate::checks::check_layout`]).
     #[serde(skip)]
     pub layout: bool,
+    /// The fuzz target that judges it, and how.
+    #[serde(skip)]
+    pub fuzz: Option<Fuzz>,
 }
 
 impl PartialEq for Rule {
@@ -165,7 +312,7 @@ pub fn first_violation(outcomes: &[Outcome]) -> Checked {
 
 macro_rules! rules {
     ($($(#[$doc:meta])* $name:ident = $id:literal, $inv:ident, $statement:literal
-        $(, batch: $batch:expr)? $(, layout: $layout:literal)?;)*) => {
+        $(, batch: $batch:expr)? $(, layout: $layout:literal)? $(, fuzz: $fuzz:expr)?;)*) => {
         $(
             $(#[$doc])*
             pub const $name: Rule = Rule {
@@ -174,10 +321,20 @@ macro_rules! rules {
                 statement: $statement,
                 batch: batch_run!($($batch)?),
                 layout: false $(|| $layout)?,
+                fuzz: fuzz_of!($($fuzz)?),
             };
         )*
         /// Every rule with an id, in report order.
         pub const RULES: &[Rule] = &[$($name),*];
+    };
+}
+
+macro_rules! fuzz_of {
+    () => {
+        None
+    };
+    ($fuzz:expr) => {
+        Some($fuzz)
     };
 }
 
@@ -255,53 +412,80 @@ rules! {
     /// The batch shards over the CP ranks. [`crate::checks::cp_shard`],
     /// [`crate::checks::contiguous_group`].
     CP_SHARD = "cp-shard", CpShard, "the batch splits into its CP layout's equal pieces (2·cp zigzag chunks of every slot or of the whole pack, or cp contiguous pieces) and every token lands on one rank",
-        batch: |c| c.opts.cp_size.map(|cp| crate::checks::cp_shard(c.view, cp));
+        batch: |c| c.opts.cp_size.map(|cp| crate::checks::cp_shard(c.view, cp)),
+        fuzz: Fuzz::CpSplit(Some(crate::checks::cp_shard::judge_cp_shard));
     /// DPO concatenated offsets. [`crate::checks::dpo_offsets`].
     DPO_OFFSETS = "dpo-offsets", Dpo, "concatenated offsets shift the rejected ones by the padded chosen length, and no document holds the padding";
     /// DPO concatenated tensors. [`crate::checks::dpo_concat`].
     DPO_CONCAT = "dpo-concat", Dpo, "concatenated tensors are chosen ++ rejected";
     /// A collator keeps its documents. [`crate::checks::check_documents`].
-    DOCUMENTS = "documents", Layout, "the real segments are exactly the examples, in order";
-    /// A collator's batch is one `thdcheck check` reads. `thdcheck fuzz collator` / `logger`.
-    BATCH_READABLE = "batch-readable", Layout, "the batch a collator returns is one thdcheck check reads (known keys, integer tensors of consistent shapes)";
+    DOCUMENTS = "documents", Layout, "the real segments are exactly the examples, in order",
+        fuzz: Fuzz::Collator(Some(crate::checks::layout::judge_documents));
+    /// A collator's batch is one `thdcheck check` reads. `thdcheck fuzz collator` / `logger`,
+    /// when the reader refuses the batch.
+    BATCH_READABLE = "batch-readable", Layout, "the batch a collator returns is one thdcheck check reads (known keys, integer tensors of consistent shapes)",
+        fuzz: Fuzz::Collator(None);
     /// A static-shape collator fills exactly its length. [`crate::checks::check_static_shape`].
-    STATIC_SHAPE = "static-shape", Layout, "with a static max_seq_length the pack holds exactly that many tokens";
-    /// Packers conserve their input. [`crate::checks::check_conservation`].
-    PACKER_CONSERVATION = "packer-conservation", Packer, "every example is emitted or reported dropped, exactly once";
-    /// Packs fit. [`crate::checks::check_conservation`].
-    PACKER_CAPACITY = "packer-capacity", Packer, "every pack is non-empty and respects the capacity (and the packer's maximum sequences per pack)";
+    STATIC_SHAPE = "static-shape", Layout, "with a static max_seq_length the pack holds exactly that many tokens",
+        fuzz: Fuzz::Collator(Some(crate::checks::layout::judge_static_shape));
     /// Dealt packs balance over the data-parallel ranks. [`crate::checks::check_dealing`].
-    PACKER_DEALING = "packer-dealing", Packer, "every data-parallel rank gets the same number of packs";
-    /// A partitioner asked for k packs gives them. [`crate::checks::check_min_packs`].
-    PACKER_MIN_PACKS = "packer-min-packs", Packer, "asked for at least k packs (k partitions, a minimum number of batches), the answer holds min(k, examples emitted) packs or more";
+    /// Judged first: a rank short of packs explains whatever else is off.
+    PACKER_DEALING = "packer-dealing", Packer, "every data-parallel rank gets the same number of packs",
+        fuzz: Fuzz::Packer(Some(crate::checks::packer::judge_dealing));
+    /// Packers conserve their input. [`crate::checks::check_conservation`] (with
+    /// `packer-capacity`), [`crate::checks::check_emitted_so_far`] after each call of a
+    /// session, [`crate::checks::check_refusal`] on a refusal.
+    PACKER_CONSERVATION = "packer-conservation", Packer, "every example is emitted or reported dropped, exactly once",
+        fuzz: Fuzz::Packer(Some(crate::checks::packer::judge_conservation));
+    /// Packs fit. Reported by `packer-conservation`'s functions, which account for every pack.
+    PACKER_CAPACITY = "packer-capacity", Packer, "every pack is non-empty and respects the capacity (and the packer's maximum sequences per pack)",
+        fuzz: Fuzz::Packer(None);
     /// A packer drops only what its stack declares it may. [`crate::checks::check_drops`].
-    PACKER_DROPS = "packer-drops", Packer, "an example is dropped only as declared: longer than the capacity (over-length), or in the trailing packs cut to a multiple of the DP size (dp-remainder)";
+    PACKER_DROPS = "packer-drops", Packer, "an example is dropped only as declared: longer than the capacity (over-length), or in the trailing packs cut to a multiple of the DP size (dp-remainder)",
+        fuzz: Fuzz::Packer(Some(crate::checks::packer::judge_drops));
+    /// A partitioner asked for k packs gives them. [`crate::checks::check_min_packs`].
+    PACKER_MIN_PACKS = "packer-min-packs", Packer, "asked for at least k packs (k partitions, a minimum number of batches), the answer holds min(k, examples emitted) packs or more",
+        fuzz: Fuzz::Packer(Some(crate::checks::packer::judge_min_packs));
     /// First-fit-like packers leave no two packs that fit together. [`crate::checks::check_pairwise_full`].
-    PACKER_FIRST_FIT = "packer-first-fit", Packer, "any two packs together exceed the capacity";
+    PACKER_FIRST_FIT = "packer-first-fit", Packer, "any two packs together exceed the capacity",
+        fuzz: Fuzz::Packer(Some(crate::checks::packer::judge_first_fit));
     /// Same input, same packs. [`crate::checks::check_deterministic`].
-    PACKER_DETERMINISTIC = "packer-deterministic", Packer, "same input and options give the same packs";
+    PACKER_DETERMINISTIC = "packer-deterministic", Packer, "same input and options give the same packs",
+        fuzz: Fuzz::Packer(Some(crate::checks::packer::judge_deterministic));
     /// A logged count is the step's exact count. [`crate::checks::check_logged`].
-    LOGGED_TOKENS = "logged-tokens", TokensCp, "a logged token or sequence count is the step's exact global count";
+    LOGGED_TOKENS = "logged-tokens", TokensCp, "a logged token or sequence count is the step's exact global count",
+        fuzz: Fuzz::Logged(LoggedKind::Count);
     /// Logged FLOPs are the step's. [`crate::checks::check_logged`].
-    LOGGED_FLOPS = "logged-flops", Flops, "logged FLOPs and attention sums are the step's exact values";
+    LOGGED_FLOPS = "logged-flops", Flops, "logged FLOPs and attention sums are the step's exact values",
+        fuzz: Fuzz::Logged(LoggedKind::Flops);
     /// A logged rate is the step's. [`crate::checks::check_logged`].
-    LOGGED_RATE = "logged-rate", MfuPad, "a logged rate (TFLOP/s, MFU, tokens/s) is the step's, within the tolerance";
+    LOGGED_RATE = "logged-rate", MfuPad, "a logged rate (TFLOP/s, MFU, tokens/s) is the step's, within the tolerance",
+        fuzz: Fuzz::Logged(LoggedKind::Rate);
     /// The parts' sums are the global sums. [`crate::checks::check_cp_loss`].
-    CP_LOSS_PARTS = "cp-loss-parts", CpLoss, "the parts' valid-label counts and Σ NLL add up to the global ones";
+    CP_LOSS_PARTS = "cp-loss-parts", CpLoss, "the parts' valid-label counts and Σ NLL add up to the global ones",
+        fuzz: Fuzz::CpLoss(Some(crate::checks::cp_loss::judge_parts));
     /// The reduced loss is never NaN. [`crate::checks::check_cp_loss`],
     /// [`crate::checks::check_reported_loss`].
-    CP_LOSS_FINITE = "cp-loss-finite", CpLoss, "the reported loss is finite, and 0 when nothing is valid (an empty part contributes 0, never NaN)";
+    CP_LOSS_FINITE = "cp-loss-finite", CpLoss, "the reported loss is finite, and 0 when nothing is valid (an empty part contributes 0, never NaN)",
+        fuzz: Fuzz::CpLoss(Some(crate::checks::cp_loss::judge_finite));
     /// The reduced loss is the sum of the sums over the sum of the counts.
     /// [`crate::checks::check_cp_loss`], [`crate::checks::check_reported_loss`].
-    CP_LOSS_REDUCTION = "cp-loss-reduction", CpLoss, "the reported loss is Σ_r nll_r / Σ_r count_r, the global loss (not the mean of the parts' means)";
+    CP_LOSS_REDUCTION = "cp-loss-reduction", CpLoss, "the reported loss is Σ_r nll_r / Σ_r count_r, the global loss (not the mean of the parts' means)",
+        fuzz: Fuzz::CpLoss(Some(crate::checks::cp_loss::judge_reduction));
     /// Counts and the loss do not move with the CP size. [`crate::checks::check_tokens_cp`].
-    TOKENS_CP = "tokens-cp", TokensCp, "token counts and the reported loss are the same for every cp size";
-    /// A rank's labels are the targets rolled on the full sequence. [`crate::checks::check_cp_shard`].
-    CP_LABELS = "cp-labels", CpShard, "labels are rolled on the full sequence, then split";
-    /// A rank's position ids are global. [`crate::checks::check_cp_shard`].
-    CP_POSITION_IDS = "cp-position-ids", CpShard, "a rank's position ids are each token's offset in its own sequence";
+    TOKENS_CP = "tokens-cp", TokensCp, "token counts and the reported loss are the same for every cp size",
+        fuzz: Fuzz::CpLoss(Some(crate::checks::tokens_cp::judge_tokens_cp));
+    /// A rank's labels are the targets rolled on the full sequence. [`crate::checks::check_cp_shard`]
+    /// (in `fuzz cp-split`, reported by `cp-shard`'s function).
+    CP_LABELS = "cp-labels", CpShard, "labels are rolled on the full sequence, then split",
+        fuzz: Fuzz::CpSplit(None);
+    /// A rank's position ids are global. [`crate::checks::check_cp_shard`] (in `fuzz cp-split`,
+    /// reported by `cp-shard`'s function).
+    CP_POSITION_IDS = "cp-position-ids", CpShard, "a rank's position ids are each token's offset in its own sequence",
+        fuzz: Fuzz::CpSplit(None);
     /// A valid layout is never rejected. [`crate::checks::check_split_accepted`].
-    CP_SPLIT_ACCEPTED = "cp-split-accepted", CpShard, "a layout with every length divisible by 2·cp is accepted";
+    CP_SPLIT_ACCEPTED = "cp-split-accepted", CpShard, "a layout with every length divisible by 2·cp is accepted",
+        fuzz: Fuzz::CpSplit(Some(crate::checks::cp_shard::judge_split_accepted));
     /// THD attention gives one output row per query token. [`crate::checks::check_attention`].
     ATTN_ROWS = "attn-rows", Attn, "one output row per query token";
     /// No NaN from a row without keys. [`crate::checks::check_attention`].

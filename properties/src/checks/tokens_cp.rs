@@ -117,6 +117,14 @@ fn ppl(p: Option<f64>) -> String {
     p.map_or_else(|| "no perplexity reported".to_owned(), |p| p.to_string())
 }
 
+/// `tokens-cp` in `thdcheck fuzz loss`: the counts every CP size reported.
+pub(crate) fn judge_tokens_cp(input: &super::CpLossInput<'_>) -> Option<Checked> {
+    let super::CpLossInput::AcrossCp { expected, loss, by_cp, rtol } = *input else {
+        return None;
+    };
+    Some(check_tokens_cp(expected, loss, by_cp, rtol))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
