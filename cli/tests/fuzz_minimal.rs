@@ -139,8 +139,11 @@ const OTHER_BUGS: &[(&[&str], &str, &str)] = &[
     (&["collator", "--mode", "dpo"], "dpo_spans_padding_collator", "dpo-offsets"),
     (&["collator"], "mask_from_ids_collator", "mask"),
     (&["loss"], "cp_loss_rank_local_counts", "tokens-cp"),
-    (&["loss"], "cp_loss_mean_of_rank_means", "cp-loss-reduction"),
-    (&["loss"], "cp_loss_three_bugs", "cp-loss-parts"),
+    // Its NaN on an empty batch is the simplest case's failure; the reduction shrunk alone.
+    (&["loss"], "cp_loss_mean_of_rank_means", "cp-loss-finite"),
+    (&["loss", "--ignore", "cp-loss-finite"], "cp_loss_mean_of_rank_means", "cp-loss-reduction"),
+    (&["loss"], "cp_loss_three_bugs", "cp-loss-finite"),
+    (&["loss", "--ignore", "cp-loss-finite"], "cp_loss_three_bugs", "cp-loss-parts"),
     (&["cp-split"], "cp_split_roll_after_split", "cp-labels"),
     (&["logger"], "logger_pack_length_squared", "logged-flops"),
     (&["logger"], "logger_mock_counted_as_useful", "logged-tokens"),

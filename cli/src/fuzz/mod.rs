@@ -477,8 +477,10 @@ fn drive<T: Target>(
     };
     let config = if given.is_some() { Config { cases: 1, ..config } } else { config };
     let scan_config = config.clone();
-    let mut runner =
-        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
+    let runner = |cases: u32| {
+        let config = Config { cases, ..config.clone() };
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes))
+    };
     // `--ignore CLASS`: an ignored check is dropped from a violation (which passes when none is
     // left), an ignored kind passes, so the next class is shrunk.
     let is_ignored = |kind: &str, check: Option<&str>| {
@@ -615,7 +617,7 @@ fn drive<T: Target>(
         Some(case) => proptest::strategy::Strategy::boxed(proptest::strategy::Just(case.clone())),
         None => target.strategy(),
     };
-    let result = runner.run(&strategy, |case| {
+    let test = |case: T::Case| {
         // Past the shrink budget (or after a hang) a run reports success without running, so
         // proptest keeps the smallest failure found so far.
         if hung.get()
@@ -659,7 +661,22 @@ fn drive<T: Target>(
             bar.set_position(passed.get());
         }
         r.map_err(|f| TestCaseError::fail(format!("{}: {}", f.kind, f.detail)))
-    });
+    };
+    // The strategy's simplest case first (an empty request, the smallest capacity: where
+    // shrinking ends), then the seed's drawn cases: a failure of the simplest case needs no
+    // shrinking; a pass counts as one of the cases.
+    let simplest = match (&given, args.cases) {
+        (None, 1..) => properties::strategies::fuzz::simplest(&strategy),
+        _ => None,
+    };
+    let result = match simplest {
+        Some(case) => match test(case.clone()) {
+            Err(TestCaseError::Fail(why)) => Err(TestError::Fail(why, case)),
+            Ok(()) => runner(args.cases - 1).run(&strategy, test),
+            Err(TestCaseError::Reject(_)) => runner(args.cases).run(&strategy, test),
+        },
+        None => runner(if given.is_some() { 1 } else { args.cases }).run(&strategy, test),
+    };
     let elapsed = start.elapsed();
     bar.finish_and_clear();
     let rate = passed.get() as f64 / elapsed.as_secs_f64().max(1e-9);

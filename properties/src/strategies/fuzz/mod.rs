@@ -17,6 +17,9 @@
 //! | [`loss`] | `fuzz loss` | [`arb_loss_fuzz_case`] | [`LossFuzzCase`] |
 //! | [`cp_split`] | `fuzz cp-split` | [`arb_cp_split_fuzz_case`] | [`CpSplitFuzzCase`] |
 //! | [`cp_batch`] | the packed batch of `loss` and `cp-split` | [`arb_cp_batch`] | [`CpBatch`] |
+//!
+//! `thdcheck fuzz` judges each strategy's simplest case ([`simplest()`]) before its drawn ones,
+//! as Hypothesis tries the smallest example early.
 
 pub mod collator;
 pub mod cp_batch;
@@ -24,6 +27,7 @@ pub mod cp_split;
 pub mod logger;
 pub mod loss;
 pub mod packer;
+mod simplest;
 
 pub use collator::{
     CollatorFuzzCase, CollatorFuzzParams, CollatorInput, StaticLength, arb_collator_fuzz_case,
@@ -39,3 +43,4 @@ pub use loss::{CP_SIZES, CpSizes, CpSizesTree, LossFuzzCase, arb_loss_fuzz_case}
 pub use packer::{
     Generation, PackerFuzzCase, PackerFuzzParams, Preconditions, arb_packer_fuzz_case,
 };
+pub use simplest::simplest;
