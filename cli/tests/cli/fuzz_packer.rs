@@ -252,3 +252,56 @@ fn fuzz_packer_replays_a_shuffle_of_the_global_random() {
     let v = fuzz_json(&["packer", "--json", "--cases", "64", "--", "python3", &shuffles], 0);
     assert_eq!((v["result"].as_str(), v["cases"].as_u64()), (Some("pass"), Some(64)), "{v}");
 }
+
+/// The strategy's simplest case is judged first: a packer that fails only on an empty request
+/// (open-instruct's loader: `IndexError` on no examples) fails case 0, not when the stream
+/// happens to draw one (case 47 of seed 0); under `--non-empty` the request is never sent.
+#[test]
+fn fuzz_judges_the_simplest_case_first() {
+    let script = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                  from thdcheck_adapter import serve_packer\n\
+                  def p(lens, cap, seed):\n    \
+                  if not lens: raise IndexError('list index out of range')\n    \
+                  fits = [i for i, l in enumerate(lens) if l <= cap]\n    \
+                  return [[i] for i in fits], [i for i in range(len(lens)) if i not in fits]\n\
+                  serve_packer(p)";
+    let v = fuzz_json(&["packer", "--json", "--seed", "0", "--", "python3", "-c", script], 1);
+    let f = &v["failure"];
+    assert_eq!((f["kind"].as_str(), v["cases"].as_u64()), (Some("adapter-error"), Some(0)), "{v}");
+    assert_eq!(
+        (&f["request"]["examples"], &f["request"]["capacity"]),
+        (&serde_json::json!([]), &serde_json::json!(1)),
+        "{f}"
+    );
+    assert!(v["runs"].as_u64().unwrap() <= 2, "no shrinking to do: {v}");
+    let v = fuzz_json(
+        &["packer", "--json", "--seed", "0", "--non-empty", "--", "python3", "-c", script],
+        0,
+    );
+    assert_eq!(v["cases"], 256, "{v}");
+}
+
+/// A target's report lists the registry's rules it judged, no list of its own: dealing only
+/// with a DP size.
+#[test]
+fn fuzz_reports_the_rules_the_registry_gave_it() {
+    let held = |flags: &[&str], adapter: &str| -> String {
+        let adapter = example_adapter(adapter);
+        let o = run_expect(
+            &[&["fuzz", "packer", "--cases", "16"][..], flags, &["--", "python3", &adapter]]
+                .concat(),
+            0,
+        );
+        let out = stdout(&o);
+        let line = out.lines().find(|l| l.contains("every invariant held")).unwrap_or_default();
+        line.split_once("held (").map(|(_, r)| r.trim_end_matches(')').to_owned()).unwrap()
+    };
+    assert_eq!(
+        held(&[], "greedy_packer"),
+        "packer-conservation, packer-capacity, packer-drops, packer-deterministic"
+    );
+    assert_eq!(
+        held(&["--dp-size", "2"], "padding_batch_packer"),
+        "packer-dealing, packer-conservation, packer-capacity, packer-drops, packer-deterministic"
+    );
+}
