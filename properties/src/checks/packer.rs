@@ -6,7 +6,7 @@ use thd::pack::{Dropped, Example, Pack};
 
 use crate::checks::{
     PACKER_CAPACITY, PACKER_CONSERVATION, PACKER_DEALING, PACKER_DETERMINISTIC, PACKER_DROPS,
-    PACKER_FIRST_FIT, PACKER_MIN_PACKS,
+    PACKER_FIRST_FIT, PACKER_MIN_PACKS, PACKER_QUALITY,
 };
 use crate::{Checked, Invariant, Location, Violation};
 
@@ -679,7 +679,7 @@ pub fn check_quality(bound: QualityBound, bins: usize, opt: usize) -> Checked {
         Ok(())
     } else {
         Err(v("bins within the strategy's bound of the optimum")
-            .id("packer-quality")
+            .id(PACKER_QUALITY.id)
             .expected(text)
             .got(format!("{bins} bins (OPT = {opt})")))
     }

@@ -449,6 +449,9 @@ rules! {
     /// First-fit-like packers leave no two packs that fit together. [`crate::checks::check_pairwise_full`].
     PACKER_FIRST_FIT = "packer-first-fit", Packer, "any two packs together exceed the capacity",
         fuzz: Fuzz::Packer(Some(crate::checks::packer::judge_first_fit));
+    /// A packing strategy stays within its proven bound of the optimum (the property tests of
+    /// `thd`'s packers, on calls of at most 12 single sequences). [`crate::checks::check_quality`].
+    PACKER_QUALITY = "packer-quality", Packer, "bins within the strategy's bound of the optimum (FF/BF <= floor(1.7·OPT), FFD <= 11/9·OPT + 6/9)";
     /// Same input, same packs. [`crate::checks::check_deterministic`].
     PACKER_DETERMINISTIC = "packer-deterministic", Packer, "same input and options give the same packs",
         fuzz: Fuzz::Packer(Some(crate::checks::packer::judge_deterministic));
