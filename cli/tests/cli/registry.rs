@@ -67,3 +67,23 @@ fn the_scan_finds_a_planted_constructor() {
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(found.iter().all(|(line, _)| *line == 1), "{found:?}");
 }
+
+/// Inside `properties`, a violation's id is a registered rule's (`.id(RULE.id)`), never a
+/// string of its own: a string id would be a rule no registry holds (`packer-quality` was one).
+#[test]
+fn every_id_a_rule_gives_is_a_registered_rules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../properties/src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains(".id(\"") {
+                found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "ids of no registered rule:\n{}", found.join("\n"));
+}
