@@ -316,3 +316,70 @@ fn every_golden_recipe_names_a_built_in_profile() {
     }
     assert!(seen > 0, "no recipe in {}", dir.display());
 }
+
+/// `offsets = "padded-slots"` (SkyRL's `preprocess_packed_seqs`: the kernel gets the padded
+/// slots only): the real lengths are the padding mask's, one row per sequence or one entry per
+/// token. Without the fact the alignment padding is real tokens and useful Σ s² is the slots'
+/// (144 for 70); a real token after its slot's padding is a `mask` violation; a profile with the
+/// fact and no mask is exit 2.
+#[test]
+fn padded_slot_offsets_take_their_real_lengths_from_the_mask() {
+    let dir = repo().join("corpus/real/batches/skyrl");
+    let facts = |args: &[&str], file: &str| -> serde_json::Value {
+        let path = dir.join(file);
+        let mut a = vec!["check", "--json"];
+        a.extend(args);
+        a.push(path.to_str().unwrap());
+        let o = thdcheck_in(&repo(), &a);
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+        v["files"][0]["report"]["packs"][0]["facts"].clone()
+    };
+    for file in ["packed_rows.safetensors", "packed_valid_mask.safetensors"] {
+        let f = facts(&[], file);
+        assert_eq!((&f["real_tokens"], &f["useful"]["sum_squares"]), (&14.into(), &70.into()));
+        assert_eq!(f["hardware"]["sum_squares"], 144, "{file}");
+    }
+    // Another stack's profile: the slots are the documents.
+    let f = facts(&["--profile", "te"], "packed_valid_mask.safetensors");
+    assert_eq!((&f["real_tokens"], &f["useful"]["sum_squares"]), (&20.into(), &144.into()));
+
+    // A planted bug: a real token after its slot's padding (token 3 of slot 1 and its pad
+    // swapped in the mask).
+    let tmp = tempfile::tempdir().unwrap();
+    let file = BatchFile::read(&dir.join("packed_valid_mask.safetensors")).unwrap();
+    let mut keys: Vec<(String, Vec<usize>, Vec<i64>)> = file
+        .keys()
+        .map(|k| {
+            let (shape, v) = if k == "mtp_packed_mask" {
+                // Float 1.0 / 0.0 upstream: written back as integers, read alike.
+                let (s, m) = file.mask(k).unwrap();
+                (s, m.into_iter().map(i64::from).collect())
+            } else {
+                let v = file.ints(k).unwrap();
+                (v.shape.clone(), v.values.clone())
+            };
+            (k.to_owned(), shape, v)
+        })
+        .collect();
+    let mask = keys.iter_mut().find(|(k, _, _)| k == "mtp_packed_mask").unwrap();
+    assert_eq!(&mask.2[8..12], &[1, 1, 1, 0]);
+    mask.2[10..12].copy_from_slice(&[0, 1]);
+    let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
+        keys.iter().map(|(k, s, v)| (k.as_str(), s.clone(), v.clone())).collect();
+    let bad = tmp.path().join("hole.safetensors");
+    let meta = [("profile", "skyrl"), ("causal", "true")];
+    std::fs::write(&bad, thdcheck::tensors::write_ints(&refs, &meta).unwrap()).unwrap();
+    let o = thdcheck_in(&repo(), ["check", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("VIOLATED mask"), "{}", text(&o));
+
+    // The fact needs a mask.
+    let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
+        refs.into_iter().filter(|(k, _, _)| *k != "mtp_packed_mask").collect();
+    let maskless = tmp.path().join("maskless.safetensors");
+    std::fs::write(&maskless, thdcheck::tensors::write_ints(&refs, &meta).unwrap()).unwrap();
+    let o = thdcheck_in(&repo(), ["check", maskless.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("attention_mask"), "{}", text(&o));
+}

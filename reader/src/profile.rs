@@ -105,6 +105,7 @@ const BUILTIN: &[(&str, &str)] = &[
     ("xtuner_v0.toml", include_str!("../profiles/xtuner_v0.toml")),
     ("slime.toml", include_str!("../profiles/slime.toml")),
     ("nanotron.toml", include_str!("../profiles/nanotron.toml")),
+    ("skyrl.toml", include_str!("../profiles/skyrl.toml")),
 ];
 
 /// How labels relate to the tokens (`labels`).
@@ -199,6 +200,20 @@ pub enum OffsetsEnd {
     Sentinel,
     /// Also cut at the first negative entry when there is no `KEY_argmin`.
     FirstNegative,
+}
+
+/// What the offsets the kernel gets hold (`offsets`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OffsetsFact {
+    /// Each document's real tokens (a `_padded` key, when there is one, its storage slots):
+    /// the default.
+    Real,
+    /// Each document's storage slot, its real tokens first and then its padding, and no offsets
+    /// of real lengths: the real lengths are in the padding mask, one row per slot (its row
+    /// sums: verl's and SkyRL's `preprocess_packed_seqs` keep the `[B, S]` mask they packed)
+    /// or one entry per token (each slot's count of real tokens).
+    PaddedSlots,
 }
 
 /// What trailing zero-length repeats of the last offset are (`trailing_repeats`).
@@ -409,6 +424,8 @@ pub struct Profile {
     pub attention_mask: Option<MaskFact>,
     /// How documents are delimited without a key that delimits them.
     pub documents: Option<DocumentsFact>,
+    /// What the offsets the kernel gets hold (default: real lengths).
+    pub offsets: Option<OffsetsFact>,
     /// How the offsets end.
     pub offsets_end: Option<OffsetsEnd>,
     /// What trailing zero-length repeats of the last offset are.
@@ -458,6 +475,7 @@ pub const FIELDS: &[&str] = &[
     "sentinel",
     "attention_mask",
     "documents",
+    "offsets",
     "offsets_end",
     "trailing_repeats",
     "objective",
@@ -730,6 +748,7 @@ impl Profile {
             sentinel: top.sentinel.or(self.sentinel),
             attention_mask: top.attention_mask.or(self.attention_mask),
             documents: top.documents.or(self.documents),
+            offsets: top.offsets.or(self.offsets),
             offsets_end: top.offsets_end.or(self.offsets_end),
             trailing_repeats: top.trailing_repeats.or(self.trailing_repeats),
             objective: top.objective.or(self.objective),

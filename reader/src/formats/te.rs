@@ -12,7 +12,7 @@ use super::common::{
 };
 use super::{Dialect, Format, Input, Read, ReadOptions};
 use crate::pack::{BatchData, validate_offsets};
-use crate::profile::{MaskFact, OffsetsEnd, PaddingSegments, TrailingRepeats};
+use crate::profile::{MaskFact, OffsetsEnd, OffsetsFact, PaddingSegments, TrailingRepeats};
 use crate::tensors::{BatchFile, Column, Ints};
 use crate::words::plural;
 use crate::{Error, Result};
@@ -226,6 +226,42 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         }
         mask_key = None;
     }
+    let (mut cu_name, mut padded_name) = (cu_name, padded_name);
+    if opts.fact(|p| p.offsets) == Some(OffsetsFact::PaddedSlots) {
+        // The profile's offsets hold storage slots, with no offsets of real lengths (verl's and
+        // SkyRL's `preprocess_packed_seqs`): the real lengths are the padding mask's.
+        let Some(key) = mask_key else {
+            return Err(missing(file, "attention_mask", d));
+        };
+        let slots = cu_padded.clone().unwrap_or_else(|| cu.clone());
+        let (lens, per_row) = slot_lengths(file, key, invert, &slots, tokens)?;
+        let mut real = Vec::with_capacity(lens.len() + 1);
+        real.push(0i64);
+        for l in &lens {
+            real.push(real.last().copied().unwrap_or(0) + l);
+        }
+        notes.push(format!(
+            "`{cu_name}` read as storage slots (the profile's offsets = padded-slots): each \
+             document's real length is {} of `{key}`",
+            if per_row {
+                "its row's count of real tokens"
+            } else {
+                "its slot's count of real tokens"
+            }
+        ));
+        // Key offsets that are the same slots are the same documents: their real lengths too.
+        if cu_k.as_ref().is_some_and(|k| k.ints().iter().eq(slots.ints().iter())) {
+            cu_k = Some(Column::from(real.clone()));
+        }
+        padded_name = Some(padded_name.unwrap_or_else(|| cu_name.clone()));
+        cu_name = format!("{key} (real lengths)");
+        cu_padded = Some(slots);
+        cu = Column::from(real);
+        if per_row {
+            // One row per document, not a per-token mask: consumed here.
+            mask_key = None;
+        }
+    }
     let real_mask = match mask_key {
         Some(k) => opt_mask(file, k, "input_ids", tokens, invert)?,
         None => None,
@@ -292,6 +328,43 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
     }
     unabsorb(&mut pack);
     Ok(pack)
+}
+
+/// The real length of every storage slot `slots` delimits, from the padding mask `key`: one
+/// row per slot (`[B, S]`, B slots: its row's real tokens), or one entry per token (each
+/// slot's real tokens). The flag says which.
+fn slot_lengths(
+    file: &BatchFile,
+    key: &str,
+    invert: bool,
+    slots: &Column,
+    tokens: usize,
+) -> Result<(Vec<i64>, bool)> {
+    let (shape, v) = file.mask(key)?;
+    let real = |b: &bool| *b != invert;
+    let n = slots.len().saturating_sub(1);
+    let bound = |x: i64| usize::try_from(x).unwrap_or(0).min(v.len());
+    if shape.len() == 2 && shape[0] == n && v.len() != tokens {
+        let width = shape[1];
+        let lens = v.chunks(width.max(1)).map(|r| r.iter().filter(|b| real(b)).count() as i64);
+        return Ok((lens.collect(), true));
+    }
+    if v.len() == tokens {
+        let s = slots.ints();
+        let lens = (0..n).map(|i| {
+            let (a, b) = (bound(s.at(i)), bound(s.at(i + 1)));
+            v[a..b.max(a)].iter().filter(|b| real(b)).count() as i64
+        });
+        return Ok((lens.collect(), false));
+    }
+    Err(Error::Shape {
+        key: key.to_owned(),
+        shape,
+        expected: format!(
+            "one row per document ([{n}, S], offsets = padded-slots) or one entry per token \
+             ({tokens})"
+        ),
+    })
 }
 
 /// Automodel's trailing-pad absorption (#2316) grows the last segment over the pack padding
