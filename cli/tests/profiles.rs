@@ -383,3 +383,26 @@ fn padded_slot_offsets_take_their_real_lengths_from_the_mask() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("attention_mask"), "{}", text(&o));
 }
+
+/// `profile suggest` on SkyRL's packed micro-batch (a `[B, S]` mask beside offsets that are the
+/// slots, unreadable under the defaults) suggests `offsets = "padded-slots"`, and the file
+/// passes under the suggestion; a file that reads with real-length offsets gets no such line.
+#[test]
+fn profile_suggest_evidences_padded_slot_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = repo().join("corpus/real/batches/skyrl/packed_rows.safetensors");
+    let o = thdcheck_in(&repo(), ["profile", "suggest", rows.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.contains("offsets = \"padded-slots\""), "{out}");
+    let path = dir.path().join("suggested.toml");
+    std::fs::write(&path, &out).unwrap();
+    let o = thdcheck_in(
+        &repo(),
+        ["check", "--profile", path.to_str().unwrap(), rows.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let slime = repo().join("corpus/real/batches/slime/thd_cp1.safetensors");
+    let o = thdcheck_in(&repo(), ["profile", "suggest", slime.to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("offsets ="), "{}", text(&o));
+}

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 
 use super::cli::ProfileCommand;
 use crate::formats::{Objective, ReadOptions, parse};
-use crate::profile::{PaddingSegments, Profile};
+use crate::profile::{OffsetsFact, PaddingSegments, Profile};
 use crate::tensors::BatchFile;
 use crate::{CheckOptions, check_file};
 
@@ -120,10 +120,31 @@ pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
     let (mut unshifted, mut shifted, mut valid) = (0usize, 0usize, 0usize);
     let mut pad_ids = BTreeMap::new();
     let mut bases = BTreeMap::new();
+    // Files unreadable under the defaults that read with offsets = "padded-slots": a padding
+    // mask with one row per slot beside offsets that are the slots (SkyRL's packed micro-batch).
+    // The defaults are an empty profile, stated: a file's metadata `profile` or a built-in
+    // profile told by its keys would otherwise read it under facts the files did not show.
+    let read_with = |offsets| ReadOptions {
+        profile: Some(Arc::new(Profile { name: name.to_owned(), offsets, ..Profile::default() })),
+        ..Default::default()
+    };
+    let (defaults, with_slots) = (read_with(None), read_with(Some(OffsetsFact::PaddedSlots)));
+    let mut slot_files = 0usize;
     for path in files {
         let file = BatchFile::read(path).with_context(|| path.display().to_string())?;
-        let parsed = parse(file, &ReadOptions::default())
-            .with_context(|| format!("{}: unreadable under the defaults", path.display()))?;
+        let parsed = match parse(file.clone(), &defaults) {
+            Ok(p) => p,
+            Err(e) => match parse(file, &with_slots) {
+                Ok(p) => {
+                    slot_files += 1;
+                    p
+                }
+                Err(_) => {
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("{}: unreadable under the defaults", path.display())));
+                }
+            },
+        };
         *formats.entry(parsed.dialect.name()).or_insert(0usize) += 1;
         for pack in &parsed.packs {
             let ids = pack.input_ids.ints();
@@ -161,6 +182,25 @@ pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
         }
     }
     let n = files.len();
+    facts.insert(
+        "offsets",
+        match slot_files {
+            0 => {
+                Evidence::Unknown("every file reads with real-length offsets (the default)".into())
+            }
+            k if k == n => Evidence::Seen(
+                "\"padded-slots\"".into(),
+                format!(
+                    "REVIEW: {k} of {n} files are unreadable under the defaults and read with it \
+                     (a padding mask of one row per slot): state it only if the kernel gets the \
+                     padded slots as its offsets"
+                ),
+            ),
+            k => Evidence::Unknown(format!(
+                "{k} of {n} files read only with offsets = \"padded-slots\": the files disagree"
+            )),
+        },
+    );
     facts.insert(
         "format",
         match formats.len() {
@@ -231,7 +271,11 @@ pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
             p.objective = Some(Objective::Pretrain)
         }),
     ];
-    let base = Profile { name: name.to_owned(), ..Profile::default() };
+    let base = Profile {
+        name: name.to_owned(),
+        offsets: (slot_files == n && n > 0).then_some(OffsetsFact::PaddedSlots),
+        ..Profile::default()
+    };
     let flagged = |profile: &Profile, rule: &str| -> Result<usize> {
         let read = ReadOptions { profile: Some(Arc::new(profile.clone())), ..Default::default() };
         let mut count = 0;
