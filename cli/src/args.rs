@@ -179,8 +179,10 @@ pub struct FuzzArgs {
     pub fitting_only: bool,
     /// Packer: what it may drop (repeatable): `over-length` examples (the default), the
     /// `dp-remainder` (the trailing packs beyond a multiple of --dp-size, a loader's
-    /// `drop_last`), or `none`. Any other drop is a `packer-drops` violation. Default: the
-    /// profile's `[fuzz] drops`, else over-length.
+    /// `drop_last`), `drop-last` (each epoch's last, incomplete pack, lost without being
+    /// reported: what an epoch loses must fit one pack), or `none`. Any other drop is a
+    /// `packer-drops` violation, any other loss `packer-conservation`. Default: the profile's
+    /// `[fuzz] drops`, else over-length.
     #[arg(long, value_enum, value_name = "KIND")]
     pub drops: Vec<crate::profile::DropFact>,
     /// Packer: it asserts a non-empty request (every push of a session), so none is generated.

@@ -290,6 +290,10 @@ pub enum DropFact {
     /// The trailing packs beyond the last multiple of the DP size (`drop_last` on a DP-dealt
     /// loader).
     DpRemainder,
+    /// Each epoch's last, incomplete pack, never emitted nor reported (PyTorch's `drop_last`,
+    /// bionemo's `TokenPackingDataset(drop_last=True)`): the examples an epoch loses fit
+    /// together in one pack.
+    DropLast,
 }
 
 /// What kind of number a logged key holds (`kind` of a `[loggers.NAME.keys]` entry): picks the

@@ -434,6 +434,7 @@ fn declared_drops(stated: Option<&[crate::profile::DropFact]>) -> Result<packer:
     Ok(packer::DropsDeclared {
         over_length: kinds.contains(&DropFact::OverLength),
         dp_remainder: kinds.contains(&DropFact::DpRemainder),
+        drop_last: kinds.contains(&DropFact::DropLast),
     })
 }
 

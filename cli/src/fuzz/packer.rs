@@ -54,11 +54,13 @@ pub struct DropsDeclared {
     pub over_length: bool,
     /// The trailing packs beyond a multiple of the DP size may be dropped.
     pub dp_remainder: bool,
+    /// Each epoch's last, incomplete pack may be lost unreported.
+    pub drop_last: bool,
 }
 
 impl Default for DropsDeclared {
     fn default() -> Self {
-        Self { over_length: true, dp_remainder: false }
+        Self { over_length: true, dp_remainder: false, drop_last: false }
     }
 }
 
@@ -153,6 +155,7 @@ impl PackerTarget {
                 .options
                 .pad_to_multiple_of
                 .map(|m| u32::try_from(m).unwrap_or(u32::MAX)),
+            drop_last: self.cfg.drops.drop_last,
             ..PackerRun::default()
         }
     }
@@ -580,6 +583,8 @@ impl PackerTarget {
                 }
                 PackerSessionRequest::Push { epoch, examples } => {
                     run.pushed.extend(examples);
+                    let e = usize::try_from(*epoch).unwrap_or(usize::MAX);
+                    run.pushed_epochs.extend(std::iter::repeat_n(e, examples.len()));
                     lens.extend(examples.iter().map(|e| (e.id, e.lens)));
                     *epoch
                 }

@@ -305,3 +305,38 @@ fn fuzz_reports_the_rules_the_registry_gave_it() {
         "packer-dealing, packer-conservation, packer-capacity, packer-drops, packer-deterministic"
     );
 }
+
+/// `--drops drop-last`: a stack that loses each epoch's last, incomplete pack unreported
+/// (PyTorch's `drop_last`, bionemo's `TokenPackingDataset` default) may lose what fits one
+/// pack, no more. The forgotten carry passes; losing a full pack besides is caught and shrunk
+/// to two one-token examples at capacity 1 (which no one pack holds).
+#[test]
+fn fuzz_packer_drop_last_accepts_one_lost_pack_an_epoch() {
+    let flags = [
+        "packer",
+        "--session",
+        "--json",
+        "--cases",
+        "128",
+        "--drops",
+        "over-length",
+        "--drops",
+        "drop-last",
+        "--",
+        "python3",
+    ];
+    let carry = example_adapter("streaming_packer_drops_carry");
+    let v = fuzz_json(&[&flags[..], &[carry.as_str()]].concat(), 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let two = example_adapter("streaming_packer_drops_two_packs");
+    let v = fuzz_json(&[&flags[..], &[two.as_str()]].concat(), 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]), "{f}");
+    assert!(f["detail"].as_str().unwrap().contains("drop-last"), "{f}");
+    assert_eq!(f["requests"][0]["capacity"], 1, "{f}");
+    assert_eq!(
+        f["requests"][1]["examples"],
+        serde_json::json!([{"id": 0, "len": 1}, {"id": 1, "len": 1}]),
+        "{f}"
+    );
+}

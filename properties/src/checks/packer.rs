@@ -40,6 +40,13 @@ pub struct PackerRun {
     /// `pad_sequences_to_be_divisible_by`): the items' `padded` say what they take, and an
     /// example fits the capacity only if its padded length does.
     pub pad_to_multiple_of: Option<u32>,
+    /// The stack may lose each epoch's last, incomplete pack without reporting it (PyTorch's
+    /// `drop_last`; `--drops drop-last`): at the end, the examples never emitted nor reported
+    /// of one epoch are accepted when they fit together in one pack (padded, on every branch,
+    /// and at most `max_items` of them).
+    pub drop_last: bool,
+    /// The epoch each example of `pushed` was pushed in (parallel to it; none: epoch 0).
+    pub pushed_epochs: Vec<usize>,
 }
 
 impl PackerRun {
@@ -333,7 +340,12 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
         let head = u64::from(item.offset == 0);
         *slot = (slot.0 + head, [slot.1[0] + b[0], slot.1[1] + b[1]], slot.2.or(pack));
     }
+    let lost_by_design =
+        if complete && run.drop_last { last_pack_lost(run, &outs, cap) } else { Vec::new() };
     for (&id, &(n, tokens)) in &ins {
+        if lost_by_design.contains(&id) {
+            continue;
+        }
         let (heads, got, pack) = outs.get(&id).copied().unwrap_or_default();
         let mut at = Location::default().example(id);
         if let Some(p) = pack {
@@ -345,10 +357,17 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
             } else {
                 "duplicated"
             };
-            return Err(v("every pushed example is emitted or reported dropped, exactly once")
+            let mut err = v("every pushed example is emitted or reported dropped, exactly once")
                 .at(at)
                 .expected(format!("{n} time(s)"))
-                .got(format!("{heads} time(s): {what}")));
+                .got(format!("{heads} time(s): {what}"));
+            if run.drop_last && heads < n {
+                err = err.note(
+                    "--drops drop-last accepts the examples an epoch loses only when they fit \
+                     together in one pack",
+                );
+            }
+            return Err(err);
         }
         if (0..2).any(|b| got[b] > tokens[b]) || (complete && got != tokens) {
             return Err(v("every token of every example is emitted or reported dropped")
@@ -375,6 +394,33 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
         check_pieces_tile(run, &ins)?;
     }
     Ok(())
+}
+
+/// The ids lost by design under `drop_last`: of each epoch, the examples pushed once that no
+/// pack or drop holds any piece of, when together they fit one pack (padded, on every branch,
+/// at most `max_items`); an epoch that loses more keeps its losses, for conservation to report.
+fn last_pack_lost(
+    run: &PackerRun,
+    outs: &BTreeMap<u64, (u64, [u64; 2], Option<usize>)>,
+    cap: u64,
+) -> Vec<u64> {
+    let mut by_epoch: BTreeMap<usize, Vec<&Example>> = BTreeMap::new();
+    for (k, e) in run.pushed.iter().enumerate() {
+        let once = run.pushed.iter().filter(|x| x.id == e.id).count() == 1;
+        if once && !outs.contains_key(&e.id) {
+            let epoch = run.pushed_epochs.get(k).copied().unwrap_or(0);
+            by_epoch.entry(epoch).or_default().push(e);
+        }
+    }
+    let mut out = Vec::new();
+    for lost in by_epoch.values() {
+        let load = |b: usize| lost.iter().map(|e| run.padded(e.lens.branches()[b])).sum::<u64>();
+        let fits = (0..2).all(|b| load(b) <= cap) && run.max_items.is_none_or(|k| lost.len() <= k);
+        if fits {
+            out.extend(lost.iter().map(|e| e.id));
+        }
+    }
+    out
 }
 
 /// PACKER, refusal: a packer may refuse a request (bionemo's `TokenPackingDataset` raises
