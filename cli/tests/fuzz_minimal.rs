@@ -31,6 +31,12 @@ const PACKER_BUGS: &[(&str, &[&str], &[&str], &str)] = &[
     ("oversize_packer", &["undeclared"], &[], "packer-capacity"),
     ("balanced_packer", &["pad-empty"], &["--min-packs"], "packer-capacity"),
     ("balanced_packer", &["ignores-min"], &["--min-packs"], "packer-min-packs"),
+    (
+        "truncating_loader",
+        &["overcut"],
+        &["--dp-size", "2", "--drops", "over-length", "--drops", "dp-remainder"],
+        "packer-conservation",
+    ),
 ];
 
 fn fuzz_args<'a>(flags: &[&'a str], adapter: &'a str, args: &[&'a str]) -> Vec<&'a str> {

@@ -142,6 +142,14 @@ impl PackerTarget {
         PackerOptions { dp_size: case.dp_size, min_packs: case.min_packs, ..self.cfg.options }
     }
 
+    /// An empty run for a case: the configured limits, and the losses its DP size declares.
+    fn run_for(&self, case: &PackerFuzzCase) -> PackerRun {
+        PackerRun {
+            dp_remainder_lost: case.dp_size.filter(|_| self.cfg.drops.dp_remainder),
+            ..self.run()
+        }
+    }
+
     /// An empty run with the configured limits, for the PACKER rules.
     fn run(&self) -> PackerRun {
         PackerRun {
@@ -517,7 +525,7 @@ impl PackerTarget {
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
         let lens: HashMap<u64, Lens> = case.examples().map(|e| (e.id, e.lens)).collect();
-        let mut run = self.run();
+        let mut run = self.run_for(case);
         run.pushed = case.examples().copied().collect();
         let (first, line) = response::<PackerResponse>(send)?;
         let with = |mut f: Failure| {
@@ -551,7 +559,7 @@ impl PackerTarget {
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
         let requests = session_requests(case, self.options(case));
-        let mut run = self.run();
+        let mut run = self.run_for(case);
         let mut lens: HashMap<u64, Lens> = HashMap::new();
         let mut ranks: Vec<u64> = Vec::new();
         let mut answers = Vec::with_capacity(requests.len());

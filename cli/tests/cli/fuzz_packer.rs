@@ -340,3 +340,29 @@ fn fuzz_packer_drop_last_accepts_one_lost_pack_an_epoch() {
         "{f}"
     );
 }
+
+/// `--drops dp-remainder` covers a loader that cuts its packs to a multiple of the DP size
+/// without reporting the cut (open-instruct's `HFDataLoader(drop_last=True)`): what it loses
+/// must fill fewer packs than there are ranks. Cutting a full round more is caught.
+#[test]
+fn fuzz_packer_dp_remainder_accepts_an_unreported_cut() {
+    let run = |mode: &str, drops: &[&str], want| {
+        let adapter = example_adapter("truncating_loader");
+        let a = [
+            &["packer", "--json", "--dp-size", "2", "--cases", "128"][..],
+            drops,
+            &["--", "python3", &adapter, mode],
+        ]
+        .concat();
+        fuzz_json(&a, want)
+    };
+    let declared = ["--drops", "over-length", "--drops", "dp-remainder"];
+    assert_eq!(run("cut", &declared, 0)["result"], "pass");
+    let v = run("cut", &[], 1);
+    assert_eq!(v["failure"]["checks"], serde_json::json!(["packer-conservation"]), "{v}");
+    let v = run("overcut", &declared, 1);
+    let f = &v["failure"];
+    assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]), "{f}");
+    assert!(f["detail"].as_str().unwrap().contains("dp-remainder"), "{f}");
+    assert_eq!(f["request"]["examples"], serde_json::json!([{"id": 0, "len": 1}]), "{f}");
+}

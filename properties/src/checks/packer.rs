@@ -45,6 +45,11 @@ pub struct PackerRun {
     /// of one epoch are accepted when they fit together in one pack (padded, on every branch,
     /// and at most `max_items` of them).
     pub drop_last: bool,
+    /// The stack may lose, unreported, the trailing packs beyond the last multiple of this DP
+    /// size (open-instruct's `HFDataLoader(drop_last=True)`; `--drops dp-remainder` with
+    /// `--dp-size`): the examples an epoch loses are accepted when they fill fewer packs than
+    /// there are ranks (`⌈Σ padded / C⌉ < R` on every branch), as reported drops are.
+    pub dp_remainder_lost: Option<u64>,
     /// The epoch each example of `pushed` was pushed in (parallel to it; none: epoch 0).
     pub pushed_epochs: Vec<usize>,
 }
@@ -340,8 +345,11 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
         let head = u64::from(item.offset == 0);
         *slot = (slot.0 + head, [slot.1[0] + b[0], slot.1[1] + b[1]], slot.2.or(pack));
     }
-    let lost_by_design =
-        if complete && run.drop_last { last_pack_lost(run, &outs, cap) } else { Vec::new() };
+    let lost_by_design = if complete && (run.drop_last || run.dp_remainder_lost.is_some()) {
+        lost_by_design(run, &outs, cap)
+    } else {
+        Vec::new()
+    };
     for (&id, &(n, tokens)) in &ins {
         if lost_by_design.contains(&id) {
             continue;
@@ -366,6 +374,11 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
                     "--drops drop-last accepts the examples an epoch loses only when they fit \
                      together in one pack",
                 );
+            } else if let Some(r) = run.dp_remainder_lost.filter(|_| heads < n) {
+                err = err.note(format!(
+                    "--drops dp-remainder accepts the examples an epoch loses only when they \
+                     fill fewer packs than the {r} ranks"
+                ));
             }
             return Err(err);
         }
@@ -396,18 +409,22 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
     Ok(())
 }
 
-/// The ids lost by design under `drop_last`: of each epoch, the examples pushed once that no
-/// pack or drop holds any piece of, when together they fit one pack (padded, on every branch,
-/// at most `max_items`); an epoch that loses more keeps its losses, for conservation to report.
-fn last_pack_lost(
+/// The ids lost by design: of each epoch, the examples pushed once that no pack or drop holds
+/// any piece of, when together they fit one pack (`drop_last`: padded, on every branch, at most
+/// `max_items`) or fill fewer packs than there are ranks (`dp_remainder_lost`); an epoch that
+/// loses more keeps its losses, for conservation to report.
+fn lost_by_design(
     run: &PackerRun,
     outs: &BTreeMap<u64, (u64, [u64; 2], Option<usize>)>,
     cap: u64,
 ) -> Vec<u64> {
+    let mut times: BTreeMap<u64, usize> = BTreeMap::new();
+    for e in &run.pushed {
+        *times.entry(e.id).or_default() += 1;
+    }
     let mut by_epoch: BTreeMap<usize, Vec<&Example>> = BTreeMap::new();
     for (k, e) in run.pushed.iter().enumerate() {
-        let once = run.pushed.iter().filter(|x| x.id == e.id).count() == 1;
-        if once && !outs.contains_key(&e.id) {
+        if times.get(&e.id) == Some(&1) && !outs.contains_key(&e.id) {
             let epoch = run.pushed_epochs.get(k).copied().unwrap_or(0);
             by_epoch.entry(epoch).or_default().push(e);
         }
@@ -415,8 +432,11 @@ fn last_pack_lost(
     let mut out = Vec::new();
     for lost in by_epoch.values() {
         let load = |b: usize| lost.iter().map(|e| run.padded(e.lens.branches()[b])).sum::<u64>();
-        let fits = (0..2).all(|b| load(b) <= cap) && run.max_items.is_none_or(|k| lost.len() <= k);
-        if fits {
+        let one_pack =
+            (0..2).all(|b| load(b) <= cap) && run.max_items.is_none_or(|k| lost.len() <= k);
+        let packs = (0..2).map(|b| load(b).div_ceil(cap.max(1))).max().unwrap_or(0);
+        let remainder = run.dp_remainder_lost.is_some_and(|r| packs < r);
+        if (run.drop_last && one_pack) || remainder {
             out.extend(lost.iter().map(|e| e.id));
         }
     }
