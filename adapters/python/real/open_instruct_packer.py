@@ -56,9 +56,11 @@ the batch: `index` (pairs, as the upstream test reads it), else the token ids of
 one example's tokens, whole and in order, is raised as an adapter error.
 `drop_last=True` (upstream's default, the training loader in dpo.py) drops the batches beyond a
 multiple of R by design ("If True, drop the last incomplete batch"); the adapter does not
-declare them (it cannot tell them from a loss without inferring them from the output), so
-conservation runs use `drop_last=false` (dpo.py's reference-logprob cache loader: "We need to
-process every example ... so we can't drop the last batch").
+declare them (it cannot tell them from a loss without inferring them from the output). Under
+`--profile open_instruct` (`drops` includes `dp-remainder`) conservation accepts such an
+unreported cut when what is lost fills fewer packs than the R ranks, so `drop_last=true` is
+fuzzed with the profile; `drop_last=false` is dpo.py's reference-logprob cache loader ("We need
+to process every example ... so we can't drop the last batch").
 An example longer than `max_seq_length` starts a batch and is kept alone in it, undocumented
 (upstream's data pipeline truncates or filters to `max_seq_length` before the loader), so the
 loader is fuzzed with `--fitting-only`. An empty dataset raises `IndexError` in
