@@ -61,9 +61,12 @@ declare them (it cannot tell them from a loss without inferring them from the ou
 unreported cut when what is lost fills fewer packs than the R ranks, so `drop_last=true` is
 fuzzed with the profile; `drop_last=false` is dpo.py's reference-logprob cache loader ("We need
 to process every example ... so we can't drop the last batch").
-An example longer than `max_seq_length` starts a batch and is kept alone in it, undocumented
-(upstream's data pipeline truncates or filters to `max_seq_length` before the loader), so the
-loader is fuzzed with `--fitting-only`. An empty dataset raises `IndexError` in
+An example longer than `max_seq_length` starts a batch and is kept alone in it, undocumented:
+upstream's data pipeline truncates every SFT and DPO row to `max_seq_length` before the loader
+(dataset_transformation.py), and GRPO asserts that a prompt and its response fit the pack length
+(data_loader.py L501), so no such example reaches it. The `open_instruct` profile states that
+precondition (`[fuzz] fitting_only = true`): with `--profile open_instruct` alone the loader gets
+only examples that fit. An empty dataset raises `IndexError` in
 `_reshard_with_packing` (`num_streams = len(lengths[0])`): not caught, an adapter error.
 
 Stubs (imports the functions under test never use): `open_instruct.logger_utils`
