@@ -38,10 +38,14 @@ python3 -m venv "$venv"
 # tests and the installed command run against it.
 # manylinux2014 (glibc >= 2.17), linked by zig from PyPI: the wheel a user installs anywhere.
 "$venv/bin/pip" install -q maturin ziglang
+# Two wheels: the package (python/: the PyO3 module binding reader, rules and engine) and the
+# command it depends on (cli/: `thdcheck-cli`, the binary on PATH).
 dist=$(dirname "$venv")/dist
-(cd python && PATH="$venv/bin:$PATH" "$venv/bin/maturin" build --release -q --zig \
-    --compatibility manylinux2014 -o "$dist")
-"$venv/bin/pip" install -q --no-index "$dist"/thdcheck-*.whl
+for pkg in python cli; do
+  (cd "$pkg" && PATH="$venv/bin:$PATH" "$venv/bin/maturin" build --release -q --zig \
+      --compatibility manylinux2014 -o "$dist")
+done
+"$venv/bin/pip" install -q --no-index --find-links "$dist" thdcheck
 "$venv/bin/pip" install -q pytest numpy
 "$venv/bin/thdcheck" check examples/batches >/dev/null   # the command the wheel installs
 "$venv/bin/python" -m pytest -q python/tests

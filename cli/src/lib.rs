@@ -7,8 +7,9 @@
 //!        (Error: exit 2)                                          (violations: exit 1)
 //! ```
 //!
-//! Reading and the rules' glue live in the `reader` crate, re-exported here under the names the
-//! command has always used ([`tensors`], [`formats`], [`profile`], [`pack`], [`report`], ...).
+//! Reading and the rules' glue live in the `reader` crate, and what `fuzz` and `metrics` run in
+//! the `engine` crate, both re-exported here under the names the command has always used
+//! ([`tensors`], [`formats`], [`profile`], [`pack`], [`report`], [`fuzz`], ...).
 //!
 //! # Example
 //! ```
@@ -26,11 +27,9 @@
 pub mod args;
 pub mod command;
 pub mod expect;
-pub mod files;
-pub mod fuzz;
-pub mod loggers;
-pub mod metrics_cmd;
-pub mod protocol;
+
+// `fuzz` and `metrics` run in the engine crate, which the Python package calls too.
+pub use engine::{files, fuzz, loggers, metrics_cmd, protocol};
 
 pub use reader::{
     CheckOptions, Dialect, Error, FileReport, ReadOptions, Result, check_bytes, check_file, checks,

@@ -1,7 +1,9 @@
 //! `thdcheck._native`: the PyO3 binding under the `thdcheck` Python package. It only moves
 //! data across: the tensors a collator returned (read in place, under the GIL), the options,
-//! and the report back as text and JSON. Every rule and every count is the `thdcheck` crate's,
-//! the same code the command runs; nothing is judged here.
+//! and the report back as text and JSON. It binds the libraries the command is built on, not the
+//! command: batches are read by the `reader` crate and judged by the rules of `properties`, and
+//! `fuzz` and `metrics` run the `engine` crate, the same code as `thdcheck fuzz` and `thdcheck
+//! metrics`; nothing is judged here. The command itself is the `thdcheck-cli` wheel (`cli/`).
 
 use std::collections::BTreeMap;
 
@@ -211,7 +213,7 @@ fn parse_args<T: clap::Args + clap::FromArgMatches>(
 #[pyfunction]
 fn fuzz(argv: Vec<String>, answer: Bound<'_, PyAny>) -> PyResult<String> {
     let tail = ["--json", "--", "<python function>"].map(str::to_owned);
-    let args: thdcheck::args::FuzzArgs = parse_args("fuzz", argv.into_iter().chain(tail))?;
+    let args: engine::args::FuzzArgs = parse_args("fuzz", argv.into_iter().chain(tail))?;
     // A Python exception the wrapper did not turn into an error answer is answered as one, so
     // the engine reports it as an adapter error and shrinks it. A `BaseException` that is no
     // `Exception` (KeyboardInterrupt from Ctrl-C, SystemExit) stops the run instead: it is kept,
@@ -244,7 +246,7 @@ fn fuzz(argv: Vec<String>, answer: Bound<'_, PyAny>) -> PyResult<String> {
         serde_json::json!({"thdcheck": 1, "id": id(), "error": "interrupted"}).to_string()
     };
     let mut out = Vec::new();
-    let ran = thdcheck::fuzz::run_in_process(&args, &mut call, &mut out);
+    let ran = engine::fuzz::run_in_process(&args, &mut call, &mut out);
     if let Some(e) = stopped {
         return Err(e);
     }
@@ -261,24 +263,16 @@ fn metrics(
     argv: Vec<String>,
     batches: Vec<(String, Vec<PyTensor<'_>>, BTreeMap<String, String>)>,
 ) -> PyResult<String> {
-    let args: thdcheck::args::MetricsArgs = parse_args("metrics", argv)?;
+    let args: engine::args::MetricsArgs = parse_args("metrics", argv)?;
     let mut files = Vec::with_capacity(batches.len());
     for (label, tensors, metadata) in batches {
         let file = BatchFile::from_buffers(shared_tensors(tensors)?, metadata)
             .map_err(|e| BatchError::new_err(format!("{label}: {e}")))?;
         files.push((label, file));
     }
-    let doc = thdcheck::metrics_cmd::record_json(&args, files)
+    let doc = engine::metrics_cmd::record_json(&args, files)
         .map_err(|e| BatchError::new_err(format!("{e:#}")))?;
     Ok(doc.to_string())
-}
-
-/// The `thdcheck` command in this process: `argv` is the whole command line (program name
-/// first); prints as the binary does and returns its exit code. The console script that
-/// `pip install` puts on PATH calls this (`thdcheck.__main__`). The GIL is released meanwhile.
-#[pyfunction]
-fn main(py: Python<'_>, argv: Vec<String>) -> u8 {
-    py.detach(|| thdcheck::command::main(argv))
 }
 
 /// The extension module.
@@ -287,7 +281,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(fuzz, m)?)?;
     m.add_function(wrap_pyfunction!(metrics, m)?)?;
-    m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add("BatchError", m.py().get_type::<BatchError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

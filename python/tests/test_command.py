@@ -40,3 +40,32 @@ def test_the_console_script_is_installed_beside_the_interpreter():
     assert found, f"no thdcheck script beside {sys.executable}"
     p = subprocess.run([os.fspath(found), "--version"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.startswith("thdcheck "), p.stdout + p.stderr
+
+
+def test_python_m_thdcheck_runs_the_binary_and_says_when_it_is_missing(tmp_path, monkeypatch, capsys):
+    """`python -m thdcheck` runs the `thdcheck-cli` binary; a `thdcheck` script (an older
+    console script, which would run this module again) is not taken for it, and without the
+    binary the message names the wheel to install, exit 2."""
+    import sysconfig
+
+    from thdcheck import __main__ as entry
+    from thdcheck import _native
+
+    assert not hasattr(_native, "main"), "the extension binds the libraries, not the command"
+    found = entry.find_command()
+    assert found and Path(found).read_bytes()[:2] != b"#!", found
+
+    script = tmp_path / "thdcheck"
+    script.write_text("#!/usr/bin/env python3\nimport thdcheck.__main__\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(sysconfig, "get_path", lambda name: os.fspath(tmp_path))
+    monkeypatch.setattr(sys, "executable", os.fspath(tmp_path / "python"))
+    monkeypatch.setenv("PATH", os.fspath(tmp_path))
+    assert entry.find_command() is None
+    try:
+        entry.main()
+    except SystemExit as e:
+        assert e.code == 2
+    else:
+        raise AssertionError("main() returned without the binary")
+    assert "pip install thdcheck-cli" in capsys.readouterr().err

@@ -1,7 +1,7 @@
-//! The `thdcheck` command as a library function, so that the binary and the Python package's
-//! console script (`thdcheck` installed by `pip install thdcheck`) run the same code: the
-//! subcommands' definitions (`cli`), `check` and `selfcheck`; `fuzz` and `metrics` are
-//! [`crate::fuzz`] and [`crate::metrics_cmd`].
+//! The `thdcheck` command as a library function (the binary's `main` and the tests call it): the
+//! subcommands' definitions (`cli`), `check`, `profile` and `selfcheck`; `fuzz` and `metrics`
+//! are the engine crate's [`crate::fuzz`] and [`crate::metrics_cmd`], which the Python package
+//! calls in-process too.
 //!
 //! Exit codes: **0** every check passed; **1** a check or invariant failed; **2** usage, config
 //! or I/O error (clap's own usage errors too).

@@ -44,7 +44,7 @@ fn constructors(text: &str) -> Vec<(usize, String)> {
 fn no_crate_but_properties_builds_a_violation() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut files = Vec::new();
-    for dir in ["cli/src", "reader/src", "golden/src", "python/src"] {
+    for dir in ["cli/src", "engine/src", "reader/src", "golden/src", "python/src"] {
         sources(&root.join(dir), &mut files);
     }
     assert!(files.len() > 30, "only {} source files found", files.len());
@@ -86,4 +86,30 @@ fn every_id_a_rule_gives_is_a_registered_rules() {
         }
     }
     assert!(found.is_empty(), "ids of no registered rule:\n{}", found.join("\n"));
+}
+
+/// The Python package binds the libraries the command is built on (reader, the rules, engine),
+/// not the command's crate: its manifest names no path to `cli/`, and its sources no
+/// `thdcheck::` item (issue 26). The command reaches Python users as the `thdcheck-cli` wheel.
+#[test]
+fn the_python_package_binds_the_libraries_not_the_command() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let manifest = std::fs::read_to_string(root.join("python/Cargo.toml")).unwrap();
+    let deps: toml::Table = toml::from_str::<toml::Table>(&manifest).unwrap()["dependencies"]
+        .as_table()
+        .cloned()
+        .unwrap();
+    let on_cli: Vec<&String> = deps
+        .iter()
+        .filter(|(_, d)| d.get("path").and_then(|p| p.as_str()) == Some("../cli"))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(on_cli.is_empty(), "python/Cargo.toml depends on the command's crate: {on_cli:?}");
+    assert!(deps.contains_key("reader") && deps.contains_key("engine"), "{deps:?}");
+    let mut files = Vec::new();
+    sources(&root.join("python/src"), &mut files);
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        assert!(!text.contains("thdcheck::"), "{} uses the command's crate", f.display());
+    }
 }

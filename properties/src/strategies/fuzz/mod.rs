@@ -3,7 +3,7 @@
 //!
 //! A case here is plain data. What it becomes on the wire (the protocol's requests), how the
 //! answers are judged, how a failing case is reduced to a 1-minimal one and the adapter I/O
-//! stay with the command (`cli/src/fuzz/TARGET.rs`, which implements `Target` over these).
+//! stay with the engine crate (`engine/src/fuzz/TARGET.rs`, which implements `Target` over these).
 //!
 //! The case streams are fixed: the same seed draws the same cases, and the command's tests and
 //! the measured figures of the docs depend on them. A change that draws other values from the

@@ -215,7 +215,7 @@ pub struct CollatorRequest {
 ///
 /// # Example
 /// ```
-/// use thdcheck::protocol::{PackerExample, PackerRequest, envelope};
+/// use engine::protocol::{PackerExample, PackerRequest, envelope};
 /// let req = PackerRequest {
 ///     capacity: 8, seed: 0, examples: vec![PackerExample::single(0, 3)], options: Default::default(),
 /// };
@@ -263,7 +263,7 @@ pub const ANSWER_VALUES_PER_REQUEST_VALUE: usize = 16;
 ///
 /// # Example
 /// ```
-/// use thdcheck::protocol::json_values;
+/// use engine::protocol::json_values;
 /// assert_eq!(json_values(r#"{"packs":[[],[],[]],"note":"a,b[c"}"#), 9);
 /// ```
 pub fn json_values(line: &str) -> usize {
@@ -601,7 +601,7 @@ fn json_f64<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, 
 ///
 /// # Example
 /// ```
-/// use thdcheck::protocol::quote_non_finite;
+/// use engine::protocol::quote_non_finite;
 /// assert_eq!(quote_non_finite(r#"{"loss": NaN, "e": "NaN"}"#), r#"{"loss": "NaN", "e": "NaN"}"#);
 /// assert_eq!(quote_non_finite("[-Infinity, 1.5]"), r#"["-Infinity", 1.5]"#);
 /// ```

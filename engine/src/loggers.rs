@@ -35,7 +35,7 @@ impl Logger {
     ///
     /// # Example
     /// ```
-    /// use thdcheck::loggers::{Logger, LoggedKind};
+    /// use engine::loggers::{Logger, LoggedKind};
     /// let l = Logger::resolve("bionemo", None)?;
     /// let k = l.find("train/mfu_pct").unwrap();
     /// assert_eq!(k.record.as_deref(), Ok("batch.mfu_pct.useful"));

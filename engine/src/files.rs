@@ -31,10 +31,10 @@ use crate::{Error, Result};
 /// ```
 /// let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/batches");
 /// let (mut files, mut bad) = (Vec::new(), Vec::new());
-/// thdcheck::files::walk(std::path::Path::new(dir), &mut files, &mut bad)?;
+/// engine::files::walk(std::path::Path::new(dir), &mut files, &mut bad)?;
 /// assert!(files.iter().all(|f| f.extension().is_some_and(|e| e == "safetensors")));
 /// assert!(bad.is_empty());
-/// # Ok::<(), thdcheck::Error>(())
+/// # Ok::<(), reader::Error>(())
 /// ```
 pub fn walk(
     dir: &Path,
