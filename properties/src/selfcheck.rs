@@ -499,6 +499,44 @@ mod zoo_drivers {
         };
     }
 
+    /// The correct counterpart of a declared variant, for the controls of a benchmark (a test of
+    /// the invariant must pass it): `driver: f` as `f(&ThdSubject, case)` (the contiguous split's
+    /// reference is handled by name in `zoo_judge_reference`), `run: expr` as a built-in packer
+    /// ([`reference_packer`]).
+    #[cfg(any(test, feature = "serde"))]
+    macro_rules! reference_of {
+        (driver, $name:ident, $driver:expr) => {
+            |c| $driver(&crate::subjects::ThdSubject, c)
+        };
+        (run, $name:ident, $run:expr) => {
+            reference_packer(stringify!($name))
+        };
+    }
+
+    /// The built-in packer a zoo packer gets wrong, held to the same claims: best fit for
+    /// `StarvedBestFit`, the sequential budget with its carry (dropping over-long examples) for
+    /// the others.
+    #[cfg(any(test, feature = "serde"))]
+    fn reference_packer(name: &str) -> impl Fn(&PackerStream) -> Checked + use<> {
+        use thd::pack::{OverLength, SequentialOptions};
+        let best_fit = name == "StarvedBestFit";
+        let spec = move |capacity| {
+            if best_fit {
+                PackerSpec::BestFit { capacity, options: BinPackingOptions::default() }
+            } else {
+                PackerSpec::SequentialBudget {
+                    capacity,
+                    options: SequentialOptions {
+                        over_length: OverLength::Drop,
+                        ..SequentialOptions::default()
+                    },
+                }
+            }
+        };
+        let claims = PackerClaims::of_spec(&spec(1));
+        packer_stream(move |c| spec(c).build().expect("a valid built-in spec"), claims)
+    }
+
     macro_rules! dispatch {
         ($(($name:ident, $module:ident, $inv:ident, [$($class:literal),*], $upstream:literal,
             $strategy:expr, $how:ident, $run:expr, $test:ident))*) => {
@@ -528,9 +566,78 @@ mod zoo_drivers {
                     _ => return None,
                 })
             }
+
+            /// Judges the case `case_json` (JSON of the variant's strategy's case type) with
+            /// zoo variant `name`'s own driver, as [`zoo_variant`] runs it: `Ok(None)` when it
+            /// passes, `Ok(Some(violation))` when it fails, `Err` when the JSON is not such a
+            /// case (or the driver panics on it); `None` if `name` is not a variant.
+            #[cfg(any(test, feature = "serde"))]
+            pub fn zoo_judge(
+                name: &str,
+                case_json: &str,
+            ) -> Option<Result<Option<crate::Violation>, String>> {
+                Some(match name {
+                    $(stringify!($name) => {
+                        crate::zoo::json::judge($strategy, case_json, cases_of!($how, $name, $run))
+                    })*
+                    _ => return None,
+                })
+            }
+
+            /// [`zoo_judge`] with the variant's correct counterpart (`thd`'s subject, the
+            /// plain contiguous split, or a built-in packer) in the same driver: a test of the
+            /// invariant must pass it.
+            #[cfg(any(test, feature = "serde"))]
+            pub fn zoo_judge_reference(
+                name: &str,
+                case_json: &str,
+            ) -> Option<Result<Option<crate::Violation>, String>> {
+                if name == "OverlappingContiguousSplit" {
+                    return Some(crate::zoo::json::judge(
+                        arb_shard_case(Sizes::SMALL),
+                        case_json,
+                        |c| run_cp_shard_contiguous(&crate::subjects::ContiguousSplit, c),
+                    ));
+                }
+                Some(match name {
+                    $(stringify!($name) => {
+                        crate::zoo::json::judge($strategy, case_json, reference_of!($how, $name, $run))
+                    })*
+                    _ => return None,
+                })
+            }
+
+            /// Searches zoo variant `name` as [`zoo_variant`] does, with
+            /// [`seeded_runner`]`(seed, cases)`, and hands back the shrunk case as JSON;
+            /// `None` if `name` is not a variant.
+            #[cfg(any(test, feature = "serde"))]
+            pub fn zoo_search(name: &str, seed: u64, cases: u32) -> Option<crate::zoo::json::ZooSearch> {
+                Some(match name {
+                    $(stringify!($name) => {
+                        crate::zoo::json::search(
+                            super::seeded_runner(seed, cases),
+                            $strategy,
+                            cases_of!($how, $name, $run),
+                        )
+                    })*
+                    _ => return None,
+                })
+            }
+
+            /// The size of the case `case_json` of variant `name`'s case type
+            /// ([`crate::zoo::json::CaseSize`]); `None` if `name` is not a variant.
+            #[cfg(any(test, feature = "serde"))]
+            pub fn zoo_size(name: &str, case_json: &str) -> Option<Result<Vec<(String, u64)>, String>> {
+                Some(match name {
+                    $(stringify!($name) => crate::zoo::json::size($strategy, case_json),)*
+                    _ => return None,
+                })
+            }
         };
     }
     crate::zoo::zoo_variants!(dispatch);
 }
 #[cfg(any(test, feature = "zoo"))]
 pub use zoo_drivers::{ZOO_CASES, ZooRow, zoo_minimality, zoo_rows, zoo_runner, zoo_variant};
+#[cfg(all(any(test, feature = "zoo"), any(test, feature = "serde")))]
+pub use zoo_drivers::{zoo_judge, zoo_judge_reference, zoo_search, zoo_size};

@@ -17,6 +17,8 @@ use reader::tensors::{BatchFile, SharedTensor};
 use reader::{CheckOptions, ReadOptions};
 use safetensors::Dtype;
 
+mod zoo;
+
 create_exception!(
     _native,
     BatchError,
@@ -281,6 +283,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(fuzz, m)?)?;
     m.add_function(wrap_pyfunction!(metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(zoo::zoo_variants, m)?)?;
+    m.add_function(wrap_pyfunction!(zoo::zoo_search, m)?)?;
+    m.add_function(wrap_pyfunction!(zoo::zoo_judge, m)?)?;
+    m.add_function(wrap_pyfunction!(zoo::zoo_judge_reference, m)?)?;
+    m.add_function(wrap_pyfunction!(zoo::zoo_size, m)?)?;
     m.add("BatchError", m.py().get_type::<BatchError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

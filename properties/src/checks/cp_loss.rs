@@ -10,6 +10,7 @@ use crate::{Checked, Location, Violation};
 
 /// How one global batch was split into parts that each compute a local loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub enum Split {
     /// Context parallelism over `cp` ranks (zigzag shards of every sequence).
     Cp(usize),

@@ -16,6 +16,7 @@ pub struct FlopsStats {
 
 /// One micro-batch as plain data.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct MicroBatchView {
     /// Rows (packs) in the micro-batch, `mbs`.
     pub rows: u64,

@@ -8,6 +8,7 @@ use super::noise;
 
 /// An attention call on a packed batch. q, k and v are functions of `seed` and the storage row.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct AttnCase {
     /// Real query lengths per segment (and key lengths, unless `lens_k` is set).
     pub lens: Vec<u32>,

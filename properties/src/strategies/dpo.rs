@@ -6,6 +6,7 @@ use thd::collate::{Document, DpoExample};
 
 /// DPO pairs `(chosen length, rejected length)` and the per-branch budget / static length.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct DpoCase {
     /// Chosen and rejected lengths of every pair (each ≥ 1).
     pub pairs: Vec<(u32, u32)>,

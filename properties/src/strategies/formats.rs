@@ -7,6 +7,7 @@ use super::sft::{CollateCase, SftCase, Sizes, arb_collate_case, arb_sft_case};
 
 /// A collated pack whose documents a 4-D attention mask must keep apart.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct MaskCase {
     /// Each real token sees its whole document (an MLM / encoder), not only up to itself.
     pub bidirectional: bool,
@@ -36,6 +37,7 @@ prop_compose! {
 /// Documents an EOS-appending packer concatenates (each truncated to `max_doc_len` tokens, its
 /// EOS included) and cuts into rows.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct EosCase {
     /// The longest document, its EOS included (≥ 2).
     pub max_doc_len: usize,

@@ -12,6 +12,7 @@ use crate::checks::MicroBatchView;
 /// One pack described by lengths: real segments, their padding, mock segments and a static
 /// tail.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct WorkCase {
     /// Real lengths of the real segments (0 allowed).
     pub lens: Vec<u32>,
@@ -130,6 +131,7 @@ pub fn arb_model_dims() -> impl Strategy<Value = ModelDims> {
 
 /// The same examples, and the paddings a collator may add to them.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct MfuCase {
     /// Example lengths.
     pub lens: Vec<u32>,
@@ -184,6 +186,7 @@ pub fn arb_mfu_case() -> impl Strategy<Value = MfuCase> {
 
 /// Micro-batches of one step, all with the dataset's `seq_length` as tensor length.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct FlopsCase {
     /// The config (dataset) `seq_length`, also every row's tensor length.
     pub seq_len: u64,

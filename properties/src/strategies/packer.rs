@@ -145,6 +145,7 @@ pub fn arb_small_instance() -> impl Strategy<Value = (u32, Vec<u32>)> {
 /// A dataset and an epoch plan for a packer given only its capacity (a zoo packer, or an
 /// external packer driven over a subprocess).
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct PackerStream {
     /// Tokens per pack.
     pub capacity: u32,

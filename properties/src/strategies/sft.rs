@@ -50,6 +50,7 @@ impl Default for Sizes {
 /// not of where the token lands in a pack, so the same case collated with any padding or split
 /// over any CP size gives the model the same inputs at every real token.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct SftCase {
     /// Example lengths (each ≥ 1: collators reject empty examples).
     pub lens: Vec<u32>,
@@ -155,6 +156,7 @@ impl SftCase {
 
 /// Which labels of a batch are ignored (-100).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub enum LabelMask {
     /// None: every token is a target.
     None,
@@ -199,6 +201,7 @@ prop_compose! {
 
 /// A batch and how it is split: over a CP size from {1, 2, 4, 8}, or into micro-batches.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct CpLossCase {
     /// The global batch.
     pub sft: SftCase,
@@ -233,6 +236,7 @@ pub fn arb_tokens_cp_case(sizes: Sizes) -> impl Strategy<Value = TokensCpCase> {
 /// A batch to shard: the CP size, and whether it was padded for CP first (if not, lengths not
 /// divisible by `2·cp` must be rejected).
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct ShardCase {
     /// The batch.
     pub sft: SftCase,
@@ -254,6 +258,7 @@ prop_compose! {
 
 /// A padding a collator adds to a pack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub enum Padding {
     /// None.
     None,
@@ -309,6 +314,7 @@ impl std::fmt::Display for Padding {
 
 /// Examples and the padding a collator is asked to add.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
 pub struct CollateCase {
     /// The examples.
     pub sft: SftCase,

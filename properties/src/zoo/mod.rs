@@ -21,6 +21,8 @@ mod attn;
 mod cp;
 mod dpo;
 mod formats;
+#[cfg(any(test, feature = "serde"))]
+pub mod json;
 mod layout;
 mod loss;
 mod metrics;
