@@ -28,6 +28,10 @@ the micro-batch's `attention_mask` [B, S] (`packed_rows`) or the wrapper's packe
 built-in `skyrl` profile, whose `offsets = "padded-slots"` says the kernel's offsets are the
 slots and the real lengths are the mask's: without it, the alignment padding inside every slot
 is read as real tokens.
+
+Bug reproduction: #1407 (a sequence shorter than half its `tp*cp*2` slot crashes the CP > 1
+path), fixed at bcc85e241, is `thdcheck fuzz cp-split` over the real function through this
+`load`: adapters/python/real/skyrl_cp_split.py at bcc85e241^ (the bug) and bcc85e241 / a9564572e.
 """
 
 from __future__ import annotations
