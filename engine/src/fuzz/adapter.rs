@@ -66,7 +66,10 @@ fn children() -> Vec<(i32, bool)> {
 
 /// Kills every child of thdcheck but `keep` (the adapter's descendants reparented to it as a
 /// subreaper), reaping the dead ones, until none is left alive: killing one reparents its own
-/// children to thdcheck, so it goes round until the tree is gone (at most 2 s).
+/// children to thdcheck, so it goes round until the tree is gone (at most 2 s). `keep` (the
+/// adapter, just sent SIGKILL and not reaped here) must have died first: the kernel reparents
+/// its children when it becomes a zombie, so a scan before that finds none of them and would
+/// stop early (seen under load: a new-session child of the adapter outlived SIGINT).
 fn kill_orphans(keep: i32) {
     #[cfg(target_os = "linux")]
     {
@@ -75,8 +78,9 @@ fn kill_orphans(keep: i32) {
         }
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
-            let kids: Vec<(i32, bool)> =
-                children().into_iter().filter(|&(pid, _)| pid != keep).collect();
+            let all = children();
+            let keep_alive = keep > 0 && all.iter().any(|&(pid, zombie)| pid == keep && !zombie);
+            let kids: Vec<(i32, bool)> = all.into_iter().filter(|&(pid, _)| pid != keep).collect();
             for &(pid, zombie) in &kids {
                 // SAFETY: signals and reaps a child of this process; no memory is passed.
                 unsafe {
@@ -87,7 +91,7 @@ fn kill_orphans(keep: i32) {
                     }
                 }
             }
-            if kids.is_empty() || Instant::now() > deadline {
+            if (kids.is_empty() && !keep_alive) || Instant::now() > deadline {
                 return;
             }
             std::thread::sleep(Duration::from_millis(1));
