@@ -524,3 +524,61 @@ fn contiguous_pieces_of_every_row_beside_global_positions_are_reassembled_row_by
     let o = run_expect(&["check", twice.to_str().unwrap()], 1);
     assert!(text(&o).contains("VIOLATED label-targets"), "{}", text(&o));
 }
+
+/// A splitter that pads every sequence itself to the least multiple of `align·2·cp` (of `align`
+/// at cp 1), as SkyRL's `preprocess_packed_seqs` does: it cannot take a slot of the request's
+/// choosing, so it refuses unless the request's slots are its own round-up, then splits as the
+/// example does.
+fn own_slots(align: usize) -> String {
+    format!(
+        "import sys\nsys.path.insert(0, 'adapters/python')\n\
+         sys.path.insert(0, 'adapters/python/examples')\n\
+         from thdcheck_adapter import serve_cp_split\nimport cp_split as c\n\
+         def split(batch, cp):\n    unit = {align} if cp == 1 else {align} * 2 * cp\n    \
+         cu, pad = batch['cu_seqlens'], batch['cu_seqlens_padded']\n    \
+         for i in range(len(cu) - 1):\n        n = cu[i + 1] - cu[i]\n        \
+         own = -(-n // unit) * unit\n        \
+         if pad[i + 1] - pad[i] != own:\n            \
+         raise ValueError('slot %d: %d tokens; this splitter pads %d to %d' % (i, pad[i + 1] - pad[i], n, own))\n    \
+         return c.split(batch, cp)\n\
+         serve_cp_split(split)"
+    )
+}
+
+/// `--cp-slot-align K` (a profile's `[fuzz] cp_slot_align`): every request's slots are the
+/// splitter's own round-up, so a splitter that pads its own slots (SkyRL) is judged on its
+/// split, not on slots it never takes (issue 26: the false alarm of SkyRL's fixed commits).
+#[test]
+fn fuzz_cp_split_gives_a_self_padding_splitter_its_own_slots() {
+    for align in [1usize, 2] {
+        let adapter = own_slots(align);
+        let k = align.to_string();
+        let run = |extra: &[&str], want| {
+            let args: Vec<&str> = [&["cp-split", "--json", "--cases", "64"][..], extra]
+                .concat()
+                .into_iter()
+                .chain(["--", "python3", "-c", &adapter])
+                .collect();
+            fuzz_json(&args, want)
+        };
+        let v = run(&["--cp-slot-align", &k], 0);
+        assert_eq!(v["result"], "pass", "align {align}: {v}");
+        // Without it, the request's own slots (a spare block, none at all) are refused, and
+        // the refusal of a layout that could be split is `cp-split-accepted`.
+        let v = run(&[], 1);
+        assert_eq!(v["failure"]["checks"][0], "cp-split-accepted", "align {align}: {v}");
+    }
+    // The layouts whose slots are not per-sequence zigzag chunks are refused, exit 2.
+    let o = thdcheck(&[
+        "fuzz",
+        "cp-split",
+        "--cp-slot-align",
+        "2",
+        "--cp-layout",
+        "contiguous",
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("applies to the zigzag layout"), "{}", text(&o));
+}

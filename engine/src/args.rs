@@ -249,6 +249,13 @@ pub struct FuzzArgs {
     /// follow it. Default: the profile's `cp_layout`, else `zigzag`.
     #[arg(long, value_enum, value_name = "LAYOUT")]
     pub cp_layout: Option<CpSplitLayout>,
+    /// cp-split: the splitter pads each sequence itself to the least multiple of K·2·cp tokens
+    /// (of K at cp 1) and never takes a slot of the request's choosing, so every request's
+    /// slots are that round-up, without a spare block (SkyRL: K = its tensor-parallel size).
+    /// Zigzag layout only. Default: the profile's `[fuzz] cp_slot_align`, else the request's
+    /// own slots (padded to 2·cp, sometimes a block more, sometimes not at all).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub cp_slot_align: Option<u32>,
     /// Collator: which requests ask for a static max_seq_length (`never` for a collator that
     /// does not pad to one, such as transformers' DataCollatorWithFlattening). Default: the
     /// profile's `[fuzz] static_length`, else `sometimes`.

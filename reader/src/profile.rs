@@ -277,6 +277,10 @@ pub struct FuzzFacts {
     pub examples_multiple_of_dp: Option<bool>,
     /// `--max-examples`: the packer takes at most this many examples a request.
     pub max_examples: Option<u64>,
+    /// `--cp-slot-align`: the CP splitter pads each sequence itself to the least multiple of
+    /// `cp_slot_align·2·cp` tokens (of `cp_slot_align` at cp 1), so `fuzz cp-split` gives it
+    /// exactly those slots (SkyRL's `preprocess_packed_seqs`: `tp·cp·2`, `tp` at cp 1).
+    pub cp_slot_align: Option<u32>,
 }
 
 /// What a packer may drop (`[fuzz] drops`, `thdcheck fuzz packer --drops`).
@@ -778,6 +782,7 @@ impl Profile {
                     .examples_multiple_of_dp
                     .or(self.fuzz.examples_multiple_of_dp),
                 max_examples: top.fuzz.max_examples.or(self.fuzz.max_examples),
+                cp_slot_align: top.fuzz.cp_slot_align.or(self.fuzz.cp_slot_align),
             },
             loggers,
             sources,

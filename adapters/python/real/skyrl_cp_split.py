@@ -7,6 +7,9 @@ cp 1), every slot in `2*cp` chunks, rank r keeping chunks r and 2cp-1-r of every
     THDCHECK_MIRRORS=/work/.mirror thdcheck fuzz cp-split --profile skyrl -- \
         python adapters/python/real/skyrl_cp_split.py COMMIT [tp=N]
 
+(at tp=N also `--cp-slot-align N`: the profile's `[fuzz] cp_slot_align = 1` makes every
+request's slots SkyRL's own round-up, which this adapter needs to hand SkyRL the request's slots)
+
 COMMIT defaults to the corpus's a9564572e; `bcc85e241^` is SkyRL #1407's bug (a sequence shorter
 than half its aligned slot makes rank `cp-1` read past its real tokens: RuntimeError), fixed at
 `bcc85e241`. The file is loaded by `corpus/real/stacks/skyrl.py`'s `load` (its stubs; the real

@@ -35,12 +35,15 @@ pub struct CpSplitTarget {
     pub(crate) applied: Applied,
     /// How the splitter lays the tokens over the ranks.
     pub layout: CpSplitLayout,
+    /// The splitter pads each sequence itself to the least multiple of `align·2·cp` (of
+    /// `align` at cp 1; `--cp-slot-align`): the requests' slots are that round-up.
+    pub slot_align: Option<u32>,
 }
 
 impl CpSplitTarget {
     /// A target for `layout`.
     pub fn new(layout: CpSplitLayout) -> Self {
-        Self { applied: Applied::default(), layout }
+        Self { applied: Applied::default(), layout, slot_align: None }
     }
 
     /// The registry's CP-split rules on one answer.
@@ -50,6 +53,9 @@ impl CpSplitTarget {
 
     /// The storage of a case's slots under the splitter's layout.
     fn storage(&self, case: &CpSplitFuzzCase) -> Vec<u32> {
+        if let Some(align) = self.slot_align {
+            return case.batch.aligned_storage(case.cp, align);
+        }
         match self.layout {
             CpSplitLayout::ZigzagSequence => case.sequence_storage(),
             layout => case.storage(layout == CpSplitLayout::Contiguous),

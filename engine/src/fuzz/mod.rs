@@ -24,13 +24,13 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use crate::protocol::{BadResponse, envelope};
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use proptest::strategy::BoxedStrategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use serde_json::{Value, json};
 
-use crate::args::{FuzzArgs, FuzzTarget};
+use crate::args::{CpSplitLayout, FuzzArgs, FuzzTarget};
 use crate::profile::StaticLengthFact;
 use adapter::{Adapter, Reply};
 
@@ -414,12 +414,30 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
             transport,
             out,
         ),
-        FuzzTarget::CpSplit => drive(
-            &cp_split::CpSplitTarget::new(args.cp_split_layout(profile.as_deref())),
-            args,
-            transport,
-            out,
-        ),
+        FuzzTarget::CpSplit => {
+            let layout = args.cp_split_layout(profile.as_deref());
+            let align = args
+                .cp_slot_align
+                .or_else(|| profile.as_deref().and_then(|p| p.fuzz.cp_slot_align));
+            match align {
+                Some(0) => bail!("[fuzz] cp_slot_align = 0: the alignment is a factor, at least 1"),
+                Some(_) if layout != CpSplitLayout::Zigzag => bail!(
+                    "--cp-slot-align (or the profile's [fuzz] cp_slot_align) applies to the \
+                     zigzag layout; the layout here is {}",
+                    cp_split::layout_name(layout).unwrap_or("zigzag")
+                ),
+                _ => {}
+            }
+            drive(
+                &cp_split::CpSplitTarget {
+                    slot_align: align,
+                    ..cp_split::CpSplitTarget::new(layout)
+                },
+                args,
+                transport,
+                out,
+            )
+        }
     }
 }
 

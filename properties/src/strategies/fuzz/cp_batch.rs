@@ -55,6 +55,27 @@ impl CpBatch {
             .collect()
     }
 
+    /// Storage length of every segment's slot when the splitter pads each sequence itself to
+    /// the least multiple of `align·2·cp` tokens (of `align` at cp 1), never a spare block:
+    /// SkyRL's `preprocess_packed_seqs`, whose alignment is `tp·cp·2`, `tp` at cp 1
+    /// (`--cp-slot-align`, the profile's `[fuzz] cp_slot_align`).
+    ///
+    /// # Example
+    /// ```
+    /// use properties::strategies::fuzz::{CpBatch, CpSegment};
+    /// use properties::strategies::LabelMask;
+    /// let seg = |len| CpSegment { len, mock: false, slack: true };
+    /// let batch = CpBatch { mask: LabelMask::None, segments: vec![seg(1), seg(0), seg(5)] };
+    /// assert_eq!(batch.aligned_storage(1, 1), vec![1, 0, 5]);
+    /// assert_eq!(batch.aligned_storage(1, 2), vec![2, 0, 6]);
+    /// assert_eq!(batch.aligned_storage(2, 2), vec![8, 0, 8]);
+    /// ```
+    pub fn aligned_storage(&self, cp: usize, align: u32) -> Vec<u32> {
+        let align = align.max(1);
+        let unit = if cp == 1 { align } else { 2 * cp as u32 * align };
+        self.segments.iter().map(|s| s.len.div_ceil(unit) * unit).collect()
+    }
+
     /// Storage length of every slot for a split of the whole pack as one sequence in `2·cp`
     /// chunks (Megatron-LM's per-sequence zigzag): the real lengths, and, when `padded`, the
     /// last slot grown until the pack is a multiple of `2·cp` (the row padded at its end).
