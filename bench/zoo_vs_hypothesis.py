@@ -23,8 +23,10 @@ invariant on the SAME buggy function:
   (c) Size: `_native.zoo_size(name, case_json)` on both counterexamples: one function per case
       type (`properties::zoo::json::CaseSize`), a few named components (documents, Σ tokens,
       the longest, the padding `thd` adds, CP size, capacity, ...). Medians per component over
-      the seeds (median_low); "smaller" is the side whose median is <= in every component and
-      < in one; "neither" names where each is smaller (helpers of shrink_vs_hypothesis.py).
+      the seeds: the lower middle of the seeds' size tuples in lexicographic order (a size some
+      seed produced); "smaller" is the side whose median is <= in every component and < in
+      one; "neither" names where each is smaller (helpers of shrink_vs_hypothesis.py); and per
+      seed, how often Hypothesis's counterexample of the same rule is smaller.
 
 Each side runs over seeds 0..N-1 (default 5). The found-rate is the seeds where a failure was
 found (within 256 + 2000 cases / examples).
@@ -76,7 +78,7 @@ from hypothesis import strategies as st
 from thdcheck import _native
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from shrink_vs_hypothesis import fmt_s, hyp_settings, med, med_size, smaller  # noqa: E402
+from shrink_vs_hypothesis import fmt_s, hyp_settings, med, smaller  # noqa: E402
 
 # -- Hypothesis strategies, one per case type (the JSON of the Rust case types) ---------------
 
@@ -357,6 +359,15 @@ def show_size(size):
     return "—" if size is None else " ".join(f"{k}={v}" for k, v in size.items())
 
 
+def med_size(sizes):
+    """The median counterexample's size: the seeds' size tuples in lexicographic order of the
+    components, the lower middle one. A size some seed really produced, where per-component
+    medians (shrink_vs_hypothesis.py's) can mix seeds into a case neither side found: [2] on
+    three seeds and [1, 1] on two is docs 1 and max 1 component-wise."""
+    sizes = sorted(s for s in sizes if s is not None)
+    return sizes[(len(sizes) - 1) // 2] if sizes else None
+
+
 def per_seed(verdicts):
     """`k/n` seeds where Hypothesis's same-rule counterexample is smaller, with the rest named."""
     compared = [v for v in verdicts if v != "other rule"]
@@ -485,14 +496,14 @@ def main():
               f"{fmt_s(r['h_median_s'], r['h_2000'])} | {show_size(r['t_median_size'])} | "
               f"{show_size(r['h_median_size'])}{' †' if r['rule_differs'] else ''} | {r['smaller']} | "
               f"{per_seed(r['per_seed'])} | {len(r['t_time'])}/{r['seeds']} / {len(r['h_time'])}/{r['seeds']} |")
-    print("\nSizes: medians per component over the seeds (median_low). Smaller: the side whose size is <= in "
+    print("\nSizes: the median seed's (the lower middle of the seeds' sizes in lexicographic order). Smaller: the side whose size is <= in "
           "every component and < in one; `neither` when each is smaller in some component. `*`: found only at "
           "2000 cases / max_examples on some seed, after 256 passed (the time then includes the 256 attempt). `†`: "
           "Hypothesis ended on a violation (first line) that thdcheck's counterexamples did not show. Per seed: on "
           "how many seeds Hypothesis's counterexample of the same rule was smaller than thdcheck's of the same seed "
           "(<= in every component, < in one), out of the seeds compared; `incomparable` counts seeds where each "
           "side is smaller in some component, `other rule` those where Hypothesis ended on another rule. The "
-          "per-component medians can mix seeds: a row marked Hypothesis there with 0 here is such a mix.")
+          "median is one seed's size, so a row can read `same` while some seed differs: this column counts them.")
     worse = [r for r in results if r["smaller"] == "Hypothesis" or r["smaller"].startswith("neither")]
     if worse:
         print("\nWhere Hypothesis's counterexample is smaller in some component (seed 0's of each side):")
