@@ -25,10 +25,12 @@ MODE = sys.argv[1] if len(sys.argv) > 1 else "correct"
 
 
 def lpt(items, parts):
-    """Longest first, each to the least-loaded partition (ties: the lowest index)."""
+    """Longest first, each to the least-loaded partition (ties: the one holding fewer
+    examples, then the lowest index: examples of 0 tokens, `--empty-examples`, would otherwise
+    all go to partition 0 and leave the others empty, fewer partitions than asked)."""
     packs, loads = [[] for _ in range(parts)], [0] * parts
     for i, n in sorted(items, key=lambda x: (-x[1], x[0])):
-        k = min(range(parts), key=lambda j: (loads[j], j))
+        k = min(range(parts), key=lambda j: (loads[j], len(packs[j]), j))
         packs[k].append(i)
         loads[k] += n
     return packs, loads
