@@ -178,6 +178,12 @@ pub struct FuzzArgs {
     /// profile's `[fuzz] fitting_only = true`.
     #[arg(long)]
     pub fitting_only: bool,
+    /// Packer: also generate examples of 0 tokens (in some cases), for a stack whose pipeline
+    /// can hand its packer an empty example; each must be packed or declared dropped like any
+    /// other. Off by default: no real stack read so far sends one. Also the profile's `[fuzz]
+    /// empty_examples = true`.
+    #[arg(long)]
+    pub empty_examples: bool,
     /// Packer: what it may drop (repeatable): `over-length` examples (the default), the
     /// `dp-remainder` (the trailing packs beyond a multiple of --dp-size, a loader's
     /// `drop_last`), `drop-last` (each epoch's last, incomplete pack, lost without being

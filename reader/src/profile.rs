@@ -277,6 +277,8 @@ pub struct FuzzFacts {
     pub examples_multiple_of_dp: Option<bool>,
     /// `--max-examples`: the packer takes at most this many examples a request.
     pub max_examples: Option<u64>,
+    /// `--empty-examples`: the stack's pipeline can hand its packer an example of 0 tokens.
+    pub empty_examples: Option<bool>,
     /// `--cp-slot-align`: the CP splitter pads each sequence itself to the least multiple of
     /// `cp_slot_align·2·cp` tokens (of `cp_slot_align` at cp 1), so `fuzz cp-split` gives it
     /// exactly those slots (SkyRL's `preprocess_packed_seqs`: `tp·cp·2`, `tp` at cp 1).
@@ -782,6 +784,7 @@ impl Profile {
                     .examples_multiple_of_dp
                     .or(self.fuzz.examples_multiple_of_dp),
                 max_examples: top.fuzz.max_examples.or(self.fuzz.max_examples),
+                empty_examples: top.fuzz.empty_examples.or(self.fuzz.empty_examples),
                 cp_slot_align: top.fuzz.cp_slot_align.or(self.fuzz.cp_slot_align),
             },
             loggers,

@@ -366,3 +366,35 @@ fn fuzz_packer_dp_remainder_accepts_an_unreported_cut() {
     assert!(f["detail"].as_str().unwrap().contains("dp-remainder"), "{f}");
     assert_eq!(f["request"]["examples"], serde_json::json!([{"id": 0, "len": 1}]), "{f}");
 }
+
+/// `--empty-examples` (a profile's `[fuzz] empty_examples`) draws examples of 0 tokens, which
+/// must be packed like any other: a packer that silently skips them is caught and shrunk to
+/// one empty example; without the fact none is drawn (issue 28: "empty examples where the
+/// profile allows them").
+#[test]
+fn fuzz_packer_empty_examples_are_drawn_where_the_stack_allows_them() {
+    let script = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                  from thdcheck_adapter import serve_packer\n\
+                  def p(lens, cap, seed):\n    \
+                  fits = [i for i, l in enumerate(lens) if 0 < l <= cap]\n    \
+                  return [[i] for i in fits], [i for i, l in enumerate(lens) if l > cap]\n\
+                  serve_packer(p)";
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("empties.toml");
+    std::fs::write(&profile, "name = \"empties\"\n[fuzz]\nempty_examples = true\n").unwrap();
+    let profile = profile.display().to_string();
+    for flags in [&["--empty-examples"][..], &["--profile", &profile][..]] {
+        let args: Vec<&str> =
+            [&["packer", "--json"][..], flags, &["--", "python3", "-c", script]].concat();
+        let v = fuzz_json(&args, 1);
+        let f = &v["failure"];
+        assert_eq!(f["checks"], serde_json::json!(["packer-conservation"]), "{flags:?}: {f}");
+        assert_eq!(
+            (&f["request"]["examples"], &f["request"]["capacity"]),
+            (&serde_json::json!([{"id": 0, "len": 0}]), &serde_json::json!(1)),
+            "{flags:?}: {f}"
+        );
+    }
+    let v = fuzz_json(&["packer", "--json", "--cases", "512", "--", "python3", "-c", script], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+}

@@ -321,6 +321,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                 },
                 pairs: args.pairs,
                 fitting_only: args.fitting_only || fuzz.fitting_only == Some(true),
+                empty_examples: args.empty_examples || fuzz.empty_examples == Some(true),
                 pre: properties::strategies::fuzz::Preconditions {
                     non_empty: args.non_empty || fuzz.non_empty == Some(true),
                     dp_multiple: args.examples_multiple_of_dp

@@ -45,6 +45,8 @@ pub struct PackerConfig {
     pub generation: Generation,
     /// Every request asks for a minimum number of packs (`min_packs`), drawn per case.
     pub min_packs: bool,
+    /// Examples of 0 tokens are drawn too (`--empty-examples`).
+    pub empty_examples: bool,
 }
 
 /// The drops a stack declares, as the fuzzer holds them (the DP size comes from each case).
@@ -214,6 +216,7 @@ impl Target for PackerTarget {
             preconditions: cfg.pre,
             generation: cfg.generation.generated(),
             min_packs: cfg.min_packs,
+            empty_examples: cfg.empty_examples,
         })
     }
 
@@ -337,10 +340,11 @@ impl Target for PackerTarget {
                 }
             }
         }
-        // Shorter examples.
+        // Shorter examples (down to 0 tokens where empty examples are drawn).
+        let min = u32::from(!self.cfg.empty_examples);
         let shorter = |l: u32| {
-            let mut v = vec![1, l / 2, l.saturating_sub(1)];
-            v.retain(|&x| x >= 1 && x < l);
+            let mut v = vec![min, 1, l / 2, l.saturating_sub(1)];
+            v.retain(|&x| x >= min && x < l);
             v.dedup();
             v
         };

@@ -98,6 +98,11 @@ pub struct PackerFuzzParams {
     pub generation: Generation,
     /// Every request asks for a minimum number of packs, drawn per case (`--min-packs`).
     pub min_packs: bool,
+    /// Examples of 0 tokens are drawn too, in the tiny shape (`--empty-examples`, the profile's
+    /// `[fuzz] empty_examples`): for a stack whose pipeline can hand its packer an empty
+    /// example (a row emptied by filtering); such an example must be packed or declared dropped
+    /// like any other.
+    pub empty_examples: bool,
 }
 
 impl PackerFuzzParams {
@@ -109,7 +114,7 @@ impl PackerFuzzParams {
     /// A generated length as the packer may get it: with `fitting_only`, at most the largest
     /// multiple of `m` within the capacity.
     fn fit_len(&self, len: u64, capacity: u64, m: u64) -> u64 {
-        if self.fitting_only { len.min(capacity / m * m).max(1) } else { len }
+        if self.fitting_only && len > 0 { len.min(capacity / m * m).max(1) } else { len }
     }
 }
 
@@ -284,9 +289,11 @@ pub fn arb_packer_fuzz_case(params: PackerFuzzParams) -> BoxedStrategy<PackerFuz
             PackerFuzzCase { capacity, seed, epochs, dp_size, min_packs: None }
         },
     );
+    // The tiny shape takes empty examples too where the stack's pipeline can send them.
+    let tiny = if cfg.empty_examples { 0u64..=2 } else { 1u64..=2 };
     let absolute = prop_oneof![
         2 => vec(raw(1u64..=96), 0..=24),
-        1 => vec(raw(1u64..=2), 0..=24),
+        1 => vec(raw(tiny), 0..=24),
         1 => (1u64..=96, 0usize..=24).prop_map(|(l, n)| vec![(l, l); n]),
     ];
     // The relative shape first: a union shrinks towards its earlier alternatives.
