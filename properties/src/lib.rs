@@ -40,7 +40,7 @@ mod violation;
 #[cfg(any(test, feature = "zoo"))]
 pub mod zoo;
 
-pub use violation::{Checked, Invariant, Location, Violation};
+pub use violation::{Checked, Invariant, Location, Verdict, Violation};
 
 #[cfg(test)]
 mod attn_props;

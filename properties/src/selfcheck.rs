@@ -36,21 +36,8 @@ use crate::subjects::{
 };
 use crate::{Checked, Invariant, Location, Violation};
 
-/// What one driver did over its cases.
-#[derive(Debug, Clone)]
-pub enum Verdict {
-    /// Every case held.
-    Held,
-    /// A case failed: the shrunk case (`{:#?}`) and its violation.
-    Failed {
-        /// The minimal failing case, pretty-printed.
-        case: String,
-        /// The violation it produces.
-        violation: Violation,
-    },
-    /// The runner gave up (too many rejected cases): a strategy bug.
-    Aborted(String),
-}
+// Beside `Violation` (the zoo's JSON entry points return it too, without importing this module).
+pub use crate::Verdict;
 
 /// One driver's row.
 #[derive(Debug, Clone)]

@@ -425,3 +425,19 @@ pub(crate) fn rel_diff(a: f64, b: f64) -> f64 {
 pub(crate) fn close(a: f64, b: f64, rtol: f64) -> bool {
     a == b || (a.is_finite() && b.is_finite() && rel_diff(a, b) <= rtol)
 }
+
+/// What one driver did over its cases.
+#[derive(Debug, Clone)]
+pub enum Verdict {
+    /// Every case held.
+    Held,
+    /// A case failed: the shrunk case (`{:#?}`) and its violation.
+    Failed {
+        /// The minimal failing case, pretty-printed.
+        case: String,
+        /// The violation it produces.
+        violation: Violation,
+    },
+    /// The runner gave up (too many rejected cases): a strategy bug.
+    Aborted(String),
+}

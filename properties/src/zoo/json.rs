@@ -16,13 +16,12 @@ use serde::de::DeserializeOwned;
 
 use crate::checks::Split;
 use crate::minimal::Reductions;
-use crate::selfcheck::Verdict;
 use crate::strategies::{
     AttnCase, CollateCase, CpLossCase, DpoCase, EosCase, FlopsCase, MaskCase, MfuCase,
     PackerStream, SftCase, ShardCase, WorkCase,
 };
 use crate::subjects::collate_reference;
-use crate::{Checked, Violation};
+use crate::{Checked, Verdict, Violation};
 
 /// What [`search`] found: the verdict (as `selfcheck::zoo_variant` gives it), the cases drawn up
 /// to and including the first failing one (all of them when none fails), and the shrunk case as
