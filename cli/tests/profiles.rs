@@ -152,7 +152,7 @@ fn a_bad_profile_is_exit_2_naming_the_file_line_field_and_values() {
             "name = \"x\"\nextends = \"nosuch\"\n",
             "bad.toml:2: `extends` = \"nosuch\": no such built-in profile",
         ),
-        ("name = \"x\"\nextends = \"bad.toml\"\n", "more than 8 profiles deep"),
+        ("name = \"x\"\nextends = \"bad.toml\"\n", "bad.toml:2: `extends` = \"bad.toml\": a cycle"),
         (
             "name = \"x\"\n[sources]\nlabel = \"a@b c\"\n",
             "bad.toml:3: [sources] `label` is not a field",
@@ -405,4 +405,220 @@ fn profile_suggest_evidences_padded_slot_offsets() {
     let slime = repo().join("corpus/real/batches/slime/thd_cp1.safetensors");
     let o = thdcheck_in(&repo(), ["profile", "suggest", slime.to_str().unwrap()]);
     assert!(!String::from_utf8_lossy(&o.stdout).contains("offsets ="), "{}", text(&o));
+}
+
+/// `path`'s tensors written to `to` with `meta` as the whole metadata.
+fn rewrite_with_metadata(path: &Path, to: &Path, meta: &[(&str, &str)]) {
+    let file = BatchFile::read(path).unwrap();
+    let ints: Vec<(String, Vec<usize>, Vec<i64>)> = file
+        .keys()
+        .map(|k| {
+            let v = file.ints(k).unwrap();
+            (k.to_owned(), v.shape.clone(), v.values.clone())
+        })
+        .collect();
+    let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
+        ints.iter().map(|(k, s, v)| (k.as_str(), s.clone(), v.clone())).collect();
+    std::fs::write(to, thdcheck::tensors::write_ints(&refs, meta).unwrap()).unwrap();
+}
+
+/// Runs thdcheck in `dir`, killed after a minute: a profile path must never make it wait on a
+/// FIFO or read a device without end (a hang is this test failing, not CI timing out).
+fn thdcheck_bounded(dir: &Path, args: &[&str]) -> Output {
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_thdcheck"))
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("thdcheck {args:?} still running after 60 s: it hangs on a profile path");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A FIFO or a device named as a profile, whichever way it is named (`--profile`, a batch's
+/// metadata, `[tool.thdcheck]` in `pyproject.toml`, `extends`), is exit 2 naming it: never a
+/// check blocked forever on the FIFO, a device read without bound, nor (through
+/// `pyproject.toml`) a read error skipped and the batch passed under no profile.
+#[test]
+#[cfg(unix)]
+fn a_profile_that_is_no_regular_file_is_refused_whichever_way_it_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = repo().join("examples/batches/good/hf_flatten.safetensors");
+    assert!(Command::new("mkfifo").arg(d.join("fifo.toml")).status().unwrap().success());
+    let batch = d.join("batch.safetensors");
+    std::fs::copy(&good, &batch).unwrap();
+    let named = d.join("named.safetensors");
+    rewrite_with_metadata(&good, &named, &[("profile", "fifo.toml")]);
+    std::fs::write(d.join("extends_fifo.toml"), "name = \"x\"\nextends = \"fifo.toml\"\n").unwrap();
+    let sub = d.join("proj");
+    std::fs::create_dir(&sub).unwrap();
+    let cases: Vec<(Vec<&str>, &Path, Option<&str>, &str)> = vec![
+        (vec!["check", "--profile", "fifo.toml", "batch.safetensors"], d, None, "fifo.toml"),
+        (vec!["check", "--profile", "/dev/zero", "batch.safetensors"], d, None, "/dev/zero"),
+        (vec!["check", "named.safetensors"], d, None, "fifo.toml"),
+        (
+            vec!["check", "--profile", "extends_fifo.toml", "batch.safetensors"],
+            d,
+            None,
+            "fifo.toml",
+        ),
+        (vec!["check", "../batch.safetensors"], &sub, Some("/dev/zero"), "/dev/zero"),
+        (vec!["check", "../batch.safetensors"], &sub, Some("../fifo.toml"), "fifo.toml"),
+    ];
+    for (args, cwd, pyproject, names) in cases {
+        match pyproject {
+            Some(p) => std::fs::write(
+                sub.join("pyproject.toml"),
+                format!("[tool.thdcheck]\nprofile = {p:?}\n"),
+            )
+            .unwrap(),
+            None => {
+                let _ = std::fs::remove_file(sub.join("pyproject.toml"));
+            }
+        }
+        let o = thdcheck_bounded(cwd, &args);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?} {pyproject:?}\n{t}");
+        assert!(t.contains(names) && t.contains("not a regular file"), "{args:?}\n{t}");
+    }
+    // A pyproject.toml that is itself no regular file is not skipped either.
+    std::fs::remove_file(sub.join("pyproject.toml")).unwrap();
+    std::fs::create_dir(sub.join("pyproject.toml")).unwrap();
+    let o = thdcheck_bounded(&sub, &["check", "../batch.safetensors"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("pyproject.toml: not a regular file"), "{}", text(&o));
+}
+
+/// A profile file past the size bound is refused before it is read.
+#[test]
+fn a_profile_larger_than_the_bound_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.toml");
+    let mut body = String::from("name = \"big\"\n");
+    while (body.len() as u64) <= thdcheck::profile::MAX_PROFILE_BYTES {
+        body.push_str("# a comment line of padding, as a generated file might carry\n");
+    }
+    std::fs::write(&big, body).unwrap();
+    let batch = repo().join("examples/batches/good/hf_flatten.safetensors");
+    let o = thdcheck_in(dir.path(), ["check", "--profile", "big.toml", batch.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("big.toml: larger than 1024 KiB"), "{}", text(&o));
+}
+
+/// A batch is data from anywhere: its metadata `profile` names a built-in profile or a file in
+/// the batch's own folder, never a file elsewhere (an absolute path, `../`, a link leading out,
+/// an `extends` leading out), and the values of a file it names are never printed.
+#[test]
+#[cfg(unix)]
+fn a_batchs_metadata_names_a_profile_only_in_its_own_folder_and_never_echoes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("secret.toml");
+    std::fs::write(&outside, "name = \"x\"\nlabels = \"hunter2-SECRET\"\n").unwrap();
+    let batches = dir.path().join("batches");
+    std::fs::create_dir(&batches).unwrap();
+    std::os::unix::fs::symlink(&outside, batches.join("link.toml")).unwrap();
+    std::fs::write(batches.join("bad.toml"), "name = \"x\"\npad_token_id = \"hunter2-SECRET\"\n")
+        .unwrap();
+    std::fs::write(batches.join("out.toml"), "name = \"x\"\nextends = \"../secret.toml\"\n")
+        .unwrap();
+    std::fs::write(batches.join("mine.toml"), "name = \"mine\"\nextends = \"transformers\"\n")
+        .unwrap();
+    let good = repo().join("examples/batches/good/hf_flatten.safetensors");
+    let abs = outside.to_str().unwrap().to_owned();
+    for (spec, want) in [
+        (abs.as_str(), "__metadata__.profile"),
+        ("../secret.toml", "inside the batch's own folder"),
+        ("link.toml", "inside the batch's own folder"),
+        // Even the `extends` value is the named file's text: only its place is printed.
+        ("out.toml", "out.toml:2: not a valid profile (its text is not printed"),
+        ("bad.toml", "bad.toml:2: not a valid profile (its text is not printed"),
+    ] {
+        let b = batches.join("b.safetensors");
+        rewrite_with_metadata(&good, &b, &[("profile", spec)]);
+        // From another working directory: a relative name is the batch's folder's, not the cwd's.
+        let o = thdcheck_in(dir.path(), ["check", b.to_str().unwrap()]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{spec}\n{t}");
+        assert!(t.contains(want), "{spec}: want {want:?} in\n{t}");
+        assert!(!t.contains("hunter2"), "{spec}: a value of the named file printed\n{t}");
+    }
+    // A file in the batch's folder, named relative to it, is read from any working directory.
+    let b = batches.join("b.safetensors");
+    rewrite_with_metadata(&good, &b, &[("profile", "mine.toml")]);
+    let o = thdcheck_in(dir.path(), ["check", "--json", b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The user's own --profile may name any file, and its errors are theirs to read.
+    let o = thdcheck_in(
+        dir.path(),
+        ["check", "--profile", outside.to_str().unwrap(), good.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("hunter2-SECRET"), "{}", text(&o));
+}
+
+/// A chain of `extends` as long as the limit reads; one longer is refused naming the limit, and
+/// a cycle is called a cycle (not "too deep").
+#[test]
+fn an_extends_chain_tells_a_cycle_from_its_depth() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let n = thdcheck::profile::MAX_EXTENDS_DEPTH;
+    for i in 0..n {
+        let parent = if i + 1 < n { format!("p{}.toml", i + 1) } else { "transformers".into() };
+        std::fs::write(
+            d.join(format!("p{i}.toml")),
+            format!("name = \"p{i}\"\nextends = {parent:?}\n"),
+        )
+        .unwrap();
+    }
+    let batch = repo().join("examples/batches/good/hf_flatten.safetensors");
+    let o = thdcheck_in(d, ["check", "--profile", "p0.toml", batch.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "a chain of {n} files reads\n{}", text(&o));
+    std::fs::write(d.join("q.toml"), "name = \"q\"\nextends = \"p0.toml\"\n").unwrap();
+    let o = thdcheck_in(d, ["check", "--profile", "q.toml", batch.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(&format!("more than {n} profile files (the limit)")), "{}", text(&o));
+    std::fs::write(d.join("a.toml"), "name = \"a\"\nextends = \"b.toml\"\n").unwrap();
+    std::fs::write(d.join("b.toml"), "name = \"b\"\n\nextends = \"a.toml\"\n").unwrap();
+    let o = thdcheck_in(d, ["check", "--profile", "a.toml", batch.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("b.toml:3: `extends` = \"a.toml\": a cycle"), "{}", text(&o));
+    // A parent that cannot be read is named at the child's `extends` line.
+    std::fs::write(d.join("c.toml"), "name = \"c\"\nextends = \"gone.toml\"\n").unwrap();
+    let o = thdcheck_in(d, ["check", "--profile", "c.toml", batch.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("c.toml:2: `extends` = \"gone.toml\": cannot read"), "{}", text(&o));
+}
+
+/// A logger key whose `record` names no key of the step record is exit 2 at load, naming it:
+/// accepted, its logged value would have passed as "not recomputed".
+#[test]
+fn a_logger_record_key_that_the_record_lacks_is_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mine.toml"),
+        "name = \"mine\"\n\n[loggers.t]\n\n[loggers.t.keys]\n\
+         \"perf/tokens\" = { record = \"batch.tokens.rael\", kind = \"count\" }\n",
+    )
+    .unwrap();
+    let batch = repo().join("examples/batches/good/hf_flatten.safetensors");
+    let o = thdcheck_in(dir.path(), ["check", "--profile", "mine.toml", batch.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains(
+            "mine.toml:6: `record` = \"batch.tokens.rael\": not a key of the step record"
+        ),
+        "{}",
+        text(&o)
+    );
 }

@@ -325,6 +325,38 @@ impl From<LoggedKindFact> for properties::checks::LoggedKind {
     }
 }
 
+/// The keys of the step record a logger's `record` may name: what `thdcheck metrics --json`
+/// recomputes from the batches, under `record.batch` (a test holds this list to the record).
+pub const STEP_RECORD_KEYS: &[&str] = &[
+    "batch.micro_batches",
+    "batch.cp_size",
+    "batch.dp_size",
+    "batch.tokens.real",
+    "batch.tokens.stored",
+    "batch.tokens.valid",
+    "batch.tokens.prompt",
+    "batch.sequences.real",
+    "batch.sequences.with_valid_labels",
+    "batch.attention.useful_sum_squares",
+    "batch.attention.hardware_sum_squares",
+    "batch.flops.useful",
+    "batch.flops.hardware",
+    "batch.tflops_per_gpu.useful",
+    "batch.tflops_per_gpu.hardware",
+    "batch.mfu_pct.useful",
+    "batch.mfu_pct.hardware",
+    "batch.tokens_per_second_per_gpu",
+    "batch.tokens_per_second",
+    "batch.stored_tokens_per_second_per_gpu",
+    "batch.valid_tokens_per_second",
+    "batch.padding_fraction",
+    "batch.megatron.seqlen_sum",
+    "batch.megatron.seqlen_squared_sum",
+    "batch.megatron.flops",
+    "batch.megatron.tflops_per_gpu",
+    "batch.megatron.tflops",
+];
+
 /// One key a logger writes (an entry of `[loggers.NAME.keys]`): `{ record = "batch.…", kind }`
 /// or `{ not_recomputed = "why", kind }`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -353,7 +385,16 @@ impl TryFrom<LoggedKeyToml> for LoggedKey {
 
     fn try_from(t: LoggedKeyToml) -> std::result::Result<Self, String> {
         let record = match (t.record, t.not_recomputed) {
-            (Some(r), None) if !r.trim().is_empty() => Ok(r),
+            (Some(r), None) if !STEP_RECORD_KEYS.contains(&r.trim()) => {
+                // Accepted, a misspelled key would have no value and its logged value would
+                // pass as not recomputed.
+                return Err(format!(
+                    "`record` = {r:?}: not a key of the step record (`thdcheck metrics --json`, \
+                     under `record`); expected one of {}",
+                    STEP_RECORD_KEYS.join(", ")
+                ));
+            }
+            (Some(r), None) => Ok(r.trim().to_owned()),
             (None, Some(why)) if !why.trim().is_empty() => Err(why),
             (Some(_), Some(_)) => {
                 return Err("a logged key has either `record` or `not_recomputed`, not both".into());
@@ -511,11 +552,82 @@ fn builtins() -> &'static [Arc<Profile>] {
             // build of thdcheck that cannot be released.
             let origin = format!("built-in profiles/{file}");
             let p: Profile = toml::from_str(text).unwrap_or_else(|e| panic!("{origin}: {e}"));
-            let p = Profile::finish(p, text, &origin, None, 0, Some(&out))
+            let p = Profile::finish(p, text, &origin, None, &Chain::default(), Some(&out))
                 .unwrap_or_else(|e| panic!("{e}"));
             out.push(Arc::new(p));
         }
         out
+    })
+}
+
+/// The most bytes a profile file or a `pyproject.toml` may hold (a profile is a few KB): a
+/// larger one, `/dev/zero` or a FIFO is refused before it is read.
+pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
+
+/// The most profile files one `extends` chain may hold.
+pub const MAX_EXTENDS_DEPTH: usize = 16;
+
+/// How a profile file is being read: the files of its `extends` chain so far (canonical: a
+/// cycle is one of them again), and, when a batch's metadata named it, the (canonical) folder
+/// every file of the chain must stay inside.
+#[derive(Debug, Clone, Default)]
+struct Chain<'a> {
+    files: Vec<PathBuf>,
+    jail: Option<&'a Path>,
+}
+
+/// `path` if it lies inside `jail` once every link is followed, else why not.
+fn confined(jail: &Path, path: &Path) -> std::result::Result<PathBuf, &'static str> {
+    let jail = std::fs::canonicalize(jail).map_err(|_| "the batch's folder cannot be read")?;
+    let real = std::fs::canonicalize(path).map_err(|_| "no such file in the batch's folder")?;
+    if real.starts_with(&jail) { Ok(real) } else { Err("outside the batch's folder") }
+}
+
+/// Reads a profile or `pyproject.toml`: a regular file (a FIFO would block the check, a device
+/// never end) of at most [`MAX_PROFILE_BYTES`], in UTF-8.
+///
+/// # Errors
+/// [`Error::Io`] if it cannot be read; [`Error::Profile`] naming the file for anything else.
+pub fn read_small_file(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let io = |source| Error::Io { path: path.to_owned(), source };
+    let refuse = |line: Option<usize>, message: String| Error::Profile {
+        origin: path.display().to_string(),
+        line,
+        message,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(refuse(
+            None,
+            "not a regular file (a FIFO, a device or a directory): a profile is a TOML file".into(),
+        ));
+    }
+    let too_big = || {
+        refuse(
+            None,
+            format!(
+                "larger than {} KiB: a profile is a TOML file of a few KB",
+                MAX_PROFILE_BYTES / 1024
+            ),
+        )
+    };
+    if meta.len() > MAX_PROFILE_BYTES {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(MAX_PROFILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_PROFILE_BYTES {
+        return Err(too_big());
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let ok = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = ok.iter().filter(|&&b| b == b'\n').count() + 1;
+        refuse(Some(line), "not UTF-8 text: a profile is a TOML file".into())
     })
 }
 
@@ -546,16 +658,16 @@ impl Profile {
     /// # Errors
     /// [`Error::Profile`] naming the origin, the line, the field and the values allowed.
     pub fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Profile> {
-        Self::parse_depth(text, origin, dir, 0)
+        Self::parse_in(text, origin, dir, &Chain::default())
     }
 
-    fn parse_depth(text: &str, origin: &str, dir: Option<&Path>, depth: usize) -> Result<Profile> {
+    fn parse_in(text: &str, origin: &str, dir: Option<&Path>, chain: &Chain) -> Result<Profile> {
         let p: Profile = toml::from_str(text).map_err(|e| Error::Profile {
             origin: origin.to_owned(),
             line: e.span().map(|s| line_of(text, s.start)),
             message: e.message().trim().to_owned(),
         })?;
-        Self::finish(p, text, origin, dir, depth, None)
+        Self::finish(p, text, origin, dir, chain, None)
     }
 
     /// Checks what serde cannot (the name, the sources' fields) and applies `extends`, a
@@ -565,7 +677,7 @@ impl Profile {
         text: &str,
         origin: &str,
         dir: Option<&Path>,
-        depth: usize,
+        chain: &Chain,
         bases: Option<&[Arc<Profile>]>,
     ) -> Result<Profile> {
         p.origin = origin.to_owned();
@@ -625,15 +737,6 @@ impl Profile {
             }
         }
         if let Some(parent) = p.extends.clone() {
-            if depth >= 8 {
-                return Err(Error::Profile {
-                    origin: origin.to_owned(),
-                    line: line("extends"),
-                    message: format!(
-                        "`extends` = {parent:?}: more than 8 profiles deep (a cycle?)"
-                    ),
-                });
-            }
             let builtin = match bases {
                 Some(bases) => bases.iter().find(|b| b.name == parent).cloned(),
                 None => Self::builtin(&parent),
@@ -642,8 +745,42 @@ impl Profile {
                 Some(b) => (*b).clone(),
                 None => match dir {
                     Some(d) if looks_like_path(&parent) => {
+                        // The parent's own errors name its file and line; one that cannot be
+                        // read at all is named here, at this file's `extends` line.
+                        let at = |message: String| Error::Profile {
+                            origin: origin.to_owned(),
+                            line: line("extends"),
+                            message,
+                        };
                         let path = d.join(&parent);
-                        Self::load_depth(&path, depth + 1)?
+                        let path = match chain.jail {
+                            Some(jail) => confined(jail, &path)
+                                .map_err(|why| at(format!("`extends` = {parent:?}: {why}")))?,
+                            None => path,
+                        };
+                        let canonical = std::fs::canonicalize(&path).unwrap_or(path.clone());
+                        if chain.files.contains(&canonical) {
+                            return Err(at(format!(
+                                "`extends` = {parent:?}: a cycle ({} extends itself through \
+                                 this chain)",
+                                path.display()
+                            )));
+                        }
+                        if chain.files.len() >= MAX_EXTENDS_DEPTH {
+                            return Err(at(format!(
+                                "`extends` = {parent:?}: a chain of more than \
+                                 {MAX_EXTENDS_DEPTH} profile files (the limit)"
+                            )));
+                        }
+                        let mut next = chain.clone();
+                        next.files.push(canonical);
+                        Self::load_in(&path, &next).map_err(|e| match e {
+                            Error::Io { source, .. } => at(format!(
+                                "`extends` = {parent:?}: cannot read {}: {source}",
+                                path.display()
+                            )),
+                            other => other,
+                        })?
                     }
                     _ => {
                         return Err(Error::Profile {
@@ -668,13 +805,70 @@ impl Profile {
     /// # Errors
     /// [`Error::Io`] if it cannot be read; [`Error::Profile`] if it does not parse.
     pub fn load(path: &Path) -> Result<Profile> {
-        Self::load_depth(path, 0)
+        let first = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        Self::load_in(path, &Chain { files: vec![first], jail: None })
     }
 
-    fn load_depth(path: &Path, depth: usize) -> Result<Profile> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| Error::Io { path: path.to_owned(), source })?;
-        Self::parse_depth(&text, &path.display().to_string(), path.parent(), depth)
+    fn load_in(path: &Path, chain: &Chain) -> Result<Profile> {
+        let text = read_small_file(path)?;
+        let origin = path.display().to_string();
+        let parsed = Self::parse_in(&text, &origin, path.parent(), chain);
+        match (parsed, chain.jail) {
+            // A file a batch named may be any file the user can read: its values are never
+            // printed (`invalid type: string "hunter2"`), only where the error is.
+            (Err(Error::Profile { origin, line, .. }), Some(_)) => Err(Error::Profile {
+                origin,
+                line,
+                message: "not a valid profile (its text is not printed, since the batch's \
+                          metadata named the file; `thdcheck profile show FILE` prints the \
+                          error)"
+                    .into(),
+            }),
+            (other, _) => other,
+        }
+    }
+
+    /// The profile a batch's metadata names: a built-in name, or a `.toml` file inside the
+    /// batch's own folder (`dir`), relative to it. A batch is data from anywhere: it never makes
+    /// the checker read a file outside its folder (an absolute path, `../`, a link leading out),
+    /// nor print the values of the file it names. A batch held in memory (`dir` = `None`) names
+    /// built-in profiles only.
+    ///
+    /// # Errors
+    /// [`Error::Value`] for `__metadata__.profile` naming no built-in profile and no file in the
+    /// batch's folder; [`Error::Profile`] (its values withheld) for one that does not parse.
+    pub fn from_metadata(spec: &str, dir: Option<&Path>) -> Result<Arc<Profile>> {
+        let spec_t = spec.trim();
+        if let Some(p) = Self::builtin(spec_t) {
+            return Ok(p);
+        }
+        let bad = |expected: &'static str| Error::Value {
+            key: "__metadata__.profile".into(),
+            index: 0,
+            value: spec.to_owned(),
+            expected,
+        };
+        if !looks_like_path(spec_t) {
+            return Err(bad(
+                "a built-in profile name (`thdcheck profile list`) or a path to a profile file \
+                 in the batch's folder",
+            ));
+        }
+        let Some(dir) = dir else {
+            return Err(bad(
+                "a built-in profile name: a batch held in memory has no folder to name a file \
+                 in (pass the file as profile= / --profile)",
+            ));
+        };
+        let path = confined(dir, &dir.join(spec_t)).map_err(|_| {
+            bad("a built-in profile name, or a profile file inside the batch's own folder \
+                 (relative to it; a batch never names a file elsewhere: pass that one with \
+                 --profile)")
+        })?;
+        let jail = std::fs::canonicalize(dir)
+            .map_err(|source| Error::Io { path: dir.to_owned(), source })?;
+        let first = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        Self::load_in(&path, &Chain { files: vec![first], jail: Some(&jail) }).map(Arc::new)
     }
 
     /// A profile named by the user: a built-in name, or a path to a `.toml` file (relative to
@@ -716,7 +910,7 @@ impl Profile {
             // serde_json appends " at line 1 column N" of the JSON text the binding wrote.
             message: e.to_string().split(" at line ").next().unwrap_or_default().to_owned(),
         })?;
-        Self::finish(p, "", "profile=", None, 0, None).map(Arc::new)
+        Self::finish(p, "", "profile=", None, &Chain::default(), None).map(Arc::new)
     }
 
     /// The built-in profile whose `[[detect]]` keys the file has, first in detection order.
@@ -900,7 +1094,13 @@ fn looks_like_path(spec: &str) -> bool {
 pub fn from_pyproject(start: &Path) -> Result<Option<Arc<Profile>>> {
     for dir in start.ancestors() {
         let path = dir.join("pyproject.toml");
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        // A `pyproject.toml` that is there but cannot be read (a FIFO, a device, a directory,
+        // no permission, too large) is an error: skipped, it would check under no profile.
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            _ => {}
+        }
+        let text = read_small_file(&path)?;
         let origin = path.display().to_string();
         let doc: toml::Table = toml::from_str(&text).map_err(|e| Error::Profile {
             origin: origin.clone(),
@@ -923,7 +1123,8 @@ pub fn from_pyproject(start: &Path) -> Result<Option<Arc<Profile>>> {
                             message: e.message().trim().to_owned(),
                         }
                     })?;
-                Profile::finish(p, "", &origin, Some(dir), 0, None).map(|p| Some(Arc::new(p)))
+                Profile::finish(p, "", &origin, Some(dir), &Chain::default(), None)
+                    .map(|p| Some(Arc::new(p)))
             }
             Some(other) => Err(Error::Profile {
                 origin,

@@ -193,6 +193,9 @@ impl Eq for Column {}
 pub struct BatchFile {
     entries: BTreeMap<String, Entry>,
     metadata: BTreeMap<String, String>,
+    /// The folder of the file it was read from (`None`: bytes or buffers held in memory):
+    /// where a profile its metadata names may be.
+    dir: Option<std::path::PathBuf>,
 }
 
 impl BatchFile {
@@ -215,11 +218,25 @@ impl BatchFile {
             // maps large files the same way), another process truncating the file while it is
             // checked can end this one with SIGBUS; rewriting it in place changes what is read.
             let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-            return Self::from_storage(Storage::Mapped(map));
+            return Self::from_storage(Storage::Mapped(map)).map(|f| f.in_folder_of(path));
         }
         let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
         file.read_to_end(&mut bytes).map_err(io)?;
-        Self::from_bytes(bytes)
+        Self::from_bytes(bytes).map(|f| f.in_folder_of(path))
+    }
+
+    /// This batch as read from the file at `path` (its metadata may name a profile in that
+    /// file's folder).
+    #[must_use]
+    pub fn in_folder_of(mut self, path: &Path) -> Self {
+        let dir = path.parent().unwrap_or(Path::new(""));
+        self.dir = Some(if dir.as_os_str().is_empty() { Path::new(".") } else { dir }.to_owned());
+        self
+    }
+
+    /// The folder of the file the batch was read from (`None`: held in memory).
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
     }
 
     /// Parses the bytes of a safetensors file.
@@ -256,7 +273,7 @@ impl BatchFile {
                 meta.metadata().clone().unwrap_or_default().into_iter().collect();
             (entries, metadata)
         };
-        Ok(Self { entries, metadata })
+        Ok(Self { entries, metadata, dir: None })
     }
 
     /// A batch made of tensors held elsewhere (the Python package passes the buffers of numpy
@@ -297,7 +314,7 @@ impl BatchFile {
             let storage = Arc::new(Storage::Shared(bytes));
             entries.insert(name, Entry { dtype, shape, storage, bytes: 0..len });
         }
-        Ok(Self { entries, metadata })
+        Ok(Self { entries, metadata, dir: None })
     }
 
     /// Tensor names, sorted.

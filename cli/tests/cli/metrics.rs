@@ -274,3 +274,35 @@ fn metrics_errors_name_the_file_and_the_bad_number() {
         assert!(stderr(&out).contains(says), "{flag} {value}: {}", stderr(&out));
     }
 }
+
+/// The keys a logger's `record` may name (`reader::profile::STEP_RECORD_KEYS`, checked when a
+/// profile loads) are exactly the step record's: a key the record gains or loses fails here.
+#[test]
+fn the_record_keys_a_logger_may_name_are_the_step_records() {
+    let o = run_expect(
+        &[
+            "metrics",
+            "--recipe",
+            "golden/tests/recipes/qwen3_8b_sft_seq4096.toml",
+            "--batch",
+            "examples/batches/good/te_thd_cp2.safetensors",
+            "--json",
+        ],
+        0,
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+        match v.as_object() {
+            Some(m) => m.iter().for_each(|(k, v)| leaves(&format!("{prefix}.{k}"), v, out)),
+            None => out.push(prefix.to_owned()),
+        }
+    }
+    let mut keys = Vec::new();
+    leaves("batch", &doc["record"]["batch"], &mut keys);
+    keys.retain(|k| !k.starts_with("batch.not_recomputed."));
+    keys.sort();
+    let mut want: Vec<String> =
+        thdcheck::profile::STEP_RECORD_KEYS.iter().map(|k| (*k).to_owned()).collect();
+    want.sort();
+    assert_eq!(keys, want);
+}

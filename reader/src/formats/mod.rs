@@ -221,7 +221,11 @@ impl ReadOptions {
     ///
     /// # Errors
     /// [`Error::Value`] naming the metadata key for a value that does not parse.
-    pub fn with_metadata(&self, meta: &std::collections::BTreeMap<String, String>) -> Result<Self> {
+    pub fn with_metadata(
+        &self,
+        meta: &std::collections::BTreeMap<String, String>,
+        dir: Option<&std::path::Path>,
+    ) -> Result<Self> {
         let mut o = self.clone();
         let int = |key: &str| -> Result<Option<i64>> {
             meta.get(key)
@@ -267,20 +271,7 @@ impl ReadOptions {
         if o.profile.is_none()
             && let Some(v) = meta.get("profile")
         {
-            // A path names its own errors (file, line, field); a bare word that is no
-            // built-in profile is a bad metadata value.
-            o.profile = Some(match Profile::resolve(v, None) {
-                Err(Error::Profile { origin, .. }) if origin == "--profile" => {
-                    return Err(Error::Value {
-                        key: "__metadata__.profile".into(),
-                        index: 0,
-                        value: v.clone(),
-                        expected: "a built-in profile name (`thdcheck profile list`) or a path \
-                                   to a profile file",
-                    });
-                }
-                other => other?,
-            });
+            o.profile = Some(Profile::from_metadata(v, dir)?);
         }
         if o.objective.is_none() {
             o.objective = choice(meta, "objective", "sft, pretrain or mlm")?;
@@ -375,7 +366,7 @@ pub fn detect<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<Dialect> {
 /// Any [`Error`]: a `--map` key that is missing, no recognisable dialect, a missing key, a
 /// dtype or shape that does not fit, offsets that are not offsets.
 pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
-    let mut opts = opts.with_metadata(file.metadata())?;
+    let mut opts = opts.with_metadata(file.metadata(), file.dir())?;
     for (from, to) in &opts.map {
         file.rename(from, to)?;
     }
