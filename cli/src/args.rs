@@ -35,4 +35,8 @@ pub struct CheckArgs {
     /// Only the verdict line of each file and the summary.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Fail (exit 1) on what is otherwise a warning: a file no rule applied to, a file whose
+    /// labels were not found, a profile `[map]` source that no file has.
+    #[arg(long)]
+    pub strict: bool,
 }

@@ -143,9 +143,13 @@ fn contiguous_shards_pass_under_their_profile_and_are_refused_as_zigzag() {
     let o = run_expect(&["check", dir], 2);
     assert!(text(&o).contains("slot of 5 tokens is not divisible by 2*cp = 4"), "{}", text(&o));
 
-    // The profile named by the files' metadata works as well as --profile.
-    let named = group([0..6, 6..12], &[("profile", profile)]);
+    // The profile named by the files' metadata (a file in their folder) works as well as
+    // --profile; one elsewhere is refused (a batch names no file outside its folder).
+    let named = group([0..6, 6..12], &[("profile", "contiguous_stack.toml")]);
+    contiguous_profile(named.path());
     run_expect(&["check", named.path().to_str().unwrap()], 0);
+    let elsewhere = group([0..6, 6..12], &[("profile", profile)]);
+    run_expect(&["check", elsewhere.path().to_str().unwrap()], 2);
     // So does the run's flag in the metadata (slime's --allgather-cp), which beats the profile.
     let flagged = group([0..6, 6..12], &[("cp_layout", "contiguous")]);
     run_expect(&["check", flagged.path().to_str().unwrap()], 0);

@@ -622,3 +622,69 @@ fn a_logger_record_key_that_the_record_lacks_is_refused_at_load() {
         text(&o)
     );
 }
+
+/// A suggestion never makes one of its own inputs fail: a fact seen in some files that makes
+/// another file violate a rule (AReaL's packed micro-batch reads its labels as the next token,
+/// its padded rows as their own) is written as not determinable, naming the file and the rule;
+/// and files that need different facts (SkyRL's two paths) give a suggestion, not exit 2.
+#[test]
+fn profile_suggest_never_makes_one_of_its_inputs_fail_and_names_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let areal = repo().join("corpus/real/batches/areal");
+    let inputs = [
+        areal.join("packed_mb_first_token_trained_d58cca56f.safetensors"),
+        areal.join("pad_to_maximum_exact_be621da55.safetensors"),
+    ];
+    let args: Vec<&str> = ["profile", "suggest"]
+        .into_iter()
+        .chain(inputs.iter().map(|p| p.to_str().unwrap()))
+        .collect();
+    let o = thdcheck_in(&repo(), &args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let suggested = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        suggested.contains("# labels: not determinable: \"shifted\" would make ")
+            && suggested
+                .contains("pad_to_maximum_exact_be621da55.safetensors violate `cross-doc-label`"),
+        "{suggested}"
+    );
+    let profile = dir.path().join("suggested.toml");
+    std::fs::write(&profile, &suggested).unwrap();
+    for input in &inputs {
+        let read = ReadOptions {
+            profile: Some(Arc::new(Profile::load(&profile).unwrap())),
+            ..Default::default()
+        };
+        let under = verdict(input, &read).unwrap();
+        let defaults = verdict(
+            input,
+            &ReadOptions {
+                profile: Some(Arc::new(Profile { name: "d".into(), ..Profile::default() })),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            under.iter().all(|r| defaults.contains(r)),
+            "{}: {under:?} under the suggestion, {defaults:?} under the defaults",
+            input.display()
+        );
+    }
+    let skyrl = repo().join("corpus/real/batches/skyrl");
+    let mut files: Vec<String> = std::fs::read_dir(&skyrl)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+        .map(|p| p.to_str().unwrap().to_owned())
+        .collect();
+    files.sort();
+    let args: Vec<&str> =
+        ["profile", "suggest"].into_iter().chain(files.iter().map(String::as_str)).collect();
+    let o = thdcheck_in(&repo(), &args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("files read only with offsets = \"padded-slots\": the files disagree"),
+        "{}",
+        text(&o)
+    );
+}

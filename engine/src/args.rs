@@ -375,7 +375,9 @@ pub struct BatchOpts {
     /// Check that the token count is a multiple of this (the collator's pad_to_multiple_of).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub pad_to_multiple_of: Option<u32>,
-    /// Causal attention: report useful work as the exact triangle Σ s(s+1)/2.
+    /// Causal attention (a causal LM; its profile says `attention = "causal"`): useful work is
+    /// the exact triangle Σ s(s+1)/2, and each valid label must be the token it predicts
+    /// (`label-targets`, skipped without it).
     #[arg(long, conflicts_with = "mlm")]
     pub causal: bool,
     /// Masked LM (ESM, BERT): labels are targets at their own position, never shifted across a

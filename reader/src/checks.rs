@@ -151,6 +151,29 @@ pub fn lost_tokens_report(
     }
 }
 
+/// A pack whose offsets the `offsets` rule refuses (past the token count, decreasing, not
+/// starting at 0): nothing else can address its tokens, so that rule alone is reported, as the
+/// violation of a batch that contradicts itself (exit 1), not as a file that cannot be read.
+pub fn broken_offsets_report(key: &str, values: &[i64], tokens: usize) -> PackReport {
+    let keys = properties::checks::KeyNames { cu_seqlens: key.to_owned(), ..Default::default() };
+    let view = properties::checks::LayoutView {
+        num_tokens: tokens,
+        cu_seqlens: properties::checks::IntSlice::from(values),
+        keys: Some(&keys),
+        ..Default::default()
+    };
+    let facts =
+        BatchFacts { tokens, segments: values.len().saturating_sub(1), ..Default::default() };
+    PackReport {
+        part: None,
+        facts,
+        checks: vec![properties::checks::offsets(&view)],
+        notes: vec![format!(
+            "`{key}` does not address the {tokens} tokens: only the offsets are checked"
+        )],
+    }
+}
+
 /// The DPO rules of a file: offsets and concatenated tensors.
 pub fn dpo_outcomes(dpo: &DpoConcat) -> Vec<Outcome> {
     std::iter::once(dpo_offsets(dpo)).chain(dpo_concat(dpo)).collect()

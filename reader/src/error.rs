@@ -88,6 +88,11 @@ pub enum Error {
         key: String,
         /// The rule broken, with index and value (`[2]=3 < [1]=5: must be non-decreasing`).
         rule: String,
+        /// The offsets as read, and the token count they address: what the `offsets` rule
+        /// judges when the batch is reported (a batch that contradicts itself is a violation).
+        values: Vec<i64>,
+        /// The token count.
+        tokens: usize,
     },
     /// A float where a number is needed is NaN or infinite.
     #[error("`{key}`[{index}] is {value}, expected a finite number")]

@@ -68,7 +68,24 @@ pub fn check_file(
     opts: &CheckOptions,
 ) -> Result<FileReport> {
     let opts = checks::with_metadata(*opts, file.metadata())?;
-    let parsed = formats::parse(file, read)?;
+    let dialect = read.dialect.or_else(|| formats::detect(file.keys()).ok());
+    let parsed = match formats::parse(file, read) {
+        // Offsets that contradict the batch are its `offsets` violation, not a file that
+        // cannot be read: a CI script tells a broken batch (exit 1) from a misconfigured gate.
+        Err(Error::Offsets { key, values, tokens, .. }) => {
+            return Ok(FileReport {
+                dialect: dialect.unwrap_or(Dialect::Hf),
+                format: "offsets",
+                cp_shard: None,
+                packs: vec![checks::broken_offsets_report(&key, &values, tokens)],
+                checks: Vec::new(),
+                notes: Vec::new(),
+                unread_keys: Vec::new(),
+                map_missing: Vec::new(),
+            });
+        }
+        other => other?,
+    };
     let opts = checks::with_profile(opts, parsed.profile.as_deref());
     Ok(FileReport::new(&parsed, &opts))
 }

@@ -173,7 +173,10 @@ pub fn validate_offsets<'a>(
     values: impl Into<IntSlice<'a>>,
     tokens: usize,
 ) -> Result<()> {
+    let values = values.into();
     check_offsets(key, values, tokens).map_err(|v| Error::Offsets {
+        values: values.iter().collect(),
+        tokens,
         key: key.to_owned(),
         rule: format!(
             "{}: expected {}, got {}",

@@ -1238,7 +1238,7 @@ mod tests {
         .to_string();
         assert!(err.starts_with("x.toml:4: a logged key needs `record"), "{err}");
         let err = Profile::parse(
-            "name = \"x\"\n\n[loggers.Mine]\nkeys = { a = { record = \"b\", kind = \"rate\" } }\n",
+            "name = \"x\"\n\n[loggers.Mine]\nkeys = { a = { record = \"batch.cp_size\", kind = \"rate\" } }\n",
             "x.toml",
             None,
         )

@@ -26,6 +26,14 @@ pub struct FileReport {
     pub checks: Vec<Outcome>,
     /// Notes about the file as a whole.
     pub notes: Vec<String>,
+    /// The file's keys (after renaming) whose values nothing read: labels under a key of the
+    /// stack's own are listed here, not silently ignored.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unread_keys: Vec<String>,
+    /// The sources of the profile's `[map]` the file does not have (a run warns of those no
+    /// file had: a `[map]` written the wrong way round).
+    #[serde(skip)]
+    pub map_missing: Vec<String>,
 }
 
 impl FileReport {
@@ -44,6 +52,8 @@ impl FileReport {
                     "CP shard of rank {rank} of {size}: its checks run on the reassembled batch \
                      (`cp-group` of its directory)"
                 )],
+                unread_keys: Vec::new(),
+                map_missing: parsed.map_missing.clone(),
             };
         }
         Self {
@@ -53,7 +63,15 @@ impl FileReport {
             packs: parsed.packs.iter().map(|p| check_pack(p, opts)).collect(),
             checks: parsed.dpo.as_ref().map(dpo_outcomes).unwrap_or_default(),
             notes: parsed.notes.clone(),
+            unread_keys: parsed.unread.clone(),
+            map_missing: parsed.map_missing.clone(),
         }
+    }
+
+    /// Whether any rule judged the file (held or violated), or it is a CP shard judged with its
+    /// group: a file every rule skipped is reported apart, never as a pass.
+    pub fn checked(&self) -> bool {
+        self.cp_shard.is_some() || self.all_checks().any(|c| c.status != Status::Skipped)
     }
 
     /// Every check of the file, pack checks first.
@@ -75,6 +93,8 @@ impl FileReport {
         let v = self.violated();
         if v.is_empty() && self.cp_shard.is_some() {
             "PASS (read; checked with its cp-group)".to_owned()
+        } else if v.is_empty() && !self.checked() {
+            "UNCHECKED (no rule applied: every check was skipped)".to_owned()
         } else if v.is_empty() {
             let n = self.all_checks().filter(|c| c.status == Status::Ok).count();
             format!("PASS ({n} checks hold)")
@@ -149,6 +169,18 @@ impl FileReport {
         }
         for n in &self.notes {
             let _ = writeln!(out, "  {:<9}{n}", "note");
+        }
+        if !self.unread_keys.is_empty() {
+            let keys: Vec<String> = self.unread_keys.iter().map(|k| format!("`{k}`")).collect();
+            let _ = writeln!(
+                out,
+                "  {:<9}{} (no rule looked at {}; a `[map]` or `--map KEY=NAME` says what {} \
+                 hold)",
+                "unread",
+                keys.join(", "),
+                if keys.len() == 1 { "it" } else { "them" },
+                if keys.len() == 1 { "it may" } else { "they may" }
+            );
         }
     }
 }

@@ -196,6 +196,9 @@ pub struct BatchFile {
     /// The folder of the file it was read from (`None`: bytes or buffers held in memory):
     /// where a profile its metadata names may be.
     dir: Option<std::path::PathBuf>,
+    /// The keys whose values were read (shared with the rows cut from it): what a report lists
+    /// as not read is the rest.
+    read: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl BatchFile {
@@ -273,7 +276,7 @@ impl BatchFile {
                 meta.metadata().clone().unwrap_or_default().into_iter().collect();
             (entries, metadata)
         };
-        Ok(Self { entries, metadata, dir: None })
+        Ok(Self { entries, metadata, dir: None, read: Arc::default() })
     }
 
     /// A batch made of tensors held elsewhere (the Python package passes the buffers of numpy
@@ -314,7 +317,7 @@ impl BatchFile {
             let storage = Arc::new(Storage::Shared(bytes));
             entries.insert(name, Entry { dtype, shape, storage, bytes: 0..len });
         }
-        Ok(Self { entries, metadata, dir: None })
+        Ok(Self { entries, metadata, dir: None, read: Arc::default() })
     }
 
     /// Tensor names, sorted.
@@ -375,7 +378,10 @@ impl BatchFile {
         }
         let meta: Vec<(&str, &str)> =
             self.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        Self::from_bytes(write_raw(parts, &meta)?)
+        let mut row = Self::from_bytes(write_raw(parts, &meta)?)?;
+        row.read = Arc::clone(&self.read);
+        row.dir.clone_from(&self.dir);
+        Ok(row)
     }
 
     fn get(&self, key: &str) -> Result<(&Entry, &[u8])> {
@@ -384,7 +390,25 @@ impl BatchFile {
             dialect: "any",
             hint: String::new(),
         })?;
+        self.mark_read(key);
         Ok((e, &e.storage[e.bytes.clone()]))
+    }
+
+    /// Counts `key` as read: a tensor judged by its header alone (a side tensor's length).
+    pub fn mark_read(&self, key: &str) {
+        if let Ok(mut read) = self.read.lock()
+            && !read.contains(key)
+        {
+            read.insert(key.to_owned());
+        }
+    }
+
+    /// The keys whose values nothing has read yet (sorted): after a format has read the file,
+    /// what its report lists as not read (labels under a key of the stack's own, a `[map]` the
+    /// wrong way round).
+    pub fn unread(&self) -> Vec<String> {
+        let read = self.read.lock().map(|r| r.clone()).unwrap_or_default();
+        self.entries.keys().filter(|k| !read.contains(*k)).cloned().collect()
     }
 
     /// A per-token integer tensor: int32 and int64 read in place where aligned (as safetensors

@@ -44,6 +44,12 @@ struct Kept {
     error: Option<String>,
     /// The CP size of a shard file: its group is reassembled after every file is checked.
     cp_size: Option<usize>,
+    /// Read, but no rule applied to it: reported apart, never as a pass.
+    unchecked: bool,
+    /// Read, and no labels found in it (the label rules skipped).
+    no_labels: bool,
+    /// The profile's `[map]` sources the file does not have (`None`: unreadable).
+    map_missing: Option<Vec<String>>,
 }
 
 impl Kept {
@@ -62,6 +68,11 @@ impl Kept {
                 Ok(FileReport { cp_shard: Some((_, size)), .. }) => Some(*size),
                 _ => None,
             },
+            unchecked: o.result.as_ref().is_ok_and(|r| !r.checked()),
+            no_labels: o.result.as_ref().is_ok_and(|r| {
+                r.cp_shard.is_none() && r.packs.iter().all(|p| p.facts.valid_labels.is_none())
+            }),
+            map_missing: o.result.as_ref().ok().map(|r| r.map_missing.clone()),
         }
     }
 }
@@ -199,9 +210,10 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
 
     let unexpected_errors = kept.iter().filter(|k| !k.as_expected && k.passed.is_none()).count();
     let unexpected = kept.iter().filter(|k| !k.as_expected).count();
+    let warnings = run_warnings(&kept, args.strict);
     let code = if unexpected_errors > 0 {
         2
-    } else if unexpected > 0 {
+    } else if unexpected > 0 || (args.strict && !warnings.is_empty()) {
         1
     } else {
         0
@@ -213,7 +225,48 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
             eprintln!("thdcheck: error: {}: {e}", k.path.display());
         }
     }
+    let level = if args.strict { "error (--strict)" } else { "warning" };
+    for w in &warnings {
+        eprintln!("thdcheck: {level}: {w}");
+    }
     Ok(code)
+}
+
+/// What a run read without judging, said once after the summary (failures under `--strict`):
+/// files no rule applied to, files without labels, and `[map]` sources no file had.
+fn run_warnings(kept: &[Kept], strict: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let unchecked: Vec<String> =
+        kept.iter().filter(|k| k.unchecked).map(|k| k.path.display().to_string()).collect();
+    if !unchecked.is_empty() {
+        out.push(format!(
+            "no rule applied to {} ({}): not a pass; a profile or options state what the \
+             batch holds",
+            crate::words::plural(unchecked.len(), "file"),
+            unchecked.join(", ")
+        ));
+    }
+    // Many batches carry no labels by design (the report says so): a failure only when asked.
+    let unlabelled = kept.iter().filter(|k| k.no_labels && !k.unchecked).count();
+    if strict && unlabelled > 0 {
+        out.push(format!(
+            "no labels read in {}: the label rules were skipped (labels under a key of the \
+             stack's own need `[map] KEY = \"labels\"` or `--map KEY=labels`)",
+            crate::words::plural(unlabelled, "file")
+        ));
+    }
+    let mut read = kept.iter().filter_map(|k| k.map_missing.as_ref()).peekable();
+    if read.peek().is_some() {
+        let first: Vec<String> = read.next().cloned().unwrap_or_default();
+        let rest: Vec<&Vec<String>> = read.collect();
+        for key in first.iter().filter(|key| rest.iter().all(|m| m.contains(key))) {
+            out.push(format!(
+                "the profile's [map] renames `{key}`, which no file checked has (a `[map]` entry \
+                 is KEY_IN_THE_FILE = \"NAME_THDCHECK_READS\")"
+            ));
+        }
+    }
+    out
 }
 
 /// The CP groups among the files: shard files (`cp_rank`, `cp_size`) of one directory and one
@@ -253,6 +306,8 @@ fn cp_groups(
                     packs: vec![pack],
                     checks: Vec::new(),
                     notes: Vec::new(),
+                    unread_keys: Vec::new(),
+                    map_missing: Vec::new(),
                 })
             });
             let covering = expectations.iter().find(|e| e.covers(&path));
@@ -313,7 +368,11 @@ fn print_summary(out: &mut impl Write, kept: &[Kept], exp: &[Expectations]) -> R
     if groups > 0 {
         files.push_str(&format!(" + {groups} cp group{}", if groups == 1 { "" } else { "s" }));
     }
-    let mut line = format!("thdcheck: {files}: {pass} pass, {fail} fail, {errors} unreadable");
+    let unchecked = kept.iter().filter(|k| k.unchecked).count();
+    let pass = pass - unchecked;
+    let unchecked = if unchecked > 0 { format!(", {unchecked} unchecked") } else { String::new() };
+    let mut line =
+        format!("thdcheck: {files}: {pass} pass, {fail} fail{unchecked}, {errors} unreadable");
     if !exp.is_empty() {
         let sources: Vec<String> = exp.iter().map(|e| e.source.display().to_string()).collect();
         if unexpected.is_empty() {
@@ -350,7 +409,11 @@ fn file_json(o: &Outcome) -> serde_json::Value {
     match &o.result {
         Ok(r) => {
             let violated = r.violated();
-            v["verdict"] = json!(if violated.is_empty() { "pass" } else { "fail" });
+            v["verdict"] = json!(match (violated.is_empty(), r.checked()) {
+                (false, _) => "fail",
+                (true, true) => "pass",
+                (true, false) => "unchecked",
+            });
             v["violated"] = json!(violated);
             v["report"] = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
         }
@@ -366,7 +429,8 @@ fn summary_json(kept: &[Kept], code: u8) -> serde_json::Value {
     let count = |f: &dyn Fn(&Kept) -> bool| kept.iter().filter(|k| f(k)).count();
     json!({
         "files": kept.len(),
-        "pass": count(&|k| k.passed == Some(true)),
+        "pass": count(&|k| k.passed == Some(true) && !k.unchecked),
+        "unchecked": count(&|k| k.unchecked),
         "fail": count(&|k| k.passed == Some(false)),
         "error": count(&|k| k.passed.is_none()),
         "unexpected": count(&|k| !k.as_expected),

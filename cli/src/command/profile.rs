@@ -130,13 +130,20 @@ pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
     };
     let (defaults, with_slots) = (read_with(None), read_with(Some(OffsetsFact::PaddedSlots)));
     let mut slot_files = 0usize;
+    // Which files read only with padded-slot offsets: each is judged under that fact below,
+    // whatever the others need (one profile for both needs variants of a stack's paths).
+    let mut needs_slots = Vec::with_capacity(files.len());
     for path in files {
         let file = BatchFile::read(path).with_context(|| path.display().to_string())?;
+        needs_slots.push(false);
         let parsed = match parse(file.clone(), &defaults) {
             Ok(p) => p,
             Err(e) => match parse(file, &with_slots) {
                 Ok(p) => {
                     slot_files += 1;
+                    if let Some(last) = needs_slots.last_mut() {
+                        *last = true;
+                    }
                     p
                 }
                 Err(_) => {
@@ -277,11 +284,12 @@ pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
         ..Profile::default()
     };
     let flagged = |profile: &Profile, rule: &str| -> Result<usize> {
-        let read = ReadOptions { profile: Some(Arc::new(profile.clone())), ..Default::default() };
         let mut count = 0;
-        for path in files {
-            let file = BatchFile::read(path)?;
-            let report = check_file(file, &read, &CheckOptions::default())?;
+        for (path, &slots) in files.iter().zip(&needs_slots) {
+            let read = read_for(profile, slots);
+            let named = || path.display().to_string();
+            let file = BatchFile::read(path).with_context(named)?;
+            let report = check_file(file, &read, &CheckOptions::default()).with_context(named)?;
             count += usize::from(report.violated().contains(&rule));
         }
         Ok(count)
@@ -319,6 +327,7 @@ pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
             },
         );
     }
+    never_fail_an_input(name, files, &needs_slots, base.offsets.is_some(), &mut facts)?;
     let mut out = format!(
         "# Suggested by `thdcheck profile suggest` from {n} known-good batch file(s): review \
          every line,\n# and add a [sources] entry citing the upstream code for each fact you \
@@ -337,4 +346,82 @@ pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
     }
     out.push_str(&unknown);
     Ok(out)
+}
+
+/// How a file is read under `profile`: with padded-slot offsets where it reads only so and the
+/// profile says nothing of its offsets.
+fn read_for(profile: &Profile, slots: bool) -> ReadOptions {
+    let mut p = profile.clone();
+    if slots && p.offsets.is_none() {
+        p.offsets = Some(OffsetsFact::PaddedSlots);
+    }
+    ReadOptions { profile: Some(Arc::new(p)), ..Default::default() }
+}
+
+/// Each input's violated rules under a profile of `lines` (TOML), or its error.
+fn verdicts(
+    name: &str,
+    lines: &str,
+    files: &[PathBuf],
+    needs_slots: &[bool],
+) -> Result<Vec<Result<Vec<&'static str>, String>>> {
+    let text = format!("name = {name:?}\n{lines}");
+    let profile = Profile::parse(&text, "suggested profile", None)
+        .with_context(|| format!("the suggested profile does not parse:\n{text}"))?;
+    Ok(files
+        .iter()
+        .zip(needs_slots)
+        .map(|(path, &slots)| {
+            let read = read_for(&profile, slots);
+            BatchFile::read(path)
+                .and_then(|file| check_file(file, &read, &CheckOptions::default()))
+                .map(|r| r.violated())
+                .map_err(|e| e.to_string())
+        })
+        .collect())
+}
+
+/// Keeps a seen fact only if no input, judged under it beside the facts kept before it, fails
+/// a rule it did not fail under the defaults (or becomes unreadable): a suggestion never makes
+/// one of its own known-good inputs fail. A fact that would is written as not determinable,
+/// naming the file and the rule (the files disagree: several code paths, or a fact of one path).
+fn never_fail_an_input(
+    name: &str,
+    files: &[PathBuf],
+    needs_slots: &[bool],
+    padded_slots: bool,
+    facts: &mut BTreeMap<&'static str, Evidence>,
+) -> Result<()> {
+    let mut kept = String::new();
+    if padded_slots {
+        kept.push_str("offsets = \"padded-slots\"\n");
+    }
+    let before = verdicts(name, &kept, files, needs_slots)?;
+    for (field, ev) in facts.iter_mut() {
+        let Evidence::Seen(value, _) = ev else { continue };
+        if *field == "offsets" {
+            continue;
+        }
+        let candidate = format!("{kept}{field} = {value}\n");
+        let after = verdicts(name, &candidate, files, needs_slots)?;
+        let broken =
+            files.iter().zip(before.iter().zip(&after)).find_map(|(path, (b, a))| match (b, a) {
+                (_, Err(e)) => Some(format!("{} unreadable ({e})", path.display())),
+                (Ok(b), Ok(a)) => a
+                    .iter()
+                    .find(|r| !b.contains(r))
+                    .map(|r| format!("{} violate `{r}`", path.display())),
+                (Err(_), Ok(_)) => None,
+            });
+        match broken {
+            Some(what) => {
+                *ev = Evidence::Unknown(format!(
+                    "{value} would make {what}, which it does not under the defaults: the files \
+                     disagree (several code paths?)"
+                ));
+            }
+            None => kept = candidate,
+        }
+    }
+    Ok(())
 }

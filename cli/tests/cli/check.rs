@@ -193,10 +193,21 @@ fn malformed_inputs_exit_2_with_a_specific_message() {
         std::fs::write(&p, &m.bytes).unwrap();
         paths.push(p);
     }
-    // One run over the whole corpus: every file is reported, none panics, exit 2.
-    let o = run_expect(&["check", "--quiet", dir.path().to_str().unwrap()], 2);
-    let err = stderr(&o);
+    // One run over the whole corpus: every file is reported, none panics, exit 2. Offsets that
+    // contradict the batch are the `offsets` rule's violation (exit 1 alone), the rest errors.
+    let o = run_expect(&["check", dir.path().to_str().unwrap()], 2);
+    let (err, out) = (stderr(&o), stdout(&o));
+    let mut violations = 0;
     for m in &cases {
+        if let Some(rule) = m.violates {
+            violations += 1;
+            let detail = m.message.split_once(": ").map_or(m.message, |(_, d)| d);
+            let report = out.split(&format!("{}{}", std::path::MAIN_SEPARATOR, m.name)).nth(1);
+            let report = report.and_then(|r| r.split("\n\n").next()).unwrap_or_default();
+            assert!(report.contains(&format!("VIOLATED {rule:<16} ")), "{}:\n{report}", m.name);
+            assert!(report.contains(detail), "{}: expected `{detail}` in\n{report}", m.name);
+            continue;
+        }
         let line = err
             .lines()
             .find(|l| l.contains(&format!("{}{}: ", std::path::MAIN_SEPARATOR, m.name)))
@@ -204,13 +215,14 @@ fn malformed_inputs_exit_2_with_a_specific_message() {
         assert!(line.starts_with("thdcheck: error: "), "{line}");
         assert!(line.contains(m.message), "{}: expected `{}` in\n{line}", m.name, m.message);
     }
-    assert!(
-        stdout(&o).contains(&format!("0 pass, 0 fail, {} unreadable", cases.len())),
-        "{}",
-        stdout(&o)
-    );
-    // Listed as expected errors, the same corpus is a passing gate.
-    let listed: String = cases.iter().map(|m| format!("\"{}\" = [\"error\"]\n", m.name)).collect();
+    assert!(violations >= 6, "{violations} offsets cases");
+    let summary = format!("0 pass, {violations} fail, {} unreadable", cases.len() - violations);
+    assert!(out.contains(&summary), "{summary}\n{out}");
+    // Listed as expected, the same corpus is a passing gate.
+    let listed: String = cases
+        .iter()
+        .map(|m| format!("\"{}\" = [\"{}\"]\n", m.name, m.violates.unwrap_or("error")))
+        .collect();
     std::fs::write(dir.path().join("expected.toml"), listed).unwrap();
     run_expect(&["check", "--quiet", dir.path().to_str().unwrap()], 0);
 }
@@ -676,4 +688,127 @@ fn expectations_match_paths_however_they_are_spelled() {
         let o = run_expect(&args, 0);
         assert!(stdout(&o).contains("every verdict as expected"), "{args:?}: {}", stdout(&o));
     }
+}
+
+/// A file on which every rule was skipped is reported apart (`UNCHECKED`, counted as unchecked,
+/// JSON verdict "unchecked"), never as `PASS (0 checks hold)`; `--strict` fails on it.
+#[test]
+fn a_file_no_rule_applied_to_is_reported_apart_and_fails_under_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    // Offsets that hold no document: every token is padding, no rule has anything to judge.
+    let f = temp_batch(
+        dir.path(),
+        "nothing.safetensors",
+        &[("input_ids", vec![1, 4], vec![1, 2, 3, 4]), ("cu_seq_lens_q", vec![1], vec![0])],
+    );
+    let f = f.to_str().unwrap();
+    let o = run_expect(&["check", f], 0);
+    assert!(stdout(&o).contains("=> UNCHECKED (no rule applied"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("1 file: 0 pass, 0 fail, 1 unchecked, 0 unreadable"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("warning: no rule applied to 1 file"), "{}", stderr(&o));
+    let o = run_expect(&["check", "--strict", f], 1);
+    assert!(stderr(&o).contains("error (--strict): no rule applied to 1 file"), "{}", stderr(&o));
+    let o = run_expect(&["check", "--json", f], 0);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["files"][0]["verdict"], "unchecked", "{v}");
+    assert_eq!(
+        (v["summary"]["pass"].as_u64(), v["summary"]["unchecked"].as_u64()),
+        (Some(0), Some(1))
+    );
+}
+
+/// Labels under a key of the stack's own are listed as not read (never silently ignored); a
+/// `[map]` written the wrong way round warns that no file has its source (an error under
+/// `--strict`, as is a file whose labels were not found); a `[map]` onto a key the file has
+/// says it was not applied.
+#[test]
+fn keys_no_rule_read_are_listed_and_a_map_no_file_matches_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two documents; `tgt` holds the labels, the second document's first token leaks into the
+    // first document's last label.
+    let f = temp_batch(
+        dir.path(),
+        "tgt.safetensors",
+        &[
+            ("input_ids", vec![1, 6], vec![5, 6, 7, 8, 9, 10]),
+            ("position_ids", vec![1, 6], vec![0, 1, 2, 0, 1, 2]),
+            ("tgt", vec![1, 6], vec![6, 7, 8, 9, 10, -100]),
+        ],
+    );
+    let f = f.to_str().unwrap();
+    let o = run_expect(&["check", f], 0);
+    assert!(stdout(&o).contains("unread   `tgt` (no rule looked at it"), "{}", stdout(&o));
+    run_expect(&["check", "--strict", f], 1);
+    let wrong = dir.path().join("wrong.toml");
+    std::fs::write(&wrong, "name = \"mine\"\nlabels = \"shifted\"\n[map]\nlabels = \"tgt\"\n")
+        .unwrap();
+    let o = run_expect(&["check", "--profile", wrong.to_str().unwrap(), f], 0);
+    assert!(
+        stderr(&o)
+            .contains("warning: the profile's [map] renames `labels`, which no file checked has"),
+        "{}",
+        stderr(&o)
+    );
+    run_expect(&["check", "--strict", "--profile", wrong.to_str().unwrap(), f], 1);
+    // The right way round, the labels are read and the leak is the violation it is.
+    let right = dir.path().join("right.toml");
+    std::fs::write(&right, "name = \"mine\"\nlabels = \"shifted\"\n[map]\ntgt = \"labels\"\n")
+        .unwrap();
+    let o = run_expect(&["check", "--strict", "--profile", right.to_str().unwrap(), f], 1);
+    assert!(stdout(&o).contains("VIOLATED cross-doc-label"), "{}", stdout(&o));
+    // A rename onto a key the file already has is not applied, and says so.
+    let onto = dir.path().join("onto.toml");
+    std::fs::write(&onto, "name = \"mine\"\n[map]\ntgt = \"input_ids\"\n").unwrap();
+    let o = run_expect(&["check", "--profile", onto.to_str().unwrap(), f], 0);
+    assert!(
+        stdout(&o).contains("[map] tgt → input_ids not applied: the file has its own `input_ids`"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run_expect(&["check", "--map", "tgt=input_ids", f], 0);
+    assert!(
+        stdout(&o).contains("--map tgt=input_ids: replaces the file's own `input_ids`"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// `label-targets` without causal attention is listed as skipped with the reason and the fact
+/// that enables it, not left out of the report.
+#[test]
+fn label_targets_is_listed_as_skipped_without_causal_attention() {
+    let o = run_expect(&["check", "examples/batches/good/hf_flatten.safetensors"], 0);
+    assert!(
+        stdout(&o).contains("skipped  label-targets    attention not stated causal"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run_expect(&["check", "--causal", "examples/batches/good/hf_flatten.safetensors"], 0);
+    assert!(stdout(&o).contains("ok       label-targets"), "{}", stdout(&o));
+}
+
+/// Offsets past the token count (a collator bug) are the batch's `offsets` violation, exit 1:
+/// a CI script tells a broken batch from a misconfigured gate (exit 2).
+#[test]
+fn offsets_past_the_tokens_are_a_violation_not_an_unreadable_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = temp_batch(
+        dir.path(),
+        "past.safetensors",
+        &[
+            ("input_ids", vec![1, 6], vec![1, 2, 3, 4, 5, 6]),
+            ("labels", vec![1, 6], vec![1, 2, 3, 4, 5, 6]),
+            ("cu_seq_lens_q", vec![3], vec![0, 3, 9]),
+        ],
+    );
+    let o = run_expect(&["check", f.to_str().unwrap()], 1);
+    assert!(
+        stdout(&o).contains("VIOLATED offsets          `cu_seq_lens_q`: expected cu_seq_lens_q[2] <= T = 6, got cu_seq_lens_q[2] = 9"),
+        "{}",
+        stdout(&o)
+    );
 }

@@ -509,15 +509,19 @@ pub fn readme(examples: &[ExampleBatch]) -> String {
     s
 }
 
-/// One file the reader must reject with exit code 2 and a specific message.
+/// One file the reader must reject with exit code 2 and a specific message, or (offsets that
+/// contradict the batch) report as the violation of a rule.
 #[derive(Debug, Clone)]
 pub struct Malformed {
     /// File name.
     pub name: &'static str,
     /// The file's bytes.
     pub bytes: Vec<u8>,
-    /// A substring the error message must contain.
+    /// A substring the error message must contain (for a violation: its rule's statement, then
+    /// `: ` and the detail the report prints).
     pub message: &'static str,
+    /// The rule it violates (exit 1), or `None`: unreadable (exit 2).
+    pub violates: Option<&'static str>,
 }
 
 /// The malformed-input corpus: truncated or non-safetensors bytes, wrong dtypes and shapes,
@@ -536,7 +540,18 @@ pub fn malformed() -> Result<Vec<Malformed>> {
     };
     let good = encode(&hf(&[0, 3, 5]), &[])?;
     let mut out = Vec::new();
-    let mut case = |name, bytes, message| out.push(Malformed { name, bytes, message });
+    let mut case = |name, bytes, message: &'static str| {
+        // Offsets that are not offsets of this batch: the `offsets` rule's violation.
+        let offsets = [
+            "is non-decreasing",
+            "starts at 0",
+            "has at least one entry",
+            "ends at or before",
+            "fits int32",
+        ];
+        let violates = offsets.iter().any(|o| message.contains(o)).then_some("offsets");
+        out.push(Malformed { name, bytes, message, violates });
+    };
 
     case("truncated.safetensors", good[..good.len() - 7].to_vec(), "not a valid safetensors file");
     case("empty.safetensors", Vec::new(), "fewer than the 8-byte header length");

@@ -405,7 +405,13 @@ rules! {
         batch: |c| Some(crate::checks::mock_marked(c.view, c.mock));
     /// Valid labels are the tokens they predict. [`crate::checks::label_targets`].
     LABEL_TARGETS = "label-targets", Loss, "each valid label is the token it must predict (causal LM)",
-        batch: |c| c.opts.causal.then(|| crate::checks::label_targets(c.view, c.mock));
+        batch: |c| Some(match (c.opts.causal, c.opts.masked_lm) {
+            (true, _) => crate::checks::label_targets(c.view, c.mock),
+            (false, true) => LABEL_TARGETS.skipped("masked LM: a label is the token at its own position"),
+            (false, false) => LABEL_TARGETS.skipped(
+                "attention not stated causal: a causal LM's profile states `attention = \"causal\"` (or pass --causal)",
+            ),
+        });
     /// `T` is a multiple of `pad_to_multiple_of`. [`crate::checks::pad_multiple`].
     PAD_MULTIPLE = "pad-multiple", MfuPad, "T is a multiple of pad_to_multiple_of",
         batch: |c| c.opts.pad_to_multiple_of.map(|m| crate::checks::pad_multiple(c.view, m));

@@ -359,7 +359,7 @@ pub(super) fn apply_profile_map(
     file: &mut BatchFile,
     p: &Profile,
     notes: &mut Vec<String>,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     let mut renamed = Vec::new();
     let mut groups: Vec<Vec<(&String, &String)>> = p
         .map_when
@@ -368,10 +368,21 @@ pub(super) fn apply_profile_map(
         .map(|(_, m)| m.iter().collect())
         .collect();
     groups.push(p.map.iter().collect());
+    let mut missing = Vec::new();
     for group in groups {
+        missing.extend(
+            group.iter().filter(|(from, _)| !file.contains(from)).map(|(from, _)| (*from).clone()),
+        );
         let moving: Vec<(&String, &String)> =
             group.into_iter().filter(|(from, _)| file.contains(from)).collect();
         let taken = |to: &str| file.contains(to) && !moving.iter().any(|(f, _)| f.as_str() == to);
+        for (from, to) in moving.iter().filter(|(_, to)| taken(to)) {
+            notes.push(format!(
+                "profile `{}`: [map] {from} → {to} not applied: the file has its own `{to}`, \
+                 read as it is",
+                p.name
+            ));
+        }
         let moving: Vec<(&String, &String)> =
             moving.iter().copied().filter(|(_, to)| !taken(to)).collect();
         // Out of the way first, so that `a → b, b → c` reads the original `b`.
@@ -386,7 +397,7 @@ pub(super) fn apply_profile_map(
     if !renamed.is_empty() {
         notes.push(format!("profile `{}`: read {}", p.name, renamed.join(", ")));
     }
-    Ok(())
+    Ok(missing)
 }
 
 /// OLMo-core's `max_doc_lens` (one per row; the model passes their maximum to the kernel as

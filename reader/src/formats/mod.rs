@@ -317,6 +317,10 @@ pub struct Parsed {
     pub notes: Vec<String>,
     /// The stack's contract the file was read under, if any.
     pub profile: Option<Arc<Profile>>,
+    /// The file's keys (after renaming) whose values no format or rule read.
+    pub unread: Vec<String>,
+    /// The sources of the profile's `[map]` that the file does not have.
+    pub map_missing: Vec<String>,
 }
 
 /// Detects the dialect from the keys (after renaming).
@@ -367,10 +371,13 @@ pub fn detect<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<Dialect> {
 /// dtype or shape that does not fit, offsets that are not offsets.
 pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
     let mut opts = opts.with_metadata(file.metadata(), file.dir())?;
+    let mut notes = Vec::new();
     for (from, to) in &opts.map {
+        if file.contains(to) && !opts.map.iter().any(|(f, _)| f == to) {
+            notes.push(format!("--map {from}={to}: replaces the file's own `{to}`"));
+        }
         file.rename(from, to)?;
     }
-    let mut notes = Vec::new();
     // A stack told by its keys (its profile's `[[detect]]`), when nothing names one.
     if opts.profile.is_none()
         && let Some((p, why)) = Profile::detect(|k| file.contains(k))
@@ -382,9 +389,10 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
         opts.profile = Some(p);
         opts.fill_from_profile();
     }
-    if let Some(p) = opts.profile.clone() {
-        common::apply_profile_map(&mut file, &p, &mut notes)?;
-    }
+    let map_missing = match opts.profile.clone() {
+        Some(p) => common::apply_profile_map(&mut file, &p, &mut notes)?,
+        None => Vec::new(),
+    };
     let opts = &opts;
     let dialect = match opts.dialect {
         Some(d) => d,
@@ -411,6 +419,8 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
         cp_shard,
         notes,
         profile: opts.profile.clone(),
+        unread: file.unread(),
+        map_missing,
     })
 }
 
@@ -438,7 +448,10 @@ fn contract_facts(
     let mut sides = Vec::new();
     for key in opts.profile.iter().flat_map(|p| p.side_tensors.iter()) {
         match file.entry(key) {
-            Some(e) => sides.push((key.clone(), e.shape.iter().product::<usize>())),
+            Some(e) => {
+                file.mark_read(key);
+                sides.push((key.clone(), e.shape.iter().product::<usize>()));
+            }
             None => notes.push(format!("side tensor `{key}` of the profile is not in the file")),
         }
     }
