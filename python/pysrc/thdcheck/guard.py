@@ -8,7 +8,9 @@ every `every`-th), with the same options as `check`. What it does on a violation
 `on_violation`: "raise" (a `GuardViolation`, an `AssertionError` carrying the report), "warn"
 (one `ThdcheckWarning` per rule and process), or "dump" (the batch written as a `.safetensors`
 file that `thdcheck check` replays, beside the report and the command that replays it; then a
-warning per rule). The batch itself is returned unchanged.
+warning per rule). A dump replays on its own: the guard's read options and its profile are in
+its metadata (a profile that is no built-in one written whole, as `STEM.profile.toml`, beside
+it). The batch itself is returned unchanged.
 
 A guard is picklable (a `DataLoader` with `num_workers > 0` copies it into every worker; each
 worker then warns once per rule). CPU tensors and arrays are read in place; a tensor on a GPU is
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import struct
 import warnings
 from typing import Any, Callable, Mapping
@@ -107,21 +110,43 @@ class Guard:
         if self.on_violation == "raise":
             raise GuardViolation(f"{message}\n{report}", report)
         if self.on_violation == "dump":
-            path = self._dump(batch, report, name)
-            message += f"; dumped to {path} (replay: {_replay(path, self.options)})"
+            path, replay = self._dump(batch, report)
+            message += f"; dumped to {path} (replay: {replay})"
         new = [r for r in report.violated if r not in self._warned]
         if new:
             self._warned.update(new)
             warnings.warn(f"{message}\n{report}", ThdcheckWarning, stacklevel=3)
 
-    def _dump(self, batch: Mapping[str, Any], report: Any, name: str) -> str:
+    def _dump(self, batch: Mapping[str, Any], report: Any) -> tuple:
+        """Writes the batch, the profile it was read under (unless a built-in one) and the report
+        with its replay line; returns (the batch's path, the replay line)."""
         os.makedirs(self.dump_dir, exist_ok=True)
         stem = f"thdcheck-{os.getpid()}-{self.stats['batches'] - 1:06d}"
         path = os.path.join(self.dump_dir, stem + ".safetensors")
-        write_safetensors(path, _readable(batch), self.options.get("metadata"))
-        with open(os.path.join(self.dump_dir, stem + ".txt"), "w") as f:
-            f.write(f"{report}\nreplay: {_replay(path, self.options)}\n")
-        return path
+        metadata, options = _dump_metadata(self.options), dict(self.options)
+        # The profile the check read: the option's, else the metadata's, else pyproject.toml's.
+        spec = self.options.get("profile")
+        if spec is None:
+            spec = (self.options.get("metadata") or {}).get("profile")
+        profile = _resolved_profile(spec)
+        if profile is not None:
+            builtin, text = profile
+            if builtin:
+                metadata["profile"] = text
+            else:
+                # Beside the dump, named relative to it: the reader looks for a metadata profile
+                # in the batch's own folder (and nowhere else).
+                name = stem + ".profile.toml"
+                with open(os.path.join(self.dump_dir, name), "w", encoding="utf-8") as f:
+                    f.write(f"# The profile thdcheck.guard read {stem}.safetensors under (its `extends` applied).\n")
+                    f.write(text)
+                metadata["profile"] = name
+                options["profile"] = os.path.join(self.dump_dir, name)
+        write_safetensors(path, _readable(batch), metadata)
+        replay = _replay(path, options)
+        with open(os.path.join(self.dump_dir, stem + ".txt"), "w", encoding="utf-8") as f:
+            f.write(f"{report}\nreplay: {replay}\n")
+        return path, replay
 
     def __repr__(self) -> str:
         return f"<thdcheck.Guard of {self.collate_fn!r}: {self.stats}>"
@@ -181,19 +206,57 @@ def _to_host(x: Any, streams: set) -> Any:
     return host
 
 
+# The read options the reader also takes from a batch's `__metadata__` (reader/src/formats/mod.rs
+# `ReadOptions::with_metadata`, reader/src/checks.rs `with_metadata`), under the same names.
+# `dialect`, `map` and `sentinel` have no metadata key: the replay line carries them.
+_METADATA_OPTIONS = (
+    "pad_token_id", "position_base", "ignore_index", "eos_token_id", "objective", "labels",
+    "pad_to_multiple_of", "cp_size",
+)
+
+
+def _dump_metadata(options: Mapping[str, Any]) -> dict:
+    """The dump's `__metadata__`: the guard's `metadata=`, then its read options, as the reader
+    reads them from a file, so that `thdcheck check DUMP` reads the batch as the guard did."""
+    meta = dict(options.get("metadata") or {})
+    for key in _METADATA_OPTIONS:
+        value = options.get(key)
+        if value is None:
+            continue
+        if key == "cp_size" and "cp_rank" in meta:
+            continue  # beside `cp_rank`, metadata `cp_size` is the shard group's: the replay line keeps it
+        meta[key] = value
+    if options.get("causal"):
+        meta["causal"] = True
+    if options.get("mlm"):
+        meta["mlm"] = True
+    return meta
+
+
+def _resolved_profile(profile: Any) -> tuple | None:
+    """`(True, name)` for a built-in profile, `(False, TOML text)` for any other (a file, a dict,
+    the project's `pyproject.toml`), None when no profile is named."""
+    from thdcheck import _native, _profile_option
+
+    return _native.resolved_profile(**_profile_option(profile))
+
+
 def _replay(path: str, options: Mapping[str, Any]) -> str:
-    flags = []
+    """The command that replays a dump, one line a shell reads as it is meant (paths with spaces,
+    a profile written beside the dump in place of a dict)."""
+    argv = ["thdcheck", "check", path]
     for key, value in options.items():
         if key in ("metadata", "name") or value is None or value is False:
             continue
         flag = "--" + key.replace("_", "-")
         if value is True:
-            flags.append(flag)
+            argv.append(flag)
         elif key == "map":
-            flags += [f"--map {k}={v}" for k, v in value.items()]
+            for k, v in value.items():
+                argv += [flag, f"{k}={v}"]
         else:
-            flags.append(f"{flag} {value}")
-    return " ".join(["thdcheck check", path, *flags])
+            argv += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+    return shlex.join(argv)
 
 
 def write_safetensors(path: str, batch: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> None:
