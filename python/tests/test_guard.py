@@ -4,6 +4,7 @@ replays to the same verdict."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 import shlex
@@ -275,4 +276,28 @@ def test_a_builtin_profile_is_named_and_a_file_profile_written_whole(tmp_path):
         assert "pad_token_id = 3" in text and 'name = "top"' in text, text
         tensors, _ = load(dump)
         assert thdcheck.check(tensors, profile=written).violated == ["position-ids"]
+
+
+@pytest.mark.parametrize("where", ["a regular file", "a path under a file", "an empty path"])
+def test_an_unusable_dump_dir_is_refused_at_construction(tmp_path, where):
+    f = tmp_path / "not-a-dir"
+    f.write_text("x")
+    dump_dir = {"a regular file": f, "a path under a file": f / "dumps", "an empty path": ""}[where]
+    with pytest.raises(ValueError) as e:
+        thdcheck.guard(buggy, on_violation="dump", dump_dir=dump_dir)
+    assert f"dump_dir={os.fspath(dump_dir)!r}" in str(e.value), e.value
+    assert type(e.value) is ValueError, type(e.value)
+
+
+def test_a_dump_that_cannot_be_written_later_warns_and_the_run_goes_on(tmp_path):
+    d = tmp_path / "dumps"
+    g = thdcheck.guard(buggy, on_violation="dump", dump_dir=d)
+    assert d.is_dir()  # made (and proven writable) at construction
+    d.rmdir()
+    d.write_text("the directory became a file")
+    with pytest.warns(thdcheck.ThdcheckWarning, match="position-ids") as seen:
+        out = g(BATCHES[0])
+    assert "input_ids" in out
+    text = "\n".join(str(w.message) for w in seen)
+    assert "could not dump" in text and str(d) in text, text
 

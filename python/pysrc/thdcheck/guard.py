@@ -25,6 +25,7 @@ import json
 import os
 import shlex
 import struct
+import tempfile
 import warnings
 from typing import Any, Callable, Mapping
 
@@ -74,6 +75,8 @@ class Guard:
         self.every = every
         self.on_violation = on_violation
         self.dump_dir = os.fspath(dump_dir) if dump_dir is not None else "thdcheck-dumps"
+        if on_violation == "dump":
+            _dump_dir_usable(self.dump_dir)
         self.options = dict(options)
         self.options.pop("name", None)  # each batch is named by its number
         self.stats = {"batches": 0, "checked": 0, "violated": 0, "rules": {}}
@@ -109,10 +112,21 @@ class Guard:
         message = f"thdcheck guard: {name} violates {', '.join(report.violated)}"
         if self.on_violation == "raise":
             raise GuardViolation(f"{message}\n{report}", report)
+        failed = False
         if self.on_violation == "dump":
-            path, replay = self._dump(batch, report)
-            message += f"; dumped to {path} (replay: {replay})"
+            try:
+                path, replay = self._dump(batch, report)
+            except OSError as e:
+                # The run goes on (that is what "dump" is for): the violation is reported, and
+                # why its batch is not on disk.
+                failed = True
+                message += f"; could not dump it to {self.dump_dir!r}: {type(e).__name__}: {e}"
+            else:
+                message += f"; dumped to {path} (replay: {replay})"
         new = [r for r in report.violated if r not in self._warned]
+        if failed and "dump failed" not in self._warned:  # said once, whatever the rules
+            self._warned.add("dump failed")
+            new = new or list(report.violated)
         if new:
             self._warned.update(new)
             warnings.warn(f"{message}\n{report}", ThdcheckWarning, stacklevel=3)
@@ -213,6 +227,24 @@ _METADATA_OPTIONS = (
     "pad_token_id", "position_base", "ignore_index", "eos_token_id", "objective", "labels",
     "pad_to_multiple_of", "cp_size",
 )
+
+
+def _dump_dir_usable(path: str) -> None:
+    """`dump_dir` made (if need be) and written to once, at construction: a path that cannot
+    hold a dump is an error now, not at the first violation of a long run."""
+    if path == "":
+        raise ValueError(
+            "guard: dump_dir='': an empty path; name the directory the dumps go to "
+            "(the default is 'thdcheck-dumps')"
+        )
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        what = "a file, not a directory" if os.path.isfile(path) else (e.strerror or str(e))
+        at = f" ({e.filename})" if e.filename and os.fspath(e.filename) != path else ""
+        raise ValueError(f"guard: dump_dir={path!r}: no directory a dump can be written to: {what}{at}") from None
 
 
 def _dump_metadata(options: Mapping[str, Any]) -> dict:
