@@ -301,3 +301,17 @@ def test_a_dump_that_cannot_be_written_later_warns_and_the_run_goes_on(tmp_path)
     text = "\n".join(str(w.message) for w in seen)
     assert "could not dump" in text and str(d) in text, text
 
+
+def test_a_meta_tensor_is_a_batch_error_naming_its_key():
+    torch = pytest.importorskip("torch")
+
+    def meta_labels(examples):
+        b = {k: torch.as_tensor(v) for k, v in flatten(examples).items()}
+        b["labels"] = torch.empty(b["input_ids"].shape, dtype=torch.long, device="meta")
+        return b
+
+    for action in ("raise", "warn"):
+        g = thdcheck.guard(meta_labels, on_violation=action)
+        with pytest.raises(thdcheck.BatchError, match="`labels`.*meta"):
+            g(BATCHES[0])
+

@@ -193,10 +193,19 @@ def _readable(batch: Any) -> Any:
     out = {}
     streams = set()
     for key, value in batch.items():
-        if _is_torch(value) and value.device.type != "cpu":
+        # A meta tensor has no data to copy: `check` refuses it with a `BatchError` naming it.
+        if _is_torch(value) and value.device.type not in ("cpu", "meta"):
             if value.is_floating_point() and value.numel() > widest:
                 continue  # logits, hidden states: no rule reads them
-            value = _to_host(value.detach(), streams)
+            try:
+                value = _to_host(value.detach(), streams)
+            except Exception as e:
+                from thdcheck import BatchError
+
+                raise BatchError(
+                    f"`{key}`: a {value.device.type} tensor that cannot be copied to the CPU "
+                    f"to be checked ({type(e).__name__}: {e})"
+                ) from e
         out[key] = value
     for stream in streams:
         stream.synchronize()  # the copies were queued behind the collate's own work
