@@ -315,3 +315,15 @@ def test_a_meta_tensor_is_a_batch_error_naming_its_key():
         with pytest.raises(thdcheck.BatchError, match="`labels`.*meta"):
             g(BATCHES[0])
 
+
+def test_bad_metadata_fails_at_construction():
+    with pytest.raises(ValueError, match=r"guard: metadata=\{'cp_size': 'x'\}: `__metadata__.cp_size`\[0\] = x"):
+        thdcheck.guard(flatten, metadata={"cp_size": "x"})
+    for bad in ({"pad_token_id": "zero"}, {"labels": "sideways"}, {"objective": "x"},
+                {"cp_rank": "a", "cp_size": 2}, {"profile": "no_such_profile"}):
+        key = next(iter(bad))
+        with pytest.raises(ValueError, match=key):
+            thdcheck.guard(flatten, metadata=bad)
+    # Good metadata is still accepted.
+    thdcheck.guard(flatten, metadata={"cp_size": 2, "pad_token_id": 0})
+

@@ -329,3 +329,8 @@ def test_without_tomllib_the_recipe_file_itself_is_used(monkeypatch):
     mg = record_guard(model=recipe)
     assert mg._recipe() == str(recipe)
     assert mg.step({"batch.tokens.real": TOKENS}).record == thdcheck.metrics(str(recipe), step_batches())["record"]["batch"]
+
+def test_bad_metadata_fails_at_construction():
+    with pytest.raises(ValueError, match=r"metadata=\{'cp_size': 'x'\}: `__metadata__.cp_size`\[0\] = x"):
+        thdcheck.MetricsGuard(metadata={"cp_size": "x"})
+    thdcheck.MetricsGuard(metadata={"cp_size": 2})

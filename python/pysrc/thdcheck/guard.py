@@ -85,9 +85,13 @@ class Guard:
         from thdcheck import BatchError, check
 
         try:
-            check({"input_ids": [[0]]}, **self.options)
-        except BatchError:
-            pass  # the options are fine; this one-token batch is not what they describe
+            check(_PROBE, **self.options)
+        except BatchError as e:
+            # The options are fine; this batch is not what they describe. What the metadata
+            # says is read before the batch is understood: a value that does not parse is an
+            # error of `metadata=`, here as it would be on every batch.
+            if "__metadata__" in str(e):
+                raise ValueError(f"guard: metadata={options.get('metadata')!r}: {_unprefixed(e)}") from None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         batch = self.collate_fn(*args, **kwargs)
@@ -229,6 +233,10 @@ def _to_host(x: Any, streams: set) -> Any:
     return host
 
 
+# A probe the options are tried on at construction: readable under the defaults (documents from
+# position restarts), so that what the metadata says (`cp_rank` too) is read.
+_PROBE = {"input_ids": [[1, 2]], "position_ids": [[0, 1]]}
+
 # The read options the reader also takes from a batch's `__metadata__` (reader/src/formats/mod.rs
 # `ReadOptions::with_metadata`, reader/src/checks.rs `with_metadata`), under the same names.
 # `dialect`, `map` and `sentinel` have no metadata key: the replay line carries them.
@@ -236,6 +244,11 @@ _METADATA_OPTIONS = (
     "pad_token_id", "position_base", "ignore_index", "eos_token_id", "objective", "labels",
     "pad_to_multiple_of", "cp_size",
 )
+
+
+def _unprefixed(e: Exception) -> str:
+    """A probe's error without the probe's batch name."""
+    return str(e).split(": ", 1)[1] if str(e).startswith("batch: ") else str(e)
 
 
 def _dump_dir_usable(path: str) -> None:

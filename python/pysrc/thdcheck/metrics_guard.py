@@ -276,9 +276,13 @@ class MetricsGuard:
         from thdcheck import BatchError, metrics
 
         try:
-            metrics(self._recipe(), [{"input_ids": [[1, 2]]}], expect={"thdcheck probe": 0},
+            # Two tokens the defaults read (documents from position restarts), so that what the
+            # metadata says is read too.
+            metrics(self._recipe(), [{"input_ids": [[1, 2]], "position_ids": [[0, 1]]}], expect={"thdcheck probe": 0},
                     metadata=self.metadata, **self._command_options(None))
         except BatchError as e:
+            if "__metadata__" in str(e):  # read before the probe's batch: `metadata=` is at fault
+                raise ValueError(f"MetricsGuard: metadata={metadata!r}: {str(e).split(': ', 1)[-1]}") from None
             if _NONE_COMPARABLE not in str(e) and not str(e).startswith("batch 0"):
                 raise
         if self._recipe_file is not None:
