@@ -6,6 +6,7 @@
 //! metrics`; nothing is judged here. The command itself is the `thdcheck-cli` wheel (`cli/`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use clap::ValueEnum;
 use pyo3::create_exception;
@@ -111,6 +112,49 @@ fn choice<T: ValueEnum>(what: &str, v: Option<&str>) -> PyResult<Option<T>> {
     .transpose()
 }
 
+/// A profile stated by the caller, and the project's default beside it.
+type Profiles = (Option<Arc<Profile>>, Option<Arc<Profile>>);
+
+/// The profile `profile=` names (a name or a path), or `profile_json` (a dict, sent as JSON),
+/// and, when neither is given, the project's `[tool.thdcheck]` from the working directory: the
+/// command's resolution order. Returns `(stated, default)`.
+fn profiles(profile: Option<&str>, profile_json: Option<&str>) -> PyResult<Profiles> {
+    let bad = |e: reader::Error| PyValueError::new_err(e.to_string());
+    let stated = match (profile, profile_json) {
+        (Some(spec), _) => Some(Profile::resolve(spec, None).map_err(bad)?),
+        (None, Some(json)) => Some(Profile::from_json(json).map_err(bad)?),
+        (None, None) => None,
+    };
+    let default = match (&stated, std::env::current_dir()) {
+        (None, Ok(dir)) => reader::profile::from_pyproject(&dir).map_err(bad)?,
+        _ => None,
+    };
+    Ok((stated, default))
+}
+
+/// The profile a check with these options reads, as a dump must name it to replay on its own:
+/// `(true, name)` for a built-in profile, `(false, text)` for any other (a file, a dict, the
+/// project's `pyproject.toml`): the whole profile as TOML, its `extends` chain already applied,
+/// so that the file the guard writes beside a dump needs no other file. `None` when nothing
+/// names a profile: the keys decide, on replay as in the check.
+#[pyfunction]
+#[pyo3(signature = (profile=None, profile_json=None))]
+fn resolved_profile(
+    profile: Option<&str>,
+    profile_json: Option<&str>,
+) -> PyResult<Option<(bool, String)>> {
+    let (stated, default) = profiles(profile, profile_json)?;
+    let Some(p) = stated.or(default) else { return Ok(None) };
+    if Profile::builtin(&p.name).is_some_and(|b| Arc::ptr_eq(&b, &p)) {
+        return Ok(Some((true, p.name.clone())));
+    }
+    let mut flat = (*p).clone();
+    flat.extends = None; // applied: its facts are this profile's now
+    let text = toml::to_string(&flat)
+        .map_err(|e| PyValueError::new_err(format!("profile {:?} as TOML: {e}", p.name)))?;
+    Ok(Some((false, text)))
+}
+
 /// Checks one batch. `tensors`: `(name, dtype, shape, data)`, where data is `bytes` (copied) or
 /// `(owner, data_ptr, nbytes)` for a C-contiguous CPU buffer read in place. Returns the text
 /// report, the JSON report and the violated rule ids.
@@ -148,18 +192,7 @@ fn check(
             return Err(PyValueError::new_err(format!("{what}={v:?}: expected 1..=65536")));
         }
     }
-    // A name or a path (`profile=`), a dict (sent as JSON), else the project's
-    // `[tool.thdcheck]` from the working directory: the command's resolution order.
-    let bad = |e: reader::Error| PyValueError::new_err(e.to_string());
-    let profile = match (profile, profile_json) {
-        (Some(spec), _) => Some(Profile::resolve(spec, None).map_err(bad)?),
-        (None, Some(json)) => Some(Profile::from_json(json).map_err(bad)?),
-        (None, None) => None,
-    };
-    let default_profile = match (&profile, std::env::current_dir()) {
-        (None, Ok(dir)) => reader::profile::from_pyproject(&dir).map_err(bad)?,
-        _ => None,
-    };
+    let (profile, default_profile) = profiles(profile, profile_json)?;
     let read = ReadOptions {
         dialect: choice::<Dialect>("dialect", dialect)?,
         map: map.unwrap_or_default(),
@@ -283,6 +316,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(fuzz, m)?)?;
     m.add_function(wrap_pyfunction!(metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(resolved_profile, m)?)?;
     m.add_function(wrap_pyfunction!(zoo::zoo_variants, m)?)?;
     m.add_function(wrap_pyfunction!(zoo::zoo_search, m)?)?;
     m.add_function(wrap_pyfunction!(zoo::zoo_judge, m)?)?;

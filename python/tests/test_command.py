@@ -69,3 +69,34 @@ def test_python_m_thdcheck_runs_the_binary_and_says_when_it_is_missing(tmp_path,
     else:
         raise AssertionError("main() returned without the binary")
     assert "pip install thdcheck-cli" in capsys.readouterr().err
+
+
+def test_python_m_thdcheck_with_a_script_on_path_says_install_not_traceback(tmp_path):
+    """A `thdcheck` on PATH that is no binary (a shell or Python script without `#!`, which
+    `exec` refuses, or with one, which would run this module again): exit 2 with the install
+    message, never a traceback and never 1 (the "a check failed" code)."""
+    scripts = {
+        "shell script": "echo not the thdcheck binary\nexit 0\n",
+        "python script": "import sys\nprint('not the thdcheck binary')\n",
+        "script with #!": "#!/bin/sh\necho not the thdcheck binary\n",
+        "empty file": "",
+    }
+    for what, text in scripts.items():
+        bin_dir = tmp_path / what.replace(" ", "-").replace("#!", "shebang")
+        bin_dir.mkdir()
+        fake = bin_dir / "thdcheck"
+        fake.write_text(text)
+        fake.chmod(0o755)
+        # The interpreter's own scripts directory holds the real binary: point it elsewhere.
+        code = (
+            "import sys, sysconfig, runpy\n"
+            f"sysconfig.get_path = lambda name: {os.fspath(bin_dir)!r}\n"
+            f"sys.executable = {os.fspath(bin_dir / 'python')!r}\n"
+            "sys.argv = ['thdcheck', '--version']\n"
+            "runpy.run_module('thdcheck', run_name='__main__')\n"
+        )
+        env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+        assert p.returncode == 2, (what, p.returncode, p.stdout, p.stderr)
+        assert "Traceback" not in p.stderr and "pip install thdcheck-cli" in p.stderr, (what, p.stderr)
+        assert "not the thdcheck binary" not in p.stdout, (what, p.stdout)

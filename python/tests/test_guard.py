@@ -4,7 +4,10 @@ replays to the same verdict."""
 
 from __future__ import annotations
 
+import os
 import pickle
+import re
+import shlex
 import subprocess
 import warnings
 from pathlib import Path
@@ -182,3 +185,145 @@ def test_batches_on_a_gpu_get_the_cpu_verdict_and_stay_on_the_gpu():
     assert out["hidden_states"].device.type == "cuda"
     cpu = thdcheck.check(buggy(BATCHES[0]))
     assert bad.stats["rules"] == {r: 1 for r in cpu.violated}
+
+# -- issue 37: a dump that keeps the run going and replays on its own ---------------------------
+
+
+def _command():
+    """The `thdcheck` binary: the installed wheel's (CI), else the workspace's debug build."""
+    from thdcheck.__main__ import find_command
+
+    found = find_command()
+    if found is None and (REPO / "target/debug/thdcheck").exists():
+        found = str(REPO / "target/debug/thdcheck")
+    if found is None:
+        pytest.skip("no thdcheck binary (pip install ./cli, or cargo build -p thdcheck)")
+    return found
+
+
+def _replay_argv(txt: Path) -> list:
+    line = [x for x in txt.read_text().splitlines() if x.startswith("replay: ")][-1]
+    return shlex.split(line[len("replay: "):])
+
+
+def test_the_replay_line_is_one_shell_command_with_a_dict_profile_and_spaces(tmp_path):
+    d = tmp_path / "dumps with a space"
+    profile = {"name": "mine", "extends": "transformers", "pad_token_id": 0}
+    g = thdcheck.guard(buggy, on_violation="dump", dump_dir=d, profile=profile, pad_token_id=0)
+    with pytest.warns(thdcheck.ThdcheckWarning, match="replay: "):
+        g(BATCHES[1])
+    (dump,) = d.glob("*.safetensors")
+    argv = _replay_argv(dump.with_suffix(".txt"))
+    assert argv[:3] == ["thdcheck", "check", str(dump)], argv
+    written = Path(argv[argv.index("--profile") + 1])
+    assert written.parent == d and written.suffix == ".toml" and written.is_file(), argv
+    assert argv[argv.index("--pad-token-id") + 1] == "0", argv
+    # The line runs as printed.
+    p = subprocess.run([_command(), *argv[1:]], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "VIOLATED position-ids" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_dump_replays_on_its_own_with_no_options(tmp_path):
+    """What the guard was given (the options and a dict profile) travels in the dump's metadata:
+    `thdcheck check DUMP`, with no option, gives the guard's verdict."""
+    binary = _command()
+    # The profile makes positions start at 1 (position-ids), the options ask for a CP split the
+    # documents cannot take (cp-shard): each is a violation only when it reaches the replay.
+    profile = {"name": "mine", "extends": "transformers", "position_base": 1}
+    options = dict(profile=profile, cp_size=2, pad_token_id=0, causal=True, ignore_index=-1)
+    assert thdcheck.check(flatten(BATCHES[0])).ok  # read without the options: no violation
+    want = thdcheck.check(flatten(BATCHES[0]), **options).violated
+    assert want == ["cp-shard", "position-ids"], want
+    g = thdcheck.guard(flatten, on_violation="dump", dump_dir=tmp_path / "d", **options)
+    with pytest.warns(thdcheck.ThdcheckWarning):
+        g(BATCHES[0])
+    (dump,) = (tmp_path / "d").glob("*.safetensors")
+    _, meta = load(dump)
+    assert meta["cp_size"] == "2" and meta["pad_token_id"] == "0" and meta["causal"] == "true", meta
+    assert meta["ignore_index"] == "-1" and (dump.parent / meta["profile"]).is_file(), meta
+    assert "/" not in meta["profile"], meta  # a file in the dump's own folder, named relative to it
+    # From another directory (the reader resolves a metadata profile beside the batch) and from
+    # the dump's own (what a reader that resolves it against the working directory needs).
+    for cwd in (dump.parent, tmp_path):
+        p = subprocess.run([binary, "check", str(dump)], capture_output=True, text=True, timeout=120, cwd=cwd)
+        if cwd == tmp_path and p.returncode == 2 and meta["profile"] in p.stderr + p.stdout:
+            continue  # a reader from before metadata profiles were read beside the batch
+        assert p.returncode == 1, (cwd, p.stdout + p.stderr)
+        got = sorted(set(re.findall(r"VIOLATED (\S+)", p.stdout)))
+        assert got == sorted(want), (got, want, p.stdout)
+
+
+def test_a_builtin_profile_is_named_and_a_file_profile_written_whole(tmp_path):
+    # A built-in profile travels by name; a file (which may extend another file) is written
+    # beside the dump with its `extends` applied, so that it needs no other file.
+    base = tmp_path / "base.toml"
+    base.write_text('name = "base"\nextends = "transformers"\npad_token_id = 3\n')
+    top = tmp_path / "top.toml"
+    top.write_text('name = "top"\nextends = "base.toml"\nposition_base = 0\n')
+    for profile, want in (("transformers", "transformers"), (top, None)):
+        d = tmp_path / f"d-{want}"
+        g = thdcheck.guard(buggy, on_violation="dump", dump_dir=d, profile=profile)
+        with pytest.warns(thdcheck.ThdcheckWarning):
+            g(BATCHES[0])
+        (dump,) = d.glob("*.safetensors")
+        _, meta = load(dump)
+        if want is not None:
+            assert meta["profile"] == want, meta
+            continue
+        written = d / meta["profile"]
+        text = written.read_text()
+        assert not any(x.startswith("extends") for x in text.splitlines()), text
+        assert "pad_token_id = 3" in text and 'name = "top"' in text, text
+        tensors, _ = load(dump)
+        assert thdcheck.check(tensors, profile=written).violated == ["position-ids"]
+
+
+@pytest.mark.parametrize("where", ["a regular file", "a path under a file", "an empty path"])
+def test_an_unusable_dump_dir_is_refused_at_construction(tmp_path, where):
+    f = tmp_path / "not-a-dir"
+    f.write_text("x")
+    dump_dir = {"a regular file": f, "a path under a file": f / "dumps", "an empty path": ""}[where]
+    with pytest.raises(ValueError) as e:
+        thdcheck.guard(buggy, on_violation="dump", dump_dir=dump_dir)
+    assert f"dump_dir={os.fspath(dump_dir)!r}" in str(e.value), e.value
+    assert type(e.value) is ValueError, type(e.value)
+
+
+def test_a_dump_that_cannot_be_written_later_warns_and_the_run_goes_on(tmp_path):
+    d = tmp_path / "dumps"
+    g = thdcheck.guard(buggy, on_violation="dump", dump_dir=d)
+    assert d.is_dir()  # made (and proven writable) at construction
+    d.rmdir()
+    d.write_text("the directory became a file")
+    with pytest.warns(thdcheck.ThdcheckWarning, match="position-ids") as seen:
+        out = g(BATCHES[0])
+    assert "input_ids" in out
+    text = "\n".join(str(w.message) for w in seen)
+    assert "could not dump" in text and str(d) in text, text
+
+
+def test_a_meta_tensor_is_a_batch_error_naming_its_key():
+    torch = pytest.importorskip("torch")
+
+    def meta_labels(examples):
+        b = {k: torch.as_tensor(v) for k, v in flatten(examples).items()}
+        b["labels"] = torch.empty(b["input_ids"].shape, dtype=torch.long, device="meta")
+        return b
+
+    for action in ("raise", "warn"):
+        g = thdcheck.guard(meta_labels, on_violation=action)
+        with pytest.raises(thdcheck.BatchError, match="`labels`.*meta"):
+            g(BATCHES[0])
+
+
+def test_bad_metadata_fails_at_construction():
+    with pytest.raises(ValueError, match=r"guard: metadata=\{'cp_size': 'x'\}: `__metadata__.cp_size`\[0\] = x"):
+        thdcheck.guard(flatten, metadata={"cp_size": "x"})
+    for bad in ({"pad_token_id": "zero"}, {"labels": "sideways"}, {"objective": "x"},
+                {"cp_rank": "a", "cp_size": 2}, {"profile": "no_such_profile"}):
+        key = next(iter(bad))
+        with pytest.raises(ValueError, match=key):
+            thdcheck.guard(flatten, metadata=bad)
+    # Good metadata is still accepted.
+    thdcheck.guard(flatten, metadata={"cp_size": 2, "pad_token_id": 0})
+

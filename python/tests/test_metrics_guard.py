@@ -329,3 +329,35 @@ def test_without_tomllib_the_recipe_file_itself_is_used(monkeypatch):
     mg = record_guard(model=recipe)
     assert mg._recipe() == str(recipe)
     assert mg.step({"batch.tokens.real": TOKENS}).record == thdcheck.metrics(str(recipe), step_batches())["record"]["batch"]
+
+
+def test_errors_in_a_dict_model_or_profile_name_the_argument_not_a_temporary_file():
+    import tempfile
+
+    tmp = tempfile.gettempdir()
+    dims = {"layers": 2, "hidden": 8, "heads": 1, "kv_heads": 1, "head_dim": 8, "ffn": 8,
+            "mlp_projections": 3, "vocab": 8}
+    cases = [
+        (dict(model=dict(dims, layers="two")), "model=", "layers"),
+        (dict(model=dict({k: v for k, v in dims.items() if k != "ffn"}, layers="two")), "model=", "layers"),
+        (dict(model=dict(dims, vocab=None)), "model=", "vocab"),
+        (dict(model=dict(dims, nonsense=1)), "model=", "nonsense"),
+        (dict(model={k: v for k, v in dims.items() if k != "ffn"}), "model=", "ffn"),
+        (dict(model=dims, flops_causal="sideways"), "flops_causal=", "sideways"),
+        (dict(profile={"name": "bad", "labels": "sideways"}), "profile=", "labels"),
+        (dict(profile={"name": "bad", "nonsense": 1}), "profile=", "nonsense"),
+        (dict(profile={"name": "mine", "loggers": {"me": {"keys": {"train/x": {"kind": "count"}}}}}),
+         "profile=", "loggers"),
+    ]
+    for kwargs, argument, field in cases:
+        with pytest.raises((ValueError, TypeError)) as e:
+            thdcheck.MetricsGuard(**kwargs)
+        msg = str(e.value)
+        assert argument in msg and field in msg, (kwargs, msg)
+        assert "thdcheck-recipe-" not in msg and "thdcheck-profile-" not in msg and tmp not in msg, (kwargs, msg)
+
+
+def test_bad_metadata_fails_at_construction():
+    with pytest.raises(ValueError, match=r"metadata=\{'cp_size': 'x'\}: `__metadata__.cp_size`\[0\] = x"):
+        thdcheck.MetricsGuard(metadata={"cp_size": "x"})
+    thdcheck.MetricsGuard(metadata={"cp_size": 2})

@@ -27,6 +27,10 @@ def check(
     mlm: bool = ...,
 ) -> tuple[str, str, list[str]]: ...
 
+def resolved_profile(profile: str | None = ..., profile_json: str | None = ...) -> tuple[bool, str] | None:
+    """(True, name) for a built-in profile, (False, the whole profile as TOML) for any other,
+    None when neither the arguments nor the project's pyproject.toml name one."""
+
 def fuzz(argv: Sequence[str], answer: Callable[[str], str]) -> str: ...
 def metrics(
     argv: Sequence[str],

@@ -8,7 +8,9 @@ every `every`-th), with the same options as `check`. What it does on a violation
 `on_violation`: "raise" (a `GuardViolation`, an `AssertionError` carrying the report), "warn"
 (one `ThdcheckWarning` per rule and process), or "dump" (the batch written as a `.safetensors`
 file that `thdcheck check` replays, beside the report and the command that replays it; then a
-warning per rule). The batch itself is returned unchanged.
+warning per rule). A dump replays on its own: the guard's read options and its profile are in
+its metadata (a profile that is no built-in one written whole, as `STEM.profile.toml`, beside
+it). The batch itself is returned unchanged.
 
 A guard is picklable (a `DataLoader` with `num_workers > 0` copies it into every worker; each
 worker then warns once per rule). CPU tensors and arrays are read in place; a tensor on a GPU is
@@ -21,7 +23,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import struct
+import tempfile
 import warnings
 from typing import Any, Callable, Mapping
 
@@ -71,6 +75,8 @@ class Guard:
         self.every = every
         self.on_violation = on_violation
         self.dump_dir = os.fspath(dump_dir) if dump_dir is not None else "thdcheck-dumps"
+        if on_violation == "dump":
+            _dump_dir_usable(self.dump_dir)
         self.options = dict(options)
         self.options.pop("name", None)  # each batch is named by its number
         self.stats = {"batches": 0, "checked": 0, "violated": 0, "rules": {}}
@@ -79,9 +85,13 @@ class Guard:
         from thdcheck import BatchError, check
 
         try:
-            check({"input_ids": [[0]]}, **self.options)
-        except BatchError:
-            pass  # the options are fine; this one-token batch is not what they describe
+            check(_PROBE, **self.options)
+        except BatchError as e:
+            # The options are fine; this batch is not what they describe. What the metadata
+            # says is read before the batch is understood: a value that does not parse is an
+            # error of `metadata=`, here as it would be on every batch.
+            if "__metadata__" in str(e):
+                raise ValueError(f"guard: metadata={options.get('metadata')!r}: {_unprefixed(e)}") from None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         batch = self.collate_fn(*args, **kwargs)
@@ -106,22 +116,55 @@ class Guard:
         message = f"thdcheck guard: {name} violates {', '.join(report.violated)}"
         if self.on_violation == "raise":
             raise GuardViolation(f"{message}\n{report}", report)
+        failed = False
         if self.on_violation == "dump":
-            path = self._dump(batch, report, name)
-            message += f"; dumped to {path} (replay: {_replay(path, self.options)})"
+            try:
+                path, replay = self._dump(batch, report)
+            except OSError as e:
+                # The run goes on (that is what "dump" is for): the violation is reported, and
+                # why its batch is not on disk.
+                failed = True
+                message += f"; could not dump it to {self.dump_dir!r}: {type(e).__name__}: {e}"
+            else:
+                message += f"; dumped to {path} (replay: {replay})"
         new = [r for r in report.violated if r not in self._warned]
+        if failed and "dump failed" not in self._warned:  # said once, whatever the rules
+            self._warned.add("dump failed")
+            new = new or list(report.violated)
         if new:
             self._warned.update(new)
             warnings.warn(f"{message}\n{report}", ThdcheckWarning, stacklevel=3)
 
-    def _dump(self, batch: Mapping[str, Any], report: Any, name: str) -> str:
+    def _dump(self, batch: Mapping[str, Any], report: Any) -> tuple:
+        """Writes the batch, the profile it was read under (unless a built-in one) and the report
+        with its replay line; returns (the batch's path, the replay line)."""
         os.makedirs(self.dump_dir, exist_ok=True)
         stem = f"thdcheck-{os.getpid()}-{self.stats['batches'] - 1:06d}"
         path = os.path.join(self.dump_dir, stem + ".safetensors")
-        write_safetensors(path, _readable(batch), self.options.get("metadata"))
-        with open(os.path.join(self.dump_dir, stem + ".txt"), "w") as f:
-            f.write(f"{report}\nreplay: {_replay(path, self.options)}\n")
-        return path
+        metadata, options = _dump_metadata(self.options), dict(self.options)
+        # The profile the check read: the option's, else the metadata's, else pyproject.toml's.
+        spec = self.options.get("profile")
+        if spec is None:
+            spec = (self.options.get("metadata") or {}).get("profile")
+        profile = _resolved_profile(spec)
+        if profile is not None:
+            builtin, text = profile
+            if builtin:
+                metadata["profile"] = text
+            else:
+                # Beside the dump, named relative to it: the reader looks for a metadata profile
+                # in the batch's own folder (and nowhere else).
+                name = stem + ".profile.toml"
+                with open(os.path.join(self.dump_dir, name), "w", encoding="utf-8") as f:
+                    f.write(f"# The profile thdcheck.guard read {stem}.safetensors under (its `extends` applied).\n")
+                    f.write(text)
+                metadata["profile"] = name
+                options["profile"] = os.path.join(self.dump_dir, name)
+        write_safetensors(path, _readable(batch), metadata)
+        replay = _replay(path, options)
+        with open(os.path.join(self.dump_dir, stem + ".txt"), "w", encoding="utf-8") as f:
+            f.write(f"{report}\nreplay: {replay}\n")
+        return path, replay
 
     def __repr__(self) -> str:
         return f"<thdcheck.Guard of {self.collate_fn!r}: {self.stats}>"
@@ -154,10 +197,19 @@ def _readable(batch: Any) -> Any:
     out = {}
     streams = set()
     for key, value in batch.items():
-        if _is_torch(value) and value.device.type != "cpu":
+        # A meta tensor has no data to copy: `check` refuses it with a `BatchError` naming it.
+        if _is_torch(value) and value.device.type not in ("cpu", "meta"):
             if value.is_floating_point() and value.numel() > widest:
                 continue  # logits, hidden states: no rule reads them
-            value = _to_host(value.detach(), streams)
+            try:
+                value = _to_host(value.detach(), streams)
+            except Exception as e:
+                from thdcheck import BatchError
+
+                raise BatchError(
+                    f"`{key}`: a {value.device.type} tensor that cannot be copied to the CPU "
+                    f"to be checked ({type(e).__name__}: {e})"
+                ) from e
         out[key] = value
     for stream in streams:
         stream.synchronize()  # the copies were queued behind the collate's own work
@@ -181,19 +233,84 @@ def _to_host(x: Any, streams: set) -> Any:
     return host
 
 
+# A probe the options are tried on at construction: readable under the defaults (documents from
+# position restarts), so that what the metadata says (`cp_rank` too) is read.
+_PROBE = {"input_ids": [[1, 2]], "position_ids": [[0, 1]]}
+
+# The read options the reader also takes from a batch's `__metadata__` (reader/src/formats/mod.rs
+# `ReadOptions::with_metadata`, reader/src/checks.rs `with_metadata`), under the same names.
+# `dialect`, `map` and `sentinel` have no metadata key: the replay line carries them.
+_METADATA_OPTIONS = (
+    "pad_token_id", "position_base", "ignore_index", "eos_token_id", "objective", "labels",
+    "pad_to_multiple_of", "cp_size",
+)
+
+
+def _unprefixed(e: Exception) -> str:
+    """A probe's error without the probe's batch name."""
+    return str(e).split(": ", 1)[1] if str(e).startswith("batch: ") else str(e)
+
+
+def _dump_dir_usable(path: str) -> None:
+    """`dump_dir` made (if need be) and written to once, at construction: a path that cannot
+    hold a dump is an error now, not at the first violation of a long run."""
+    if path == "":
+        raise ValueError(
+            "guard: dump_dir='': an empty path; name the directory the dumps go to "
+            "(the default is 'thdcheck-dumps')"
+        )
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        what = "a file, not a directory" if os.path.isfile(path) else (e.strerror or str(e))
+        at = f" ({e.filename})" if e.filename and os.fspath(e.filename) != path else ""
+        raise ValueError(f"guard: dump_dir={path!r}: no directory a dump can be written to: {what}{at}") from None
+
+
+def _dump_metadata(options: Mapping[str, Any]) -> dict:
+    """The dump's `__metadata__`: the guard's `metadata=`, then its read options, as the reader
+    reads them from a file, so that `thdcheck check DUMP` reads the batch as the guard did."""
+    meta = dict(options.get("metadata") or {})
+    for key in _METADATA_OPTIONS:
+        value = options.get(key)
+        if value is None:
+            continue
+        if key == "cp_size" and "cp_rank" in meta:
+            continue  # beside `cp_rank`, metadata `cp_size` is the shard group's: the replay line keeps it
+        meta[key] = value
+    if options.get("causal"):
+        meta["causal"] = True
+    if options.get("mlm"):
+        meta["mlm"] = True
+    return meta
+
+
+def _resolved_profile(profile: Any) -> tuple | None:
+    """`(True, name)` for a built-in profile, `(False, TOML text)` for any other (a file, a dict,
+    the project's `pyproject.toml`), None when no profile is named."""
+    from thdcheck import _native, _profile_option
+
+    return _native.resolved_profile(**_profile_option(profile))
+
+
 def _replay(path: str, options: Mapping[str, Any]) -> str:
-    flags = []
+    """The command that replays a dump, one line a shell reads as it is meant (paths with spaces,
+    a profile written beside the dump in place of a dict)."""
+    argv = ["thdcheck", "check", path]
     for key, value in options.items():
         if key in ("metadata", "name") or value is None or value is False:
             continue
         flag = "--" + key.replace("_", "-")
         if value is True:
-            flags.append(flag)
+            argv.append(flag)
         elif key == "map":
-            flags += [f"--map {k}={v}" for k, v in value.items()]
+            for k, v in value.items():
+                argv += [flag, f"{k}={v}"]
         else:
-            flags.append(f"{flag} {value}")
-    return " ".join(["thdcheck check", path, *flags])
+            argv += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+    return shlex.join(argv)
 
 
 def write_safetensors(path: str, batch: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> None:

@@ -235,6 +235,8 @@ class MetricsGuard:
         self.step_time_key = step_time_key
         self.on_violation = on_violation
         self.logger = logger
+        if isinstance(profile, Mapping):
+            _check_profile_dict(profile)  # named `profile=` and its field, not a temporary file
         self.profile = profile
         self.metadata = dict(metadata) if metadata is not None else None
         self.options = dict(options)
@@ -242,6 +244,7 @@ class MetricsGuard:
         self._source: str | None = None
         recipe_keys = dict(num_gpus=num_gpus, peak_tflops=peak_tflops, flops_formula=flops_formula,
                            flops_causal=flops_causal, hardware_view=hardware_view)
+        dims = None
         if _is_recipe(model):
             given = [k for k, v in recipe_keys.items() if v is not None]
             if given or mlp_projections is not None:
@@ -276,9 +279,20 @@ class MetricsGuard:
         from thdcheck import BatchError, metrics
 
         try:
-            metrics(self._recipe(), [{"input_ids": [[1, 2]]}], expect={"thdcheck probe": 0},
+            # Two tokens the defaults read (documents from position restarts), so that what the
+            # metadata says is read too.
+            metrics(self._recipe(), [{"input_ids": [[1, 2]], "position_ids": [[0, 1]]}], expect={"thdcheck probe": 0},
                     metadata=self.metadata, **self._command_options(None))
         except BatchError as e:
+            if "__metadata__" in str(e):  # read before the probe's batch: `metadata=` is at fault
+                raise ValueError(f"MetricsGuard: metadata={metadata!r}: {str(e).split(': ', 1)[-1]}") from None
+            made = self._files.get("recipe")
+            if made is not None and made in str(e):
+                # A recipe made from `model=` and the recipe options: name the argument at fault.
+                raise _recipe_error(e, made, dims, isinstance(model, Mapping), recipe_keys) from None
+            made = self._files.get("profile")
+            if made is not None and made in str(e):
+                raise ValueError(f"MetricsGuard: {str(e).replace(made, 'profile=')}") from None
             if _NONE_COMPARABLE not in str(e) and not str(e).startswith("batch 0"):
                 raise
         if self._recipe_file is not None:
@@ -608,6 +622,12 @@ def _model_section(model: Any, mlp_projections: int | None) -> dict:
     """The recipe's `[model]` table from a dict of its keys or a transformers config."""
     if isinstance(model, Mapping):
         dims = dict(model)
+        for k, v in dims.items():
+            if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                raise TypeError(
+                    f"MetricsGuard: model=: field `{k}` = {v!r}: expected a number (or the name), "
+                    "as the recipe's [model] keys"
+                )
         dims.setdefault("name", "model")
         if mlp_projections is not None:
             dims["mlp_projections"] = mlp_projections
@@ -658,6 +678,73 @@ def _model_section(model: Any, mlp_projections: int | None) -> dict:
         "head_dim": int(head_dim), "ffn": ffn, "mlp_projections": mlp_projections,
         "vocab": need("vocab_size"),
     }
+
+
+def _check_profile_dict(profile: Mapping[str, Any]) -> None:
+    """A `profile=` dict read as the command will read it; an error names `profile=` and the
+    field at fault (the first one that fails beside the `name` alone), not the temporary file
+    the command is given."""
+    from thdcheck import _native, _profile_option
+
+    def error(p: Mapping[str, Any]) -> str | None:
+        try:
+            _native.resolved_profile(**_profile_option(p))
+        except (TypeError, ValueError) as e:
+            return str(e).removeprefix("profile=: ")
+        return None
+
+    whole = error(profile)
+    if whole is None:
+        return
+    base = {"name": profile["name"]} if isinstance(profile.get("name"), str) and error({"name": profile["name"]}) is None else {"name": "x"}
+    for key, value in profile.items():
+        if key != "name" and error(dict(base, **{key: value})) is not None:
+            raise ValueError(f"MetricsGuard: profile=: field `{key}` = {value!r}: {whole}")
+    raise ValueError(f"MetricsGuard: profile=: {whole}")
+
+
+# A model the recipe schema accepts, field by field: what a field at fault is replaced with to
+# tell which one it is.
+_PLACEHOLDER = {"name": "none", "layers": 1, "hidden": 8, "heads": 1, "kv_heads": 1, "head_dim": 8,
+                "ffn": 8, "mlp_projections": 2, "vocab": 8}
+
+
+def _recipe_error(e: Exception, path: str, dims: dict | None, from_dict: bool, recipe_keys: dict) -> ValueError:
+    """The error of the recipe made from `model=` (its `[model]` keys: `dims`) and the recipe
+    options, naming the argument and the field at fault instead of the temporary file: each
+    field given is replaced by one known to be accepted (or dropped, if the schema has no such
+    field), the others kept and any missing one filled in, until the recipe reads."""
+    from thdcheck import BatchError, metrics
+
+    lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+    detail = (lines[-1] if lines else str(e)).replace(f"recipe {path}: ", "")
+
+    def reads(model: dict | None, keys: dict) -> bool:
+        fd, trial = tempfile.mkstemp(prefix="thdcheck-recipe-", suffix=".toml")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(_recipe_toml(model, **keys))
+            metrics(trial)
+            return True
+        except (BatchError, ValueError, TypeError):
+            return False
+        finally:
+            _unlink(trial)
+
+    if from_dict and dims and reads(dict(_PLACEHOLDER, **dims), recipe_keys):
+        return ValueError(f"MetricsGuard: model=: {detail}")  # a field missing: the message names it
+    for key in list(dims or {}) if from_dict else []:
+        trial = dict(_PLACEHOLDER, **dims)  # a field missing too is not what this one is tried for
+        if key in _PLACEHOLDER:
+            trial[key] = _PLACEHOLDER[key]
+        else:
+            del trial[key]
+        if reads(trial, recipe_keys):
+            return ValueError(f"MetricsGuard: model=: field `{key}` = {dims[key]!r}: {detail}")
+    for key, value in recipe_keys.items():
+        if isinstance(value, str) and reads(dims, dict(recipe_keys, **{key: None})):
+            return ValueError(f"MetricsGuard: {key}={value!r}: {detail}")
+    return ValueError(f"MetricsGuard: model=: {detail}")
 
 
 def _step_recipe(path: str) -> str | None:
