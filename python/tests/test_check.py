@@ -80,12 +80,15 @@ def test_int32_and_non_contiguous_arrays():
 
 
 def test_bad_input_raises_a_value_error_naming_key_index_and_value():
-    batch = {"input_ids": np.arange(6), "cu_seq_lens_q": np.array([0, 4, 3, 6], dtype=np.int32)}
+    batch = {"input_ids": np.arange(6), "seq_lens": np.array([[3, -5]])}
     with pytest.raises(thdcheck.BatchError) as e:
         thdcheck.check(batch, name="mb0")
     assert isinstance(e.value, ValueError)
     msg = str(e.value)
-    assert msg.startswith("mb0: ") and "cu_seq_lens_q" in msg and "[2]" in msg and "3" in msg, msg
+    assert msg.startswith("mb0: ") and "seq_lens" in msg and "[1]" in msg and "-5" in msg, msg
+    # Offsets that contradict the batch are its `offsets` violation, as the command reports them.
+    r = thdcheck.check({"input_ids": np.arange(6), "cu_seq_lens_q": np.array([0, 4, 3, 6], dtype=np.int32)})
+    assert r.violated == ["offsets"] and "cu_seq_lens_q[2] = 3" in str(r), str(r)
     with pytest.raises(thdcheck.BatchError, match="input_ids"):
         thdcheck.check({"input_ids": np.zeros(4, dtype=np.float32), "cu_seq_lens_q": [0, 4]})
     with pytest.raises(ValueError, match="profile"):
@@ -127,3 +130,12 @@ def test_torch_tensors_when_torch_is_installed():
     assert thdcheck.check(batch).ok
     batch["position_ids"] = torch.tensor([[0, 1, 2, 3, 4]]).t().contiguous().t()  # non-contiguous
     assert thdcheck.check(batch).violated == ["position-ids"]
+
+
+def test_a_batch_no_rule_applied_to_is_unchecked_never_a_pass():
+    # Offsets that hold no document: every rule is skipped, as `thdcheck check` says UNCHECKED.
+    r = thdcheck.check({"input_ids": [[1, 2, 3, 4]], "cu_seq_lens_q": [0]})
+    assert r.ok and not r.checked and "UNCHECKED" in str(r) and "UNCHECKED" in repr(r), str(r)
+    with pytest.raises(AssertionError, match="no rule applied"):
+        thdcheck.assert_batch_ok({"input_ids": [[1, 2, 3, 4]], "cu_seq_lens_q": [0]})
+    assert thdcheck.check({"input_ids": [[1, 2, 3]], "cu_seq_lens_q": [0, 3]}).checked

@@ -812,3 +812,51 @@ fn offsets_past_the_tokens_are_a_violation_not_an_unreadable_file() {
         stdout(&o)
     );
 }
+
+/// Two bugs a correct profile (`padding_segments = "per-row"`, pad id 7) let through: the row's
+/// padding absorbed into its last document (positions not restarted: useful Σs² 52 where the
+/// documents give 25) is `mock-marked`'s violation, and a padding segment with trained labels
+/// is `pad-labels`'. The correct batch passes with the padding excluded from useful work.
+#[test]
+fn per_row_padding_absorbed_or_trained_is_flagged_under_its_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("inhouse.toml");
+    std::fs::write(
+        &profile,
+        "name = \"inhouse\"\npadding_segments = \"per-row\"\npad_token_id = 7\n",
+    )
+    .unwrap();
+    let ids = vec![11, 12, 13, 14, 21, 22, 23, 7, 7, 7];
+    let restart = vec![0, 1, 2, 3, 0, 1, 2, 0, 1, 2];
+    let labels = vec![-100, 12, 13, 14, -100, 22, 23, -100, -100, -100];
+    let batch = |name: &str, pos: &[i64], labels: &[i64]| {
+        temp_batch(
+            dir.path(),
+            name,
+            &[
+                ("input_ids", vec![1, 10], ids.clone()),
+                ("position_ids", vec![1, 10], pos.to_vec()),
+                ("labels", vec![1, 10], labels.to_vec()),
+            ],
+        )
+    };
+    let p = profile.to_str().unwrap();
+    let check = |f: &Path, code| {
+        let json = run_expect(&["check", "--json", "--profile", p, f.to_str().unwrap()], code);
+        let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        v["files"][0].clone()
+    };
+    let ok = check(&batch("ok.safetensors", &restart, &labels), 0);
+    assert_eq!(ok["report"]["packs"][0]["facts"]["useful"]["sum_squares"], 25, "{ok}");
+    let absorbed =
+        check(&batch("absorbed.safetensors", &[0, 1, 2, 3, 0, 1, 2, 3, 4, 5], &labels), 1);
+    assert_eq!(absorbed["violated"], serde_json::json!(["mock-marked"]), "{absorbed}");
+    let mut trained = labels.clone();
+    trained[8] = 7;
+    trained[9] = 7;
+    let trained = check(&batch("trained.safetensors", &restart, &trained), 1);
+    assert_eq!(trained["violated"], serde_json::json!(["pad-labels"]), "{trained}");
+    // Without the profile's fact nothing says the padding is a segment of its own.
+    let plain = batch("plain.safetensors", &[0, 1, 2, 3, 0, 1, 2, 3, 4, 5], &labels);
+    run_expect(&["check", "--pad-token-id", "7", plain.to_str().unwrap()], 0);
+}

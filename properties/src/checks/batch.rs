@@ -114,9 +114,45 @@ fn all_padding(view: &LayoutView<'_>, i: usize) -> bool {
         (None, Some(pad), Some(ids)) => ids.slice(r.clone()).iter().all(|x| x == pad),
         _ => return false,
     };
+    // Where the stack puts its padding as a segment of its own (a profile's `padding_segments`),
+    // a row's final segment of pad ids is that padding whatever its labels: trained labels on it
+    // are `pad-labels`' violation, not a document of pad tokens.
+    let by_design = view.padding_segment_by_design
+        && view.mask.is_none()
+        && (r.end == view.num_tokens || view.row_width().is_some_and(|w| r.end.is_multiple_of(w)));
     !r.is_empty()
         && padding
-        && view.labels.is_none_or(|l| l.slice(r).iter().all(|x| x == IGNORE_INDEX))
+        && (by_design || view.labels.is_none_or(|l| l.slice(r).iter().all(|x| x == IGNORE_INDEX)))
+}
+
+/// Under `padding_segments = "per-row"` with a pad id and no mask: the first row whose last
+/// document ends with a run of pad ids carrying no label (two or more under shifted labels,
+/// whose last label is -100 anyway), i.e. the row's padding absorbed into its last document
+/// instead of a segment of its own: `(segment, first pad token, end)`.
+fn absorbed_padding(view: &LayoutView<'_>, mock: &[bool]) -> Option<(usize, usize, usize)> {
+    let (Some(pad), Some(ids), None) = (view.pad_token_id, view.input_ids, view.mask) else {
+        return None;
+    };
+    if !(view.padding_segment_by_design && view.padding_segment_per_row) {
+        return None;
+    }
+    let width = view.row_width().unwrap_or(view.num_tokens.max(1));
+    let least = match view.label_convention {
+        LabelConvention::Shifted => 2,
+        LabelConvention::Unshifted => 1,
+    };
+    (0..view.segments()).find_map(|i| {
+        let r = view.real(i);
+        let ends_row = r.end == view.num_tokens || r.end.is_multiple_of(width);
+        if mock[i] || r.is_empty() || !ends_row {
+            return None;
+        }
+        let run = ids.slice(r.clone()).iter().rev().take_while(|&x| x == pad).count();
+        let start = r.end - run;
+        let unlabelled =
+            view.labels.is_none_or(|l| l.slice(start..r.end).iter().all(|x| x == IGNORE_INDEX));
+        (run >= least && run < r.len() && unlabelled).then_some((i, start, r.end))
+    })
 }
 
 /// The layout facts of a pack whose offsets hold ([`layout::offsets`]).
@@ -301,6 +337,20 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
             // The mock segments, in order, read again from `mock` each time they are needed
             // rather than collected (a batch may hold 10⁸ segments).
             let mocks = || (0..n).filter(|&i| mock[i]);
+            if let Some((seg, start, end)) = absorbed_padding(view, mock) {
+                let pad = view.pad_token_id.unwrap_or_default();
+                return MOCK_MARKED.violated(
+                    MOCK_MARKED
+                        .violation()
+                        .at(Location::default().segment(seg).token(start).key(&k.cu_seqlens))
+                        .expected("the row's padding as a segment of its own (padding_segments = per-row)")
+                        .got(format!(
+                            "tokens {start}..{end} (the pad id {pad}, no label) end segment {seg}: \
+                             its padding counted as useful work"
+                        ))
+                        .note("a collator that forgot to restart positions (or offsets) at its padding"),
+                );
+            }
             let Some(i) = mocks().next() else {
                 return if view.mask.is_none() && view.pad_token_id.is_none() {
                     MOCK_MARKED.skipped(

@@ -122,6 +122,13 @@ class Report:
     def ok(self) -> bool:
         return not self.violated
 
+    @property
+    def checked(self) -> bool:
+        """Whether any rule judged the batch: a batch on which every rule was skipped is
+        `UNCHECKED`, never a pass (`assert_batch_ok` raises on it, as `check --strict` fails)."""
+        d = self.to_dict()
+        return d.get("cp_shard") is not None or any(o.status != "skipped" for o in self.outcomes)
+
     def to_dict(self) -> dict:
         return json.loads(self._json)
 
@@ -139,7 +146,9 @@ class Report:
         return self._text
 
     def __repr__(self) -> str:
-        return f"<thdcheck.Report {'PASS' if self.ok else 'FAIL: ' + ', '.join(self.violated)}>"
+        if not self.ok:
+            return f"<thdcheck.Report FAIL: {', '.join(self.violated)}>"
+        return f"<thdcheck.Report {'PASS' if self.checked else 'UNCHECKED'}>"
 
 
 # How deep a nested list may go: a tensor has a handful of dimensions; a self-referencing list
@@ -472,10 +481,12 @@ def check(
 
 def assert_batch_ok(batch: Mapping[str, Any], **options: Any) -> Report:
     """`check(batch, **options)`, raising an `AssertionError` whose message is the report when a
-    rule is violated (pytest shows it in full). Returns the report otherwise."""
+    rule is violated or no rule applied (pytest shows it in full). Returns the report otherwise."""
     report = check(batch, **options)
     if not report.ok:
         raise AssertionError(f"thdcheck: {', '.join(report.violated)} violated\n{report}")
+    if not report.checked:
+        raise AssertionError(f"thdcheck: no rule applied to the batch: not a pass\n{report}")
     return report
 
 
