@@ -118,3 +118,19 @@ fn the_batch_files_table_is_the_registrys_rules_of_one_pack() {
         assert!(RULES.iter().any(|r| r.id == *id), "docs/batch-files.md lists `{id}`, no rule");
     }
 }
+
+/// The READMEs count the zoo as it is: "holds N buggy variants" (properties/README.md) and "a bug
+/// zoo of N historical bugs" (README.md) name `CATALOGUE`'s length, never a stale number.
+#[test]
+fn the_readmes_count_the_zoo_as_it_is() {
+    let n = CATALOGUE.len();
+    for (file, phrase) in [
+        (concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"), format!("holds {n} buggy variants")),
+        (concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"), format!("a bug\n  zoo of {n} ")),
+    ] {
+        let text = std::fs::read_to_string(file).expect("README");
+        let flat = text.replace("\n  ", " ");
+        let want = phrase.replace("\n  ", " ");
+        assert!(flat.contains(&want), "{file} should say \"{want}\" (the zoo holds {n})");
+    }
+}

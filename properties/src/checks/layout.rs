@@ -792,7 +792,7 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
         o.notes.push(format!(
             "{} a trained label at the boundary that is not the next document's token (a per-sample \
              EOS target or a separator)",
-            plural(trained, "segment ends with")
+            plural(trained, "segment") + if trained == 1 { " ends with" } else { " end with" }
         ));
     }
     if by_design > 0 {
