@@ -582,3 +582,25 @@ fn fuzz_cp_split_gives_a_self_padding_splitter_its_own_slots() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("applies to the zigzag layout"), "{}", text(&o));
 }
+
+/// `[fuzz] cp_slot_align` and `--cp-slot-align` have one bound (1 to 1024) and one message,
+/// whichever way the value comes (issue 37): a profile's 2^32 − 1 once aborted the command on
+/// an allocation of about 100 GB. A profile's value is refused at load, exit 2, naming the
+/// file, the line, the field and the value.
+#[test]
+fn cp_slot_align_has_one_bound_whichever_way_it_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    let bound = "cp_slot_align is a factor from 1 to 1024";
+    for value in ["4294967295", "4294967296", "2147483648", "1025", "0"] {
+        let path = dir.path().join("big.toml");
+        std::fs::write(&path, format!("name = \"big\"\n[fuzz]\ncp_slot_align = {value}\n")).unwrap();
+        let p = path.display().to_string();
+        let o = run_expect(&["fuzz", "cp-split", "--cases", "2", "--profile", &p, "--", "true"], 2);
+        let t = text(&o);
+        assert!(t.contains(&format!("{p}:3")), "{value}: {t}");
+        assert!(t.contains(&format!("cp_slot_align = {value}")) && t.contains(bound), "{t}");
+        let o = run_expect(&["fuzz", "cp-split", "--cp-slot-align", value, "--", "true"], 2);
+        let t = text(&o);
+        assert!(t.contains(&format!("cp_slot_align = {value}")) && t.contains(bound), "{t}");
+    }
+}

@@ -420,8 +420,11 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
             let align = args
                 .cp_slot_align
                 .or_else(|| profile.as_deref().and_then(|p| p.fuzz.cp_slot_align));
+            // Both ways in check it already; a profile built in code is held to it too.
+            if let Some(Err(why)) = align.map(|k| crate::profile::cp_slot_align(k.into())) {
+                bail!("{why}");
+            }
             match align {
-                Some(0) => bail!("[fuzz] cp_slot_align = 0: the alignment is a factor, at least 1"),
                 Some(_) if layout != CpSplitLayout::Zigzag => bail!(
                     "--cp-slot-align (or the profile's [fuzz] cp_slot_align) applies to the \
                      zigzag layout; the layout here is {}",
