@@ -604,3 +604,28 @@ fn cp_slot_align_has_one_bound_whichever_way_it_comes() {
         assert!(t.contains(&format!("cp_slot_align = {value}")) && t.contains(bound), "{t}");
     }
 }
+
+/// `--cp-slot-align K` scales the documents with the slot: with K ≥ 12 no document of the
+/// old 0..=12 tokens crossed a chunk (a chunk of a slot is K tokens or more), so the splitter
+/// that rolls its labels after the split passed every case at K = 12 … 1024 (issue 37). Real K
+/// is the tensor-parallel size (8 and 16 are common): the planted splitter fails at 16 and 64,
+/// shrunk to one document one token longer than a chunk at cp 2, and the correct one passes.
+#[test]
+fn fuzz_cp_split_slot_align_documents_cross_the_chunks() {
+    let run = |adapter: &str, k: &str, want| {
+        fuzz_json(
+            &["cp-split", "--json", "--cp-slot-align", k, "--", "python3", adapter],
+            want,
+        )
+    };
+    for k in [16u64, 64] {
+        let ks = k.to_string();
+        let v = run("adapters/python/examples/cp_split_roll_after_split.py", &ks, 1);
+        let f = &v["failure"];
+        assert_eq!(f["checks"], serde_json::json!(["cp-labels"]), "K = {k}: {v}");
+        assert_eq!(f["request"]["cp_size"], 2, "K = {k}: {f}");
+        assert_eq!(f["request"]["cu_seqlens"], serde_json::json!([0, k + 1]), "K = {k}: {f}");
+        let v = run("adapters/python/examples/cp_split.py", &ks, 0);
+        assert_eq!(v["result"], "pass", "K = {k}: {v}");
+    }
+}
