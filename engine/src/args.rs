@@ -145,9 +145,10 @@ pub struct FuzzArgs {
     /// (also bounded by --max-shrink-runs and by 256).
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub also_failing: u32,
-    /// Collator contract: sft (flatten) or dpo (chosen/rejected/concatenated keys).
-    #[arg(long, value_enum, default_value = "sft")]
-    pub mode: crate::protocol::CollatorMode,
+    /// Collator contract: sft (flatten, the default) or dpo (chosen/rejected/concatenated
+    /// keys). Collator only: any other target refuses it (a packer's pairs are `--pairs`).
+    #[arg(long, value_enum)]
+    pub mode: Option<crate::protocol::CollatorMode>,
     /// Packer: also require that no two packs fit together (first-fit-like strategies); in a
     /// session, among the packs of each call.
     #[arg(long)]

@@ -301,6 +301,21 @@ pub fn check_ignore(values: &[String]) -> Result<()> {
 
 fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> Result<u8> {
     check_ignore(&args.ignore)?;
+    // An option the target never reads would be accepted and ignored: `--mode dpo` on a packer
+    // fuzzed SFT requests as if DPO had been checked.
+    if let (Some(mode), false) = (args.mode, args.target == FuzzTarget::Collator) {
+        let mode = clap::ValueEnum::to_possible_value(&mode)
+            .map_or_else(String::new, |v| v.get_name().to_owned());
+        bail!(
+            "--mode {mode} is the collator's contract (sft or dpo); `fuzz {}` does not read it{}",
+            target_name(args.target),
+            if args.target == FuzzTarget::Packer {
+                " (a packer of DPO pairs: --pairs)"
+            } else {
+                ""
+            }
+        );
+    }
     // The stack's profile carries its fuzz defaults; an option given on the command line wins.
     let mut read = args.batch.read_options()?;
     let profile = read.stated_profile().cloned();
@@ -383,7 +398,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
         FuzzTarget::Collator => drive(
             &collator::CollatorTarget {
                 applied: Applied::default(),
-                mode: args.mode,
+                mode: args.mode.unwrap_or(crate::protocol::CollatorMode::Sft),
                 read: read.clone(),
                 opts: crate::checks::with_profile(args.batch.check_options(), profile.as_deref()),
                 rewrites: collator::Rewrites {
@@ -443,6 +458,11 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
             )
         }
     }
+}
+
+/// The target as the command line names it (`cp-split`).
+fn target_name(target: FuzzTarget) -> String {
+    clap::ValueEnum::to_possible_value(&target).map_or_else(String::new, |v| v.get_name().to_owned())
 }
 
 /// `--drops` (or the profile's `[fuzz] drops`) as the packer target holds it; nothing stated:
