@@ -424,7 +424,7 @@ def adapters_group(tmp: Path) -> str:
         ("schema", f"{ONCE}for l in sys.stdin:\n    r = json.loads(l); r['thdcheck'] = 2; reply(r, **answer(r))", []),
         ("schema", f"{ONCE}for l in sys.stdin:\n    r = json.loads(l); r['thdcheck'] = 1; reply(r, **answer(r))", ["--session", "--fitting-only"]),
         ("schema", f"{ONCE}for l in sys.stdin:\n    r = json.loads(l); reply(r, **({{'packs': [[0]]}} if r['op'] == 'start' else answer(r)))", ["--session", "--fitting-only"]),
-        ("flaky", f"{ONCE}for l in sys.stdin:\n    r = json.loads(l); reply(r, **answer(r)); reply(r, **answer(r))", []),
+        ("schema", f"{ONCE}for l in sys.stdin:\n    r = json.loads(l); reply(r, **answer(r)); reply(r, **answer(r))", []),
         ("schema", "import sys, json\nfor l in sys.stdin: sys.stdout.write(('{\"thdcheck\":1,\"id\":%d,\"packs\":[' + '[],' * 1000000 + '[]]}\\n') % json.loads(l)['id']); sys.stdout.flush()", []),
         ("hang", f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}'], start_new_session=True)\n"
                  "sys.stdin.readline()\ntime.sleep(300)", ["--timeout-ms", "300", "--startup-timeout-ms", "300"]),

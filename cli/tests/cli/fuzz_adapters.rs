@@ -407,23 +407,33 @@ fn fuzz_an_adapter_that_exits_while_its_child_holds_stdout_is_a_crash() {
     assert!(v["failure"]["detail"].as_str().unwrap().contains("exit status: 3"), "{v}");
 }
 
-/// An answer carrying an earlier request's id is stale output (the adapter wrote two lines for
-/// one request): its fault depends on the requests before it, so it is `flaky`, not `schema`.
+/// An adapter that writes two answers to every request: the second answer to one request is
+/// read as the answer to the next, carrying the earlier id. That is a protocol fault of the
+/// adapter, reported as what it did (`schema`: "wrote 2 answers to one request"), not `flaky`
+/// (issue 37), for a packer (which sends each request twice) and for a collator (one request a
+/// case, whose replay in a fresh process reads only the first answer).
 #[test]
-fn fuzz_a_stale_answer_is_flaky() {
+fn fuzz_two_answers_to_one_request_is_schema() {
     let twice = format!(
         "{SINGLETON_PACKER}for l in sys.stdin:\n    r = json.loads(l)\n    \
          reply(r, **answer(r))\n    reply(r, **answer(r))"
     );
     let v = fuzz_json(&["packer", "--json", "--cases", "8", "--", "python3", "-c", &twice], 1);
-    assert_eq!(v["failure"]["kind"], "flaky", "{v}");
+    assert_eq!(v["failure"]["kind"], "schema", "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("wrote 2 answers to one request"));
     let twice = "import json, sys\nsys.path.insert(0, 'adapters/python/examples')\n\
                  import flatten_collator as fc\nfor l in sys.stdin:\n    r = json.loads(l)\n    \
                  b = json.dumps({'thdcheck': 1, 'id': r['id'], 'batch': \
                  fc.collate(r['examples'], r['max_seq_length'])})\n    print(b)\n    \
                  print(b, flush=True)";
     let v = fuzz_json(&["collator", "--json", "--cases", "8", "--", "python3", "-c", twice], 1);
-    assert_eq!(v["failure"]["kind"], "flaky", "{v}");
+    assert_eq!(v["failure"]["kind"], "schema", "{v}");
+    let detail = v["failure"]["detail"].as_str().unwrap();
+    assert!(detail.contains("wrote 2 answers to one request"), "{v}");
+    // Its replay shows both answers of the one request.
+    let replay = v["failure"]["replay"].as_str().unwrap();
+    let o = Command::new("sh").args(["-c", replay]).current_dir(repo()).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 2, "{replay}");
 }
 
 /// The protocol version of an answer is the request's: 1 to a one-shot request, 2 in a packer
