@@ -436,6 +436,38 @@ fn fuzz_two_answers_to_one_request_is_schema() {
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 2, "{replay}");
 }
 
+/// An adapter that cannot start (an `ImportError`, as `from thdcheck_adapter import …` gives a
+/// wheel user outside a checkout) exits before it reads its first request: a setup error,
+/// exit 2, reported as what it did (its exit code, the tail of its stderr), not a `crash` with
+/// exit 1, the code of a failed check (issue 37). An adapter that reads its request and then
+/// dies is still a crash (exit 1), shrunk to the case that kills it.
+#[test]
+fn fuzz_an_adapter_that_cannot_start_is_a_setup_error() {
+    let script = "import sys\nimport thdcheck_no_such_module\nserve(sys.stdin)";
+    for target in ["packer", "collator", "cp-split"] {
+        let o = run_expect(&["fuzz", target, "--json", "--", "python3", "-c", script], 2);
+        let e = stderr(&o);
+        assert!(e.contains("exited (exit status: 1) before reading its first request"), "{e}");
+        assert!(e.contains("No module named 'thdcheck_no_such_module'"), "{e}");
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    }
+    // Dies on the drawn cases holding an example of 3 tokens or more: a crash, shrunk to one.
+    let dies = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                from thdcheck_adapter import serve_packer\n\
+                def p(lens, cap, seed):\n    if any(n >= 3 for n in lens): sys.exit(5)\n    \
+                return [[i] for i in range(len(lens)) if lens[i] <= cap], \
+                [i for i in range(len(lens)) if lens[i] > cap]\n\
+                serve_packer(p)";
+    let v = fuzz_json(&["packer", "--json", "--", "python3", "-c", dies], 1);
+    let f = &v["failure"];
+    assert_eq!(f["kind"], "crash", "{v}");
+    assert!(f["detail"].as_str().unwrap().contains("exit status: 5"), "{v}");
+    assert_eq!(f["request"]["examples"], serde_json::json!([{"id": 0, "len": 3}]), "{v}");
+    // The docs show the import of a checkout and of an installed wheel.
+    let doc = std::fs::read_to_string(repo().join("docs/protocol.md")).unwrap();
+    assert!(doc.contains("from thdcheck.adapter import serve_packer"), "docs/protocol.md");
+}
+
 /// The protocol version of an answer is the request's: 1 to a one-shot request, 2 in a packer
 /// session; and a session's `start` is answered with nothing (an empty payload).
 #[test]

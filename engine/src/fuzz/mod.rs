@@ -222,6 +222,14 @@ impl Transport<'_> {
             Transport::InProcess(_) => 1,
         }
     }
+
+    /// Whether any answer was read yet (in process, every request is answered).
+    fn ever_answered(&self) -> bool {
+        match self {
+            Transport::Process(a) => a.answered > 0,
+            Transport::InProcess(_) => true,
+        }
+    }
 }
 
 /// Runs the fuzzer against the adapter subprocess `args.command`, printing the report on
@@ -587,6 +595,9 @@ fn drive<T: Target>(
     let crash_history: RefCell<Vec<String>> = RefCell::new(Vec::new());
     let found_history: RefCell<Vec<String>> = RefCell::new(Vec::new());
     let other_classes = Cell::new(0u64);
+    // The adapter exited before reading its first request (an `ImportError`): it did not start,
+    // a setup error (exit 2), not a failed check; no case runs after it.
+    let not_started: RefCell<Option<String>> = RefCell::new(None);
     let exec = |case: &T::Case| -> Result<(), Failure> {
         executed.set(executed.get() + 1);
         let mut last_request = String::new();
@@ -624,7 +635,15 @@ fn drive<T: Target>(
                 Reply::Garbage { kind, detail } => {
                     Err(Failure { kind, checks: vec![], detail, response: None })
                 }
-                Reply::Crash { status, stderr } => {
+                Reply::Crash { status, stderr, unread } => {
+                    if unread && !adapter.borrow().ever_answered() {
+                        *not_started.borrow_mut() = Some(format!(
+                            "the adapter `{}` exited ({status}) before reading its first request: \
+                             it did not start (a setup error; no case was judged){}",
+                            args.command.join(" "),
+                            tail(&stderr)
+                        ));
+                    }
                     *crash_history.borrow_mut() = adapter.borrow().history();
                     Err(Failure {
                         kind: "crash",
@@ -664,6 +683,7 @@ fn drive<T: Target>(
         // Past the shrink budget (or after a hang) a run reports success without running, so
         // proptest keeps the smallest failure found so far.
         if hung.get()
+            || not_started.borrow().is_some()
             || stop_shrinking.get()
             || (shrinking.get() && executed.get() > u64::from(args.max_shrink_runs) + passed.get())
         {
@@ -671,6 +691,9 @@ fn drive<T: Target>(
         }
         crash_history.borrow_mut().clear();
         let mut r = exec(&case).or_else(|f| unignored(f).map_or(Ok(()), Err));
+        if not_started.borrow().is_some() {
+            return Ok(());
+        }
         let keep_history = |f: &Failure| {
             if f.kind == "crash" {
                 *found_history.borrow_mut() = crash_history.borrow().clone();
@@ -722,6 +745,9 @@ fn drive<T: Target>(
     };
     let elapsed = start.elapsed();
     bar.finish_and_clear();
+    if let Some(why) = not_started.take() {
+        bail!("{why}");
+    }
     let rate = passed.get() as f64 / elapsed.as_secs_f64().max(1e-9);
     let command = args.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
     match result {
