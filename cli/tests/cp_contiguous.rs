@@ -593,7 +593,8 @@ fn cp_slot_align_has_one_bound_whichever_way_it_comes() {
     let bound = "cp_slot_align is a factor from 1 to 1024";
     for value in ["4294967295", "4294967296", "2147483648", "1025", "0"] {
         let path = dir.path().join("big.toml");
-        std::fs::write(&path, format!("name = \"big\"\n[fuzz]\ncp_slot_align = {value}\n")).unwrap();
+        std::fs::write(&path, format!("name = \"big\"\n[fuzz]\ncp_slot_align = {value}\n"))
+            .unwrap();
         let p = path.display().to_string();
         let o = run_expect(&["fuzz", "cp-split", "--cases", "2", "--profile", &p, "--", "true"], 2);
         let t = text(&o);
@@ -613,10 +614,7 @@ fn cp_slot_align_has_one_bound_whichever_way_it_comes() {
 #[test]
 fn fuzz_cp_split_slot_align_documents_cross_the_chunks() {
     let run = |adapter: &str, k: &str, want| {
-        fuzz_json(
-            &["cp-split", "--json", "--cp-slot-align", k, "--", "python3", adapter],
-            want,
-        )
+        fuzz_json(&["cp-split", "--json", "--cp-slot-align", k, "--", "python3", adapter], want)
     };
     for k in [16u64, 64] {
         let ks = k.to_string();

@@ -420,8 +420,17 @@ fn fuzz_refuses_mode_outside_the_collator() {
         run_expect(&[&["fuzz"][..], args, &["--", "true"]].concat(), 2);
     }
     let v = fuzz_json(
-        &["collator", "--mode", "dpo", "--json", "--cases", "4", "--", "python3",
-          &example_adapter("flatten_collator")],
+        &[
+            "collator",
+            "--mode",
+            "dpo",
+            "--json",
+            "--cases",
+            "4",
+            "--",
+            "python3",
+            &example_adapter("flatten_collator"),
+        ],
         0,
     );
     assert_eq!(v["result"], "pass", "{v}");

@@ -405,7 +405,8 @@ impl Adapter {
     /// The process is gone (or closed stdout) without an answer: its exit status and stderr,
     /// and whether it had read the request (`unwritten`: the request could not be written).
     fn crashed(&mut self, unwritten: bool) -> Reply {
-        let unread = unwritten || self.live.as_ref().is_some_and(|live| pending_bytes(&live.stdin) > 0);
+        let unread =
+            unwritten || self.live.as_ref().is_some_and(|live| pending_bytes(&live.stdin) > 0);
         let status = match self.live.as_mut() {
             Some(live) => {
                 // Give it a moment to exit; then kill it.

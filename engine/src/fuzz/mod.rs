@@ -470,7 +470,8 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
 
 /// The target as the command line names it (`cp-split`).
 fn target_name(target: FuzzTarget) -> String {
-    clap::ValueEnum::to_possible_value(&target).map_or_else(String::new, |v| v.get_name().to_owned())
+    clap::ValueEnum::to_possible_value(&target)
+        .map_or_else(String::new, |v| v.get_name().to_owned())
 }
 
 /// `--drops` (or the profile's `[fuzz] drops`) as the packer target holds it; nothing stated:

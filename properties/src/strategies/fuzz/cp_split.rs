@@ -58,10 +58,11 @@ impl CpSplitFuzzCase {
 ///     .current();
 /// assert!([1, 2, 4, 8].contains(&case.cp));
 /// ```
-pub fn arb_cp_split_fuzz_case(
-    params: CpSplitFuzzParams,
-) -> impl Strategy<Value = CpSplitFuzzCase> {
+pub fn arb_cp_split_fuzz_case(params: CpSplitFuzzParams) -> impl Strategy<Value = CpSplitFuzzCase> {
     let batch = arb_cp_batch_aligned(params.slot_align.unwrap_or(1));
-    (arb_cp(), prop::bool::weighted(0.8), batch)
-        .prop_map(|(cp, padded, batch)| CpSplitFuzzCase { cp, padded, batch })
+    (arb_cp(), prop::bool::weighted(0.8), batch).prop_map(|(cp, padded, batch)| CpSplitFuzzCase {
+        cp,
+        padded,
+        batch,
+    })
 }
