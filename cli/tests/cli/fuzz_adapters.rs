@@ -347,7 +347,9 @@ fn fuzz_descendants_in_a_new_session_do_not_outlive_thdcheck() {
 /// report counts the scan's runs apart (`scan_runs`). Run counts, not wall time, are asserted.
 #[test]
 fn fuzz_the_scan_for_other_classes_is_in_the_shrink_budget() {
-    let dies = "import time\ntime.sleep(0.2)";
+    // It reads each request, then dies: a crash of every case (one that dies before reading
+    // its first request did not start, exit 2).
+    let dies = "import sys, time\nsys.stdin.readline()\ntime.sleep(0.2)";
     let v = fuzz_json(
         &[
             "packer",
