@@ -586,3 +586,48 @@ fn fuzz_cp_split_gives_a_self_padding_splitter_its_own_slots() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("applies to the zigzag layout"), "{}", text(&o));
 }
+
+/// `[fuzz] cp_slot_align` and `--cp-slot-align` have one bound (1 to 1024) and one message,
+/// whichever way the value comes (issue 37): a profile's 2^32 − 1 once aborted the command on
+/// an allocation of about 100 GB. A profile's value is refused at load, exit 2, naming the
+/// file, the line, the field and the value.
+#[test]
+fn cp_slot_align_has_one_bound_whichever_way_it_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    let bound = "cp_slot_align is a factor from 1 to 1024";
+    for value in ["4294967295", "4294967296", "2147483648", "1025", "0"] {
+        let path = dir.path().join("big.toml");
+        std::fs::write(&path, format!("name = \"big\"\n[fuzz]\ncp_slot_align = {value}\n"))
+            .unwrap();
+        let p = path.display().to_string();
+        let o = run_expect(&["fuzz", "cp-split", "--cases", "2", "--profile", &p, "--", "true"], 2);
+        let t = text(&o);
+        assert!(t.contains(&format!("{p}:3")), "{value}: {t}");
+        assert!(t.contains(&format!("cp_slot_align = {value}")) && t.contains(bound), "{t}");
+        let o = run_expect(&["fuzz", "cp-split", "--cp-slot-align", value, "--", "true"], 2);
+        let t = text(&o);
+        assert!(t.contains(&format!("cp_slot_align = {value}")) && t.contains(bound), "{t}");
+    }
+}
+
+/// `--cp-slot-align K` scales the documents with the slot: with K ≥ 12 no document of the
+/// old 0..=12 tokens crossed a chunk (a chunk of a slot is K tokens or more), so the splitter
+/// that rolls its labels after the split passed every case at K = 12 … 1024 (issue 37). Real K
+/// is the tensor-parallel size (8 and 16 are common): the planted splitter fails at 16 and 64,
+/// shrunk to one document one token longer than a chunk at cp 2, and the correct one passes.
+#[test]
+fn fuzz_cp_split_slot_align_documents_cross_the_chunks() {
+    let run = |adapter: &str, k: &str, want| {
+        fuzz_json(&["cp-split", "--json", "--cp-slot-align", k, "--", "python3", adapter], want)
+    };
+    for k in [16u64, 64] {
+        let ks = k.to_string();
+        let v = run("adapters/python/examples/cp_split_roll_after_split.py", &ks, 1);
+        let f = &v["failure"];
+        assert_eq!(f["checks"], serde_json::json!(["cp-labels"]), "K = {k}: {v}");
+        assert_eq!(f["request"]["cp_size"], 2, "K = {k}: {f}");
+        assert_eq!(f["request"]["cu_seqlens"], serde_json::json!([0, k + 1]), "K = {k}: {f}");
+        let v = run("adapters/python/examples/cp_split.py", &ks, 0);
+        assert_eq!(v["result"], "pass", "K = {k}: {v}");
+    }
+}

@@ -145,9 +145,10 @@ pub struct FuzzArgs {
     /// (also bounded by --max-shrink-runs and by 256).
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub also_failing: u32,
-    /// Collator contract: sft (flatten) or dpo (chosen/rejected/concatenated keys).
-    #[arg(long, value_enum, default_value = "sft")]
-    pub mode: crate::protocol::CollatorMode,
+    /// Collator contract: sft (flatten, the default) or dpo (chosen/rejected/concatenated
+    /// keys). Collator only: any other target refuses it (a packer's pairs are `--pairs`).
+    #[arg(long, value_enum)]
+    pub mode: Option<crate::protocol::CollatorMode>,
     /// Packer: also require that no two packs fit together (first-fit-like strategies); in a
     /// session, among the packs of each call.
     #[arg(long)]
@@ -260,7 +261,8 @@ pub struct FuzzArgs {
     /// slots are that round-up, without a spare block (SkyRL: K = its tensor-parallel size).
     /// Zigzag layout only. Default: the profile's `[fuzz] cp_slot_align`, else the request's
     /// own slots (padded to 2·cp, sometimes a block more, sometimes not at all).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    /// From 1 to 1024 (`reader::profile::CP_SLOT_ALIGN_MAX`, the profile's bound too).
+    #[arg(long, value_name = "K", allow_hyphen_values = true, value_parser = parse_cp_slot_align)]
     pub cp_slot_align: Option<u32>,
     /// Collator: which requests ask for a static max_seq_length (`never` for a collator that
     /// does not pad to one, such as transformers' DataCollatorWithFlattening). Default: the
@@ -312,6 +314,12 @@ impl FuzzArgs {
 /// `--profile NAME|FILE`.
 fn parse_profile(s: &str) -> Result<Arc<Profile>, String> {
     Profile::resolve(s, None).map_err(|e| e.to_string())
+}
+
+/// `--cp-slot-align K`: the bound and the message of a profile's `[fuzz] cp_slot_align`.
+fn parse_cp_slot_align(s: &str) -> Result<u32, String> {
+    let v: i128 = s.trim().parse().map_err(|e| format!("{s:?} is not a whole number: {e}"))?;
+    crate::profile::cp_slot_align(v)
 }
 
 /// Label conventions, for `--labels`.

@@ -242,8 +242,8 @@ pub enum BadResponse {
     Schema(String),
     /// The adapter's own function raised; the adapter reported it.
     AdapterError(String),
-    /// The answer carries an earlier request's id: stale output (an adapter that wrote two
-    /// lines for one request), so what is wrong with it depends on the requests before.
+    /// The answer carries an earlier request's id: the adapter wrote two answers to an
+    /// earlier request (a protocol fault, reported as `schema`).
     Stale(String),
 }
 
@@ -436,10 +436,9 @@ pub fn parse_response<T: for<'de> Deserialize<'de>>(
         Some(got) if got == id => {}
         Some(got) if got < id => {
             return Err(BadResponse::Stale(format!(
-                "response id {got}, expected {id}: the answer to an earlier request, so the \
-                 adapter's answers are out of step with its requests (it wrote more than one \
-                 line for an earlier request) and what is wrong here depends on the requests \
-                 before it"
+                "response id {got}, expected {id}: request {got} was answered again, and that \
+                 second answer was read as the answer to request {id} (one line per request: \
+                 every later answer is out of step)"
             )));
         }
         Some(got) => return Err(BadResponse::Schema(format!("response id {got}, expected {id}"))),

@@ -282,7 +282,37 @@ pub struct FuzzFacts {
     /// `--cp-slot-align`: the CP splitter pads each sequence itself to the least multiple of
     /// `cp_slot_align·2·cp` tokens (of `cp_slot_align` at cp 1), so `fuzz cp-split` gives it
     /// exactly those slots (SkyRL's `preprocess_packed_seqs`: `tp·cp·2`, `tp` at cp 1).
+    /// From 1 to [`CP_SLOT_ALIGN_MAX`] ([`cp_slot_align`]), as `--cp-slot-align`.
+    #[serde(default, deserialize_with = "de_cp_slot_align")]
     pub cp_slot_align: Option<u32>,
+}
+
+/// The largest `cp_slot_align` (`--cp-slot-align`, `[fuzz] cp_slot_align`): a tensor-parallel
+/// size, far above any real one; a request's slot is `cp_slot_align·2·cp` tokens or more.
+pub const CP_SLOT_ALIGN_MAX: u32 = 1024;
+
+/// A `cp_slot_align` however it comes (the option, a profile's `[fuzz]`, a Python dict): the
+/// one bound and the one message. `2^32 − 1` in a profile once aborted `fuzz cp-split` on an
+/// allocation of about 100 GB.
+///
+/// # Errors
+/// The value is not from 1 to [`CP_SLOT_ALIGN_MAX`].
+pub fn cp_slot_align(value: i128) -> std::result::Result<u32, String> {
+    match u32::try_from(value) {
+        Ok(v @ 1..=CP_SLOT_ALIGN_MAX) => Ok(v),
+        _ => Err(format!(
+            "cp_slot_align = {value}: cp_slot_align is a factor from 1 to {CP_SLOT_ALIGN_MAX} (the \
+             splitter's tensor-parallel size)"
+        )),
+    }
+}
+
+fn de_cp_slot_align<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<u32>, D::Error> {
+    // Any integer (TOML's are i64): a negative one gets the message too, not serde's own.
+    let v = i64::deserialize(d)?;
+    cp_slot_align(i128::from(v)).map(Some).map_err(serde::de::Error::custom)
 }
 
 /// What a packer may drop (`[fuzz] drops`, `thdcheck fuzz packer --drops`).

@@ -347,7 +347,9 @@ fn fuzz_descendants_in_a_new_session_do_not_outlive_thdcheck() {
 /// report counts the scan's runs apart (`scan_runs`). Run counts, not wall time, are asserted.
 #[test]
 fn fuzz_the_scan_for_other_classes_is_in_the_shrink_budget() {
-    let dies = "import time\ntime.sleep(0.2)";
+    // It reads each request, then dies: a crash of every case (one that dies before reading
+    // its first request did not start, exit 2).
+    let dies = "import sys, time\nsys.stdin.readline()\ntime.sleep(0.2)";
     let v = fuzz_json(
         &[
             "packer",
@@ -407,23 +409,65 @@ fn fuzz_an_adapter_that_exits_while_its_child_holds_stdout_is_a_crash() {
     assert!(v["failure"]["detail"].as_str().unwrap().contains("exit status: 3"), "{v}");
 }
 
-/// An answer carrying an earlier request's id is stale output (the adapter wrote two lines for
-/// one request): its fault depends on the requests before it, so it is `flaky`, not `schema`.
+/// An adapter that writes two answers to every request: the second answer to one request is
+/// read as the answer to the next, carrying the earlier id. That is a protocol fault of the
+/// adapter, reported as what it did (`schema`: "wrote 2 answers to one request"), not `flaky`
+/// (issue 37), for a packer (which sends each request twice) and for a collator (one request a
+/// case, whose replay in a fresh process reads only the first answer).
 #[test]
-fn fuzz_a_stale_answer_is_flaky() {
+fn fuzz_two_answers_to_one_request_is_schema() {
     let twice = format!(
         "{SINGLETON_PACKER}for l in sys.stdin:\n    r = json.loads(l)\n    \
          reply(r, **answer(r))\n    reply(r, **answer(r))"
     );
     let v = fuzz_json(&["packer", "--json", "--cases", "8", "--", "python3", "-c", &twice], 1);
-    assert_eq!(v["failure"]["kind"], "flaky", "{v}");
+    assert_eq!(v["failure"]["kind"], "schema", "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("wrote 2 answers to one request"));
     let twice = "import json, sys\nsys.path.insert(0, 'adapters/python/examples')\n\
                  import flatten_collator as fc\nfor l in sys.stdin:\n    r = json.loads(l)\n    \
                  b = json.dumps({'thdcheck': 1, 'id': r['id'], 'batch': \
                  fc.collate(r['examples'], r['max_seq_length'])})\n    print(b)\n    \
                  print(b, flush=True)";
     let v = fuzz_json(&["collator", "--json", "--cases", "8", "--", "python3", "-c", twice], 1);
-    assert_eq!(v["failure"]["kind"], "flaky", "{v}");
+    assert_eq!(v["failure"]["kind"], "schema", "{v}");
+    let detail = v["failure"]["detail"].as_str().unwrap();
+    assert!(detail.contains("wrote 2 answers to one request"), "{v}");
+    // Its replay shows both answers of the one request.
+    let replay = v["failure"]["replay"].as_str().unwrap();
+    let o = Command::new("sh").args(["-c", replay]).current_dir(repo()).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 2, "{replay}");
+}
+
+/// An adapter that cannot start (an `ImportError`, as `from thdcheck_adapter import …` gives a
+/// wheel user outside a checkout) exits before it reads its first request: a setup error,
+/// exit 2, reported as what it did (its exit code, the tail of its stderr), not a `crash` with
+/// exit 1, the code of a failed check (issue 37). An adapter that reads its request and then
+/// dies is still a crash (exit 1), shrunk to the case that kills it.
+#[test]
+fn fuzz_an_adapter_that_cannot_start_is_a_setup_error() {
+    let script = "import sys\nimport thdcheck_no_such_module\nserve(sys.stdin)";
+    for target in ["packer", "collator", "cp-split"] {
+        let o = run_expect(&["fuzz", target, "--json", "--", "python3", "-c", script], 2);
+        let e = stderr(&o);
+        assert!(e.contains("exited (exit status: 1) before reading its first request"), "{e}");
+        assert!(e.contains("No module named 'thdcheck_no_such_module'"), "{e}");
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    }
+    // Dies on the drawn cases holding an example of 3 tokens or more: a crash, shrunk to one.
+    let dies = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                from thdcheck_adapter import serve_packer\n\
+                def p(lens, cap, seed):\n    if any(n >= 3 for n in lens): sys.exit(5)\n    \
+                return [[i] for i in range(len(lens)) if lens[i] <= cap], \
+                [i for i in range(len(lens)) if lens[i] > cap]\n\
+                serve_packer(p)";
+    let v = fuzz_json(&["packer", "--json", "--", "python3", "-c", dies], 1);
+    let f = &v["failure"];
+    assert_eq!(f["kind"], "crash", "{v}");
+    assert!(f["detail"].as_str().unwrap().contains("exit status: 5"), "{v}");
+    assert_eq!(f["request"]["examples"], serde_json::json!([{"id": 0, "len": 3}]), "{v}");
+    // The docs show the import of a checkout and of an installed wheel.
+    let doc = std::fs::read_to_string(repo().join("docs/protocol.md")).unwrap();
+    assert!(doc.contains("from thdcheck.adapter import serve_packer"), "docs/protocol.md");
 }
 
 /// The protocol version of an answer is the request's: 1 to a one-shot request, 2 in a packer

@@ -398,3 +398,40 @@ fn fuzz_packer_empty_examples_are_drawn_where_the_stack_allows_them() {
     let v = fuzz_json(&["packer", "--json", "--cases", "512", "--", "python3", "-c", script], 0);
     assert_eq!(v["result"], "pass", "{v}");
 }
+
+/// `--mode` is the collator's contract (sft or dpo); any other target refuses it, exit 2 naming
+/// the option, instead of accepting `--mode dpo` and fuzzing SFT requests (issue 37). The
+/// contradictory options refused before still are.
+#[test]
+fn fuzz_refuses_mode_outside_the_collator() {
+    for target in ["packer", "logger", "loss", "cp-split"] {
+        for mode in ["dpo", "sft"] {
+            let o = run_expect(&["fuzz", target, "--mode", mode, "--", "true"], 2);
+            assert!(stderr(&o).contains("--mode"), "{target} --mode {mode}: {}", stderr(&o));
+        }
+    }
+    let refused: [&[&str]; 4] = [
+        &["packer", "--min-packs", "--session"],
+        &["packer", "--first-failure", "--also-failing", "3"],
+        &["packer", "--examples-multiple-of-dp"],
+        &["collator", "--mlm", "--causal"],
+    ];
+    for args in refused {
+        run_expect(&[&["fuzz"][..], args, &["--", "true"]].concat(), 2);
+    }
+    let v = fuzz_json(
+        &[
+            "collator",
+            "--mode",
+            "dpo",
+            "--json",
+            "--cases",
+            "4",
+            "--",
+            "python3",
+            &example_adapter("flatten_collator"),
+        ],
+        0,
+    );
+    assert_eq!(v["result"], "pass", "{v}");
+}

@@ -189,6 +189,10 @@ pub enum Reply {
         status: String,
         /// The last lines of its stderr.
         stderr: String,
+        /// It never read the request: the request's bytes were still in its stdin pipe (or
+        /// could not be written at all). A process that never answered any request and exits so
+        /// did not start (an `ImportError`): a setup error, not a case it failed.
+        unread: bool,
     },
     /// No answer within the timeout; the process was killed.
     Hang {
@@ -213,6 +217,8 @@ pub struct Adapter {
     live: Option<Live>,
     /// Processes started so far.
     pub starts: usize,
+    /// Answer lines read so far, over every process started.
+    pub answered: u64,
     /// The requests the running process has received, in order (at most [`HISTORY_KEEP`]):
     /// what a replay must send to reproduce a failure that depends on earlier requests.
     pub history: Vec<String>,
@@ -248,6 +254,7 @@ impl Adapter {
             max_line,
             live: None,
             starts: 0,
+            answered: 0,
             history: Vec::new(),
         }
     }
@@ -357,7 +364,7 @@ impl Adapter {
             .and_then(|()| live.stdin.write_all(b"\n"))
             .and_then(|()| live.stdin.flush());
         if sent.is_err() {
-            return Ok(self.crashed());
+            return Ok(self.crashed(true));
         }
         if self.history.len() < HISTORY_KEEP {
             self.history.push(line.to_owned());
@@ -367,7 +374,11 @@ impl Adapter {
         };
         let startup = std::mem::replace(&mut live.fresh, false);
         let after = if startup { self.startup_timeout } else { self.timeout };
-        match wait_line(live, after) {
+        let got = wait_line(live, after);
+        if got.is_ok() {
+            self.answered += 1;
+        }
+        match got {
             Ok(Out::Line(l)) => Ok(Reply::Line(l)),
             Ok(Out::TooLong(max)) => {
                 self.stop();
@@ -383,7 +394,7 @@ impl Adapter {
                 kind: "not-json",
                 detail: format!("an answer line that is not UTF-8 (byte {at}): {shown}"),
             }),
-            Err(RecvTimeoutError::Disconnected) => Ok(self.crashed()),
+            Err(RecvTimeoutError::Disconnected) => Ok(self.crashed(false)),
             Err(RecvTimeoutError::Timeout) => {
                 let stderr = self.stop();
                 Ok(Reply::Hang { after, startup, stderr })
@@ -391,7 +402,11 @@ impl Adapter {
         }
     }
 
-    fn crashed(&mut self) -> Reply {
+    /// The process is gone (or closed stdout) without an answer: its exit status and stderr,
+    /// and whether it had read the request (`unwritten`: the request could not be written).
+    fn crashed(&mut self, unwritten: bool) -> Reply {
+        let unread =
+            unwritten || self.live.as_ref().is_some_and(|live| pending_bytes(&live.stdin) > 0);
         let status = match self.live.as_mut() {
             Some(live) => {
                 // Give it a moment to exit; then kill it.
@@ -408,7 +423,7 @@ impl Adapter {
             None => "not running".to_owned(),
         };
         let stderr = self.stop();
-        Reply::Crash { status, stderr }
+        Reply::Crash { status, stderr, unread }
     }
 
     /// Kills the process and its group (if running) and returns the tail of its stderr.
@@ -437,6 +452,26 @@ impl Adapter {
             .map(|s| String::from_utf8_lossy(&s).into_owned())
             .unwrap_or_default();
         tail.trim_end().to_owned()
+    }
+}
+
+/// Bytes written to the adapter's stdin that it has not read (`FIONREAD` on the pipe: Linux
+/// answers it on either end); 0 where it cannot be asked.
+fn pending_bytes(stdin: &ChildStdin) -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one c_int through the pointer, which points at `n`.
+        if unsafe { libc::ioctl(stdin.as_raw_fd(), libc::FIONREAD, &mut n) } == 0 {
+            return usize::try_from(n).unwrap_or(0);
+        }
+        0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = stdin;
+        0
     }
 }
 

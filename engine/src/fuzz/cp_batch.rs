@@ -59,6 +59,12 @@ pub fn reductions(batch: &CpBatch) -> Vec<CpBatch> {
     match &batch.mask {
         LabelMask::None => out.push(with(&|b| b.mask = LabelMask::Prompt(1))),
         LabelMask::Prompt(k) if *k < longest => {
+            // Halfway to the longest document first: documents grow with --cp-slot-align
+            // (to 4096 tokens), one label a step would spend the shrink budget.
+            let half = k + (longest - k) / 2;
+            if half > k + 1 {
+                out.push(with(&|b| b.mask = LabelMask::Prompt(half)));
+            }
             out.push(with(&|b| b.mask = LabelMask::Prompt(k + 1)));
         }
         LabelMask::Pattern(p) => {

@@ -21,7 +21,7 @@ use crate::protocol::{CP_SPLIT_TAG_BASE, CpSplitRequest, CpSplitResponse};
 use properties::checks::{
     CpSplitInput, FuzzTarget, ShardLayout, ShardView, closest_contiguous, judge_cp_split,
 };
-use properties::strategies::fuzz::{CpSplitFuzzCase, arb_cp_split_fuzz_case};
+use properties::strategies::fuzz::{CpSplitFuzzCase, CpSplitFuzzParams, arb_cp_split_fuzz_case};
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use serde_json::Value;
@@ -110,9 +110,10 @@ impl Target for CpSplitTarget {
         format!("{} ({layout}; coverage, no truncation)", self.applied.text(FuzzTarget::CpSplit))
     }
 
-    /// [`arb_cp_split_fuzz_case`]: a CP size, slots padded in 4 cases of 5, and a batch.
+    /// [`arb_cp_split_fuzz_case`]: a CP size, slots padded in 4 cases of 5, and a batch whose
+    /// documents grow with `--cp-slot-align` (they cross the chunks of the splitter's slots).
     fn strategy(&self) -> BoxedStrategy<CpSplitFuzzCase> {
-        arb_cp_split_fuzz_case().boxed()
+        arb_cp_split_fuzz_case(CpSplitFuzzParams { slot_align: self.slot_align }).boxed()
     }
 
     fn minimizes(&self) -> bool {

@@ -222,6 +222,14 @@ impl Transport<'_> {
             Transport::InProcess(_) => 1,
         }
     }
+
+    /// Whether any answer was read yet (in process, every request is answered).
+    fn ever_answered(&self) -> bool {
+        match self {
+            Transport::Process(a) => a.answered > 0,
+            Transport::InProcess(_) => true,
+        }
+    }
 }
 
 /// Runs the fuzzer against the adapter subprocess `args.command`, printing the report on
@@ -301,6 +309,21 @@ pub fn check_ignore(values: &[String]) -> Result<()> {
 
 fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> Result<u8> {
     check_ignore(&args.ignore)?;
+    // An option the target never reads would be accepted and ignored: `--mode dpo` on a packer
+    // fuzzed SFT requests as if DPO had been checked.
+    if let (Some(mode), false) = (args.mode, args.target == FuzzTarget::Collator) {
+        let mode = clap::ValueEnum::to_possible_value(&mode)
+            .map_or_else(String::new, |v| v.get_name().to_owned());
+        bail!(
+            "--mode {mode} is the collator's contract (sft or dpo); `fuzz {}` does not read it{}",
+            target_name(args.target),
+            if args.target == FuzzTarget::Packer {
+                " (a packer of DPO pairs: --pairs)"
+            } else {
+                ""
+            }
+        );
+    }
     // The stack's profile carries its fuzz defaults; an option given on the command line wins.
     let mut read = args.batch.read_options()?;
     let profile = read.stated_profile().cloned();
@@ -383,7 +406,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
         FuzzTarget::Collator => drive(
             &collator::CollatorTarget {
                 applied: Applied::default(),
-                mode: args.mode,
+                mode: args.mode.unwrap_or(crate::protocol::CollatorMode::Sft),
                 read: read.clone(),
                 opts: crate::checks::with_profile(args.batch.check_options(), profile.as_deref()),
                 rewrites: collator::Rewrites {
@@ -420,8 +443,11 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
             let align = args
                 .cp_slot_align
                 .or_else(|| profile.as_deref().and_then(|p| p.fuzz.cp_slot_align));
+            // Both ways in check it already; a profile built in code is held to it too.
+            if let Some(Err(why)) = align.map(|k| crate::profile::cp_slot_align(k.into())) {
+                bail!("{why}");
+            }
             match align {
-                Some(0) => bail!("[fuzz] cp_slot_align = 0: the alignment is a factor, at least 1"),
                 Some(_) if layout != CpSplitLayout::Zigzag => bail!(
                     "--cp-slot-align (or the profile's [fuzz] cp_slot_align) applies to the \
                      zigzag layout; the layout here is {}",
@@ -440,6 +466,12 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
             )
         }
     }
+}
+
+/// The target as the command line names it (`cp-split`).
+fn target_name(target: FuzzTarget) -> String {
+    clap::ValueEnum::to_possible_value(&target)
+        .map_or_else(String::new, |v| v.get_name().to_owned())
 }
 
 /// `--drops` (or the profile's `[fuzz] drops`) as the packer target holds it; nothing stated:
@@ -564,6 +596,9 @@ fn drive<T: Target>(
     let crash_history: RefCell<Vec<String>> = RefCell::new(Vec::new());
     let found_history: RefCell<Vec<String>> = RefCell::new(Vec::new());
     let other_classes = Cell::new(0u64);
+    // The adapter exited before reading its first request (an `ImportError`): it did not start,
+    // a setup error (exit 2), not a failed check; no case runs after it.
+    let not_started: RefCell<Option<String>> = RefCell::new(None);
     let exec = |case: &T::Case| -> Result<(), Failure> {
         executed.set(executed.get() + 1);
         let mut last_request = String::new();
@@ -601,7 +636,15 @@ fn drive<T: Target>(
                 Reply::Garbage { kind, detail } => {
                     Err(Failure { kind, checks: vec![], detail, response: None })
                 }
-                Reply::Crash { status, stderr } => {
+                Reply::Crash { status, stderr, unread } => {
+                    if unread && !adapter.borrow().ever_answered() {
+                        *not_started.borrow_mut() = Some(format!(
+                            "the adapter `{}` exited ({status}) before reading its first request: \
+                             it did not start (a setup error; no case was judged){}",
+                            args.command.join(" "),
+                            tail(&stderr)
+                        ));
+                    }
                     *crash_history.borrow_mut() = adapter.borrow().history();
                     Err(Failure {
                         kind: "crash",
@@ -641,6 +684,7 @@ fn drive<T: Target>(
         // Past the shrink budget (or after a hang) a run reports success without running, so
         // proptest keeps the smallest failure found so far.
         if hung.get()
+            || not_started.borrow().is_some()
             || stop_shrinking.get()
             || (shrinking.get() && executed.get() > u64::from(args.max_shrink_runs) + passed.get())
         {
@@ -648,6 +692,9 @@ fn drive<T: Target>(
         }
         crash_history.borrow_mut().clear();
         let mut r = exec(&case).or_else(|f| unignored(f).map_or(Ok(()), Err));
+        if not_started.borrow().is_some() {
+            return Ok(());
+        }
         let keep_history = |f: &Failure| {
             if f.kind == "crash" {
                 *found_history.borrow_mut() = crash_history.borrow().clone();
@@ -699,6 +746,9 @@ fn drive<T: Target>(
     };
     let elapsed = start.elapsed();
     bar.finish_and_clear();
+    if let Some(why) = not_started.take() {
+        bail!("{why}");
+    }
     let rate = passed.get() as f64 / elapsed.as_secs_f64().max(1e-9);
     let command = args.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
     match result {
@@ -810,6 +860,9 @@ fn drive<T: Target>(
             // before it: the replay sends every request the crashed process had received.
             let stateful_crash =
                 found.as_ref().is_some_and(|g| g.kind == "crash") && replayed.is_ok();
+            // An answer written twice is read by the request after it: replayed alone, the
+            // case gets its first answer and passes. What the adapter did stands.
+            let twice = found.as_ref().is_some_and(two_answers) && replayed.is_ok();
             let history_file = if stateful_crash && !found_history.borrow().is_empty() {
                 let path = std::env::temp_dir()
                     .join(format!("thdcheck-replay-{}.jsonl", std::process::id()));
@@ -819,12 +872,12 @@ fn drive<T: Target>(
             };
             let differs = match (&replayed, &found) {
                 (Err(f), Some(g)) => f.signature() != g.signature(),
-                (Ok(()), _) => !stateful_crash,
+                (Ok(()), _) => !stateful_crash && !twice,
                 (Err(_), None) => false,
             };
             let failure = match (replayed, &found) {
                 (Err(f), _) => f,
-                (Ok(()), Some(g)) if stateful_crash => g.clone(),
+                (Ok(()), Some(g)) if stateful_crash || twice => g.clone(),
                 (Ok(()), _) => Failure {
                     kind: "flaky",
                     checks: found.as_ref().map(|g| g.checks.clone()).unwrap_or_default(),
@@ -865,6 +918,7 @@ fn drive<T: Target>(
                 || given.is_some()
                 || hung.get()
                 || blind.contains(&failure.kind)
+                || two_answers(&failure)
                 || shrunk_as.as_ref().is_some_and(|g| blind.contains(&g.kind))
             {
                 0
@@ -929,6 +983,14 @@ fn drive<T: Target>(
                 ),
                 None => format!("echo '{}' | {command}", request.replace('\'', "'\\''")),
             };
+            let note = note.or_else(|| {
+                twice.then(|| {
+                    "replayed alone in a fresh process its one answer passes: a second answer is \
+                     read only by the request after it (the replay prints every line the adapter \
+                     writes)"
+                        .to_owned()
+                })
+            });
             let note = note.or_else(|| {
                 history_file.as_ref().map(|_| {
                     format!(
@@ -1111,6 +1173,17 @@ pub fn response<R: for<'de> serde::Deserialize<'de>>(
     }
 }
 
+/// What a `schema` failure says of an adapter that answered a request twice: its second
+/// answer is read as the next request's (an earlier id). Only a following request reads it, so
+/// the minimal case replayed alone in a fresh process passes: the failure stands (it is not
+/// `flaky`), and the scan for other classes is skipped (every later answer is out of step).
+const TWO_ANSWERS: &str = "the adapter wrote 2 answers to one request";
+
+/// Whether `f` is an adapter's second answer to one request ([`TWO_ANSWERS`]).
+fn two_answers(f: &Failure) -> bool {
+    f.kind == "schema" && f.detail.starts_with(TWO_ANSWERS)
+}
+
 /// The failure of an answer that breaks the protocol.
 fn bad_response(bad: BadResponse, line: &str) -> Failure {
     let (kind, detail) = match bad {
@@ -1119,7 +1192,7 @@ fn bad_response(bad: BadResponse, line: &str) -> Failure {
         BadResponse::AdapterError(d) => {
             ("adapter-error", format!("the adapter reported an error: {d}"))
         }
-        BadResponse::Stale(d) => ("flaky", format!("a stale answer: {d}")),
+        BadResponse::Stale(d) => ("schema", format!("{TWO_ANSWERS}: {d}")),
     };
     Failure { kind, checks: vec![], detail, response: Some(clip(line)) }
 }

@@ -7,6 +7,7 @@
 
 use proptest::collection::vec;
 use proptest::prelude::*;
+use proptest::strategy::BoxedStrategy;
 
 use crate::strategies::{LabelMask, arb_label_mask};
 
@@ -140,9 +141,55 @@ impl CpBatch {
 /// assert!(batch.storage(2, true, false).iter().all(|s| s % 4 == 0));
 /// ```
 pub fn arb_cp_batch() -> impl Strategy<Value = CpBatch> {
-    let segment = (0u32..=12, prop::bool::weighted(0.15), prop::bool::weighted(0.2))
+    arb_cp_batch_aligned(1)
+}
+
+/// The longest document [`arb_cp_batch`] draws.
+pub const CP_DOC_MAX: u32 = 12;
+
+/// [`arb_cp_batch`] for slots the splitter pads itself to multiples of `align·2·cp` tokens
+/// (`--cp-slot-align`): a chunk of such a slot holds `align` tokens or more, so documents of at
+/// most [`CP_DOC_MAX`] tokens never cross one once `align` is 12 or more, and a split that
+/// breaks only across a chunk (labels rolled after the split) passed every case. The document
+/// lengths scale with the slot: when `4·align` is over [`CP_DOC_MAX`], a document is drawn in
+/// equal parts from `0..=12` (as before, and where shrinking goes first), from `0..=4·align`
+/// (up to four chunks of the smallest slot), or at a chunk boundary (`j·align − 1`, `j·align`,
+/// `j·align + 1` for `j` in 1..=4); at a smaller `align` the strategy is [`arb_cp_batch`]'s
+/// (the same cases, seed for seed).
+///
+/// # Example
+/// ```
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+/// use properties::strategies::fuzz::arb_cp_batch_aligned;
+/// let mut runner = TestRunner::deterministic();
+/// let longest = (0..200)
+///     .map(|_| arb_cp_batch_aligned(16).new_tree(&mut runner).unwrap().current())
+///     .flat_map(|b| b.lens())
+///     .max();
+/// assert!(longest.unwrap() > 16 && longest.unwrap() <= 4 * 16 + 1);
+/// ```
+pub fn arb_cp_batch_aligned(align: u32) -> BoxedStrategy<CpBatch> {
+    let segment = (doc_len(align), prop::bool::weighted(0.15), prop::bool::weighted(0.2))
         .prop_map(|(len, mock, slack)| CpSegment { len, mock, slack });
-    (arb_label_mask(), vec(segment, 1..=4)).prop_map(|(mask, segments)| CpBatch { mask, segments })
+    (arb_label_mask(), vec(segment, 1..=4))
+        .prop_map(|(mask, segments)| CpBatch { mask, segments })
+        .boxed()
+}
+
+/// A document's real length for slots aligned to `align` ([`arb_cp_batch_aligned`]).
+fn doc_len(align: u32) -> BoxedStrategy<u32> {
+    let chunk = align.max(1);
+    let long = chunk.saturating_mul(4);
+    if long <= CP_DOC_MAX {
+        return (0..=CP_DOC_MAX).boxed();
+    }
+    prop_oneof![
+        0..=CP_DOC_MAX,
+        0..=long,
+        (1..=4u32, 0..=2u32).prop_map(move |(j, d)| (j * chunk + d).saturating_sub(1)),
+    ]
+    .boxed()
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@
 //! | [`collator`] | `fuzz collator` | [`arb_collator_fuzz_case`] ([`CollatorFuzzParams`]) | [`CollatorFuzzCase`] |
 //! | [`logger`] | `fuzz logger` | [`arb_logger_fuzz_case`] ([`LoggerFuzzParams`]) | [`LoggerFuzzCase`] |
 //! | [`loss`] | `fuzz loss` | [`arb_loss_fuzz_case`] | [`LossFuzzCase`] |
-//! | [`cp_split`] | `fuzz cp-split` | [`arb_cp_split_fuzz_case`] | [`CpSplitFuzzCase`] |
-//! | [`cp_batch`] | the packed batch of `loss` and `cp-split` | [`arb_cp_batch`] | [`CpBatch`] |
+//! | [`cp_split`] | `fuzz cp-split` | [`arb_cp_split_fuzz_case`] ([`CpSplitFuzzParams`]) | [`CpSplitFuzzCase`] |
+//! | [`cp_batch`] | the packed batch of `loss` and `cp-split` | [`arb_cp_batch`], [`arb_cp_batch_aligned`] | [`CpBatch`] |
 //!
 //! `thdcheck fuzz` judges each strategy's simplest case ([`simplest()`]) before its drawn ones,
 //! as Hypothesis tries the smallest example early.
@@ -33,8 +33,8 @@ pub use collator::{
     CollatorFuzzCase, CollatorFuzzParams, CollatorInput, StaticLength, arb_collator_fuzz_case,
     arb_token_ids,
 };
-pub use cp_batch::{CpBatch, CpSegment, arb_cp_batch};
-pub use cp_split::{CpSplitFuzzCase, arb_cp_split_fuzz_case};
+pub use cp_batch::{CP_DOC_MAX, CpBatch, CpSegment, arb_cp_batch, arb_cp_batch_aligned};
+pub use cp_split::{CpSplitFuzzCase, CpSplitFuzzParams, arb_cp_split_fuzz_case};
 pub use logger::{
     LoggerFuzzCase, LoggerFuzzParams, LoggerLayout, LoggerLayoutKind, arb_logger_fuzz_case,
     logger_models,
