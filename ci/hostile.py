@@ -672,6 +672,88 @@ def recipes_and_trees_group(tmp: Path) -> str:
     return f"issue24    {len(recipes)} hostile recipes, 5 FIFOs, a deep tree, a huge file, {time.time() - t0:.1f} s"
 
 
+# --- group: profile paths and suggest (issue 37, items 1-2) ---------------------------------
+def profiles_group(tmp: Path) -> str:
+    """A profile path is untrusted input, whichever way it is named (--profile, a batch's
+    metadata, pyproject.toml, extends): a FIFO or a device is exit 2 naming it, never a hang, an
+    unbounded read or (through pyproject.toml) a pass; a batch's metadata never makes the
+    checker read or print a file outside its folder. `profile suggest` never makes one of its
+    inputs fail and names the file in every error."""
+    t0 = time.time()
+    d = tmp / "issue37"
+    d.mkdir()
+    n0 = COUNTS["inputs"]
+    good = ROOT / "examples/batches/good/hf_flatten.safetensors"
+    secret = d / "secret.toml"
+    secret.write_text('name = "x"\nlabels = "hunter2-SECRET"\n')
+    batches = d / "batches"
+    batches.mkdir()
+    os.mkfifo(batches / "fifo.toml")
+    (batches / "bad.toml").write_text('name = "x"\npad_token_id = "hunter2-SECRET"\n')
+    (batches / "ext.toml").write_text('name = "x"\nextends = "fifo.toml"\n')
+    os.symlink(secret, batches / "link.toml")
+    tensors = {"input_ids": ("I64", [1, 5], [5, 6, 7, 8, 9]), "cu_seq_lens_q": ("I32", [3], [0, 3, 5])}
+
+    def expect(what, args, code_want, names=(), secret_ok=False, cwd=ROOT):
+        code, out, err = run(args, timeout=20, cwd=cwd)
+        if not judge(what, code, out, err):
+            return
+        text = (out + err).decode(errors="replace")
+        if code != code_want:
+            wrong(what, f"exit {code}, expected {code_want}: {text[-300:]}")
+        for n in names:
+            if n not in text:
+                wrong(what, f"the message does not name {n!r}: {text[-300:]}")
+        if not secret_ok and "hunter2" in text:
+            wrong(what, f"printed a value of a file the batch named: {text[-300:]}")
+
+    for i, spec in enumerate(["fifo.toml", "/dev/zero", str(secret), "../secret.toml", "link.toml",
+                              "bad.toml", "ext.toml", "/proc/self/environ", "nosuch.toml"]):
+        b = batches / f"b{i}.safetensors"
+        b.write_bytes(st_bytes(tensors, {"profile": spec}))
+        expect(f"metadata profile = {spec!r}", ["check", str(b)], 2, [b.name])
+    for spec in [str(batches / "fifo.toml"), "/dev/zero", "/dev/stdin"]:
+        expect(f"--profile {spec}", ["check", "--profile", spec, str(good)], 2, [spec])
+    proj = d / "proj"
+    proj.mkdir()
+    for spec in ["/dev/zero", str(batches / "fifo.toml")]:
+        (proj / "pyproject.toml").write_text(f"[tool.thdcheck]\nprofile = {json.dumps(spec)}\n")
+        expect(f"pyproject.toml profile = {spec}", ["check", str(good)], 2, [spec], cwd=proj)
+    (proj / "pyproject.toml").unlink()
+    os.mkfifo(proj / "pyproject.toml")
+    expect("pyproject.toml is a FIFO", ["check", str(good)], 2, ["pyproject.toml"], cwd=proj)
+
+    # suggest: AReaL's two paths disagree on the labels; the suggestion keeps neither reading,
+    # and under it neither input fails a rule it passes under the defaults.
+    areal = ROOT / "corpus/real/batches/areal"
+    inputs = [areal / "packed_mb_first_token_trained_d58cca56f.safetensors",
+              areal / "pad_to_maximum_exact_be621da55.safetensors"]
+    code, out, err = run(["profile", "suggest", *map(str, inputs)])
+    if judge("suggest over AReaL's two paths", code, out, err):
+        if code != 0:
+            wrong("suggest over AReaL's two paths", f"exit {code}: {err[-300:]!r}")
+        else:
+            prof = d / "suggested.toml"
+            prof.write_bytes(out)
+            empty = d / "empty.toml"
+            empty.write_text('name = "empty"\n')
+            for f in inputs:
+                v = {}
+                for name, p in (("suggested", prof), ("defaults", empty)):
+                    c2, o2, e2 = run(["check", "--json", "--no-expect", "--profile", str(p), str(f)])
+                    judge(f"check {f.name} under the {name}", c2, o2, e2)
+                    v[name] = set(json.loads(o2)["files"][0].get("violated", [])) if c2 in (0, 1) else {"error"}
+                if not v["suggested"] <= v["defaults"]:
+                    wrong(f"suggest over AReaL: {f.name}", f"{v['suggested']} under it, {v['defaults']} under the defaults")
+    skyrl = sorted(map(str, (ROOT / "corpus/real/batches/skyrl").glob("*.safetensors")))
+    expect("suggest over SkyRL's two paths", ["profile", "suggest", *skyrl], 0)
+    expect("suggest a FIFO", ["profile", "suggest", str(batches / "fifo.toml")], 2, ["fifo.toml"])
+    garbage = d / "garbage.safetensors"
+    garbage.write_bytes(b"not a batch")
+    expect("suggest a garbage file", ["profile", "suggest", str(good), str(garbage)], 2, [garbage.name])
+    return f"issue37    {COUNTS['inputs'] - n0} profile-path and suggest cases, {time.time() - t0:.1f} s"
+
+
 def main() -> int:
     if PYTHON is not None:
         return finish(time.time(), [python_group])
@@ -679,7 +761,7 @@ def main() -> int:
         print(f"hostile: no binary at {BIN} (cargo build -p thdcheck first)", file=sys.stderr)
         return 2
     return finish(time.time(), [files_group, semantic_group, cli_group, adapters_group,
-                                recipes_and_trees_group])
+                                recipes_and_trees_group, profiles_group])
 
 
 def finish(t0: float, groups: list) -> int:

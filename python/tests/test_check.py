@@ -138,4 +138,4 @@ def test_a_batch_no_rule_applied_to_is_unchecked_never_a_pass():
     assert r.ok and not r.checked and "UNCHECKED" in str(r) and "UNCHECKED" in repr(r), str(r)
     with pytest.raises(AssertionError, match="no rule applied"):
         thdcheck.assert_batch_ok({"input_ids": [[1, 2, 3, 4]], "cu_seq_lens_q": [0]})
-    assert thdcheck.check({"input_ids": [[1, 2, 3]], "cu_seq_lens_q": [0, 3]}).checked
+    assert thdcheck.check({"input_ids": [[1, 2, 3]], "cu_seq_lens_q": [0, 3], "position_ids": [[0, 1, 2]]}).checked

@@ -208,6 +208,13 @@ impl BatchFile {
     /// [`Error::Io`] if it cannot be read; the errors of [`BatchFile::from_bytes`].
     pub fn read(path: &Path) -> Result<Self> {
         let io = |source| Error::Io { path: path.to_owned(), source };
+        // Opening a FIFO would wait for a writer; a device would be read without end.
+        if !std::fs::metadata(path).map_err(io)?.is_file() {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a FIFO, a device or a directory)",
+            )));
+        }
         let mut file = std::fs::File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         if len >= MAP_AT_LEAST {
