@@ -21,7 +21,8 @@ fn main() -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)?;
         for m in corpus::malformed()? {
             std::fs::write(PathBuf::from(dir).join(m.name), &m.bytes)?;
-            println!("{:<40} {}", m.name, m.message);
+            let verdict = m.violates.map_or("error".to_owned(), |r| format!("violates {r}"));
+            println!("{:<40} {verdict:<16} {}", m.name, m.message);
         }
         return Ok(());
     }
