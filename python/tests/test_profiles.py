@@ -109,3 +109,19 @@ def test_a_4d_mask_and_eos_documents_read_in_process_as_the_command_reads_them()
     report = thdcheck.check(leaky, metadata=meta, profile="megatron_lm", eos_token_id=2)
     assert report.violated == ["block-mask"], str(report)
     assert "two documents attend to each other" in str(report)
+
+
+def test_a_metadata_profile_path_is_refused_for_a_batch_in_memory(tmp_path):
+    # A batch is data from anywhere: its metadata names a built-in profile, or (for a file) one
+    # in the batch's own folder; a batch held in memory has none, so a path is refused at once
+    # (a FIFO named there used to block the check forever; a secret file's values were printed).
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    secret = tmp_path / "secret.toml"
+    secret.write_text('name = "x"\nlabels = "hunter2-SECRET"\n')
+    batch = {"input_ids": [[1, 2, 3]], "cu_seq_lens_q": [0, 3], "position_ids": [[0, 1, 2]]}
+    for spec in (str(fifo), str(secret), "/dev/zero"):
+        with pytest.raises(ValueError, match="__metadata__.profile") as e:
+            thdcheck.check(batch, metadata={"profile": spec})
+        assert "hunter2" not in str(e.value) and "profile=" in str(e.value), str(e.value)
+    assert thdcheck.check(batch, metadata={"profile": "trl"}).ok
