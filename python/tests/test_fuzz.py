@@ -187,7 +187,8 @@ def test_the_first_failure_is_the_default_and_the_scan_is_asked_for():
 
 
 def test_a_failure_is_one_minimal_and_preconditions_are_stated_not_guarded():
-    # A dealing bug shrinks to the smallest case that shows it: one one-token example, two ranks.
+    # A dealing bug shrinks to the smallest case that shows it at the user's DP size: one
+    # one-token example, on the three ranks the user fixed.
     def uneven(lengths, capacity, seed, dp_size=None):
         packs = [[i] for i, n in enumerate(lengths) if n <= capacity]
         dropped = [i for i, n in enumerate(lengths) if n > capacity]
@@ -198,7 +199,7 @@ def test_a_failure_is_one_minimal_and_preconditions_are_stated_not_guarded():
     r = e.value.report
     assert r["one_minimal"] is True, r
     req = r["failure"]["request"]
-    assert (req["capacity"], req["dp_size"], req["examples"]) == (1, 2, [{"id": 0, "len": 1}]), req
+    assert (req["capacity"], req["dp_size"], req["examples"]) == (1, 3, [{"id": 0, "len": 1}]), req
 
     # A packer that asserts a non-empty step divisible by the DP size is never sent another.
     def strict(lengths, capacity, seed, dp_size=None):
