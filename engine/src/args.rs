@@ -241,8 +241,9 @@ pub struct FuzzArgs {
     #[arg(long = "layout", value_enum, value_name = "LAYOUT")]
     pub layouts: Vec<LayoutKind>,
     /// Logger and loss: relative tolerance of the floats judged (logged rates; the reported
-    /// loss and Σ NLL against the oracle's f64 loss). Default: 1e-9 for a loss (another order
-    /// of the same f64 arithmetic; use 1e-5 for a float32 loss), 1e-6 for a logger (float32
+    /// loss and Σ NLL against the oracle's f64 loss). Default: for a loss, the dtype its answer
+    /// declares (`"dtype"`): 1e-9 for float64 or none (another order of the same f64
+    /// arithmetic), 1e-5 for float32; 1e-6 for a logger (float32
     /// metric accumulators, such as torchmetrics', round a correct rate at about 4e-8). Counts
     /// and FLOPs are exact.
     #[arg(long, value_name = "RTOL", allow_hyphen_values = true, value_parser = non_negative_f64)]

@@ -562,6 +562,21 @@ pub struct LossResponse {
     /// The valid-token count the pipeline would log for the batch, if it reports one.
     #[serde(default)]
     pub n_valid_tokens: Option<u64>,
+    /// The dtype the loss was computed in (`float64` when not declared): its tolerance against
+    /// the oracle follows it unless `--rtol` states one.
+    #[serde(default)]
+    pub dtype: Option<LossDtype>,
+}
+
+/// The dtype a loss adapter declares its loss was computed in (`"dtype"` of the answer; the
+/// adapter helper fills it from a tensor's dtype).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LossDtype {
+    /// Double precision: the oracle's arithmetic in another order.
+    Float64,
+    /// Single precision: DESIGN.md's loss tolerance in f32.
+    Float32,
 }
 
 /// Reads a float that may be written as a number or, since JSON has no NaN, as the string

@@ -269,3 +269,17 @@ fn fuzz_loss_and_cp_split_name_malformed_answers() {
         assert_eq!(v["failure"]["kind"], want, "{kind} {body}: {v}");
     }
 }
+
+/// A loss computed in float32 that declares it (`"dtype": "float32"`) is judged to DESIGN.md's
+/// f32 tolerance with no `--rtol` (it failed the f64 default at 4.6e-8 relative), and the same
+/// loss off by the CP factor still fails `cp-loss-reduction`; an explicit `--rtol` wins.
+#[test]
+fn fuzz_loss_follows_the_dtype_the_adapter_declares() {
+    let adapter = example_adapter("cp_loss_float32");
+    let v = fuzz_json(&["loss", "--json", "--", "python3", &adapter], 0);
+    assert_eq!(v["result"], "pass", "{v}");
+    let v = fuzz_json(&["loss", "--json", "--", "python3", &adapter, "cp-factor"], 1);
+    assert_eq!(v["failure"]["checks"], serde_json::json!(["cp-loss-reduction"]), "{v}");
+    let v = fuzz_json(&["loss", "--json", "--rtol", "1e-9", "--", "python3", &adapter], 1);
+    assert_eq!(v["failure"]["checks"], serde_json::json!(["cp-loss-reduction"]), "{v}");
+}

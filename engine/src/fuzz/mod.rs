@@ -430,7 +430,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
         ),
         FuzzTarget::Loss => drive(
             &loss::LossTarget {
-                rtol: args.rtol.unwrap_or(DEFAULT_LOSS_RTOL),
+                rtol: args.rtol,
                 layout: args.cp_split_layout(profile.as_deref()),
                 applied: Applied::default(),
             },

@@ -327,7 +327,10 @@ def serve_loss(loss):
       - ``"loss"``: that number;
       - ``"parts"`` (optional): every rank's ``(nll_sum, count)``, rank 0 first: the Σ NLL over
         its valid labels and their number;
-      - ``"n_valid_tokens"`` (optional): the valid-token count the pipeline would log.
+      - ``"n_valid_tokens"`` (optional): the valid-token count the pipeline would log;
+      - ``"dtype"`` (optional): ``"float32"`` or ``"float64"``, what the loss was computed in:
+        a float32 loss is judged to DESIGN.md's f32 tolerance (rtol 1e-5) unless ``--rtol``
+        says otherwise. A tensor (or numpy scalar) returned as the loss declares its own.
     NaN is allowed (and reported as a violation: a loss is never NaN); tensors are converted
     with ``.item()``.
     """
@@ -343,6 +346,9 @@ def loss_handler(loss):
         if not isinstance(out, dict):
             out = {"loss": out}
         reply = {"loss": _float(out["loss"])}
+        dtype = out.get("dtype", getattr(out["loss"], "dtype", None))
+        if dtype is not None:
+            reply["dtype"] = str(dtype).removeprefix("torch.")
         if out.get("parts") is not None:
             reply["parts"] = [{"nll": _float(n), "count": _count(c)} for n, c in out["parts"]]
         if out.get("n_valid_tokens") is not None:
