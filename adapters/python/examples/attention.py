@@ -38,12 +38,14 @@ def document_ids(batch):
                 else None for t in range(total)]
     ids = []
     for t in range(total):
-        if BUG == "off-by-one":
+        d = doc_of_slot(padded, t)
+        if t - padded[d] >= slot_len(real, d):
+            ids.append(None)  # padding
+        elif BUG == "off-by-one":
             # BUG: bisect_left puts a document's first token (t == offset) in the one before.
-            d = max(bisect.bisect_left(padded, t) - 1, 0)
+            ids.append(max(bisect.bisect_left(padded, t) - 1, 0))
         else:
-            d = doc_of_slot(padded, t)
-        ids.append(d if t - padded[d] < slot_len(real, d) else None)
+            ids.append(d)
     return ids
 
 

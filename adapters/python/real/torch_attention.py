@@ -63,9 +63,11 @@ def layout(batch):
     padded = torch.tensor(batch["cu_seqlens_padded"])
     real = torch.tensor(batch["cu_seqlens"])
     t = torch.arange(int(padded[-1]))
-    doc = torch.searchsorted(padded, t, right=BUG != "off-by-one") - 1
-    doc = doc.clamp(min=0)
+    doc = torch.searchsorted(padded, t, right=True) - 1
     is_real = (t - padded[doc]) < (real[doc + 1] - real[doc])
+    if BUG == "off-by-one":
+        # BUG: searchsorted(right=False) gives a document's first token the previous id.
+        doc = (torch.searchsorted(padded, t, right=False) - 1).clamp(min=0)
     return doc, is_real
 
 
