@@ -22,7 +22,8 @@ use properties::checks::{
     zigzag_positions,
 };
 use properties::strategies::fuzz::{
-    AttentionFuzzCase, AttentionFuzzParams, AttnDoc, AttnDtype, QkvTensor, arb_attention_fuzz_case,
+    AttentionFuzzCase, AttentionFuzzParams, AttnDoc, AttnDtype, QkvIndex, QkvTensor,
+    arb_attention_fuzz_case,
 };
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
@@ -247,7 +248,10 @@ fn oracle(case: &AttentionFuzzCase, dtype: AttnDtype) -> (Vec<f64>, Vec<f64>, Fl
         for (doc, &s) in lens.iter().enumerate() {
             for j in 0..s as usize {
                 for hh in 0..heads {
-                    x.extend((0..d).map(|e| case.value(which, doc, j, hh, e, dtype, false)));
+                    x.extend((0..d).map(|e| {
+                        let at = QkvIndex { doc, token: j, head: hh, dim: e };
+                        case.value(which, at, dtype, false)
+                    }));
                 }
             }
         }

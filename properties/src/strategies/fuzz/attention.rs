@@ -94,6 +94,19 @@ pub enum QkvTensor {
     V,
 }
 
+/// Where a value of q, k or v sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QkvIndex {
+    /// The document.
+    pub doc: usize,
+    /// The token's offset in the document's slot.
+    pub token: usize,
+    /// The head.
+    pub head: usize,
+    /// The dim.
+    pub dim: usize,
+}
+
 /// One attention call on a packed layout.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttentionFuzzCase {
@@ -136,20 +149,12 @@ impl AttentionFuzzCase {
         if which == QkvTensor::Q { self.heads } else { self.kv_heads }
     }
 
-    /// The value of `which` at token `j` of document `doc`'s slot (real or padding), head `h`,
-    /// dim `e`, in `dtype`; `bumped`: the perturbed value (another value of the dtype).
-    pub fn value(
-        &self,
-        which: QkvTensor,
-        doc: usize,
-        j: usize,
-        h: usize,
-        e: usize,
-        dtype: AttnDtype,
-        bumped: bool,
-    ) -> f64 {
-        let w = which as u64;
-        let x = 1.5 * noise(self.seed, &[w, self.docs[doc].tag, j as u64, h as u64, e as u64]);
+    /// The value of `which` at `at` (a token of a document's slot, real or padding), in `dtype`;
+    /// `bumped`: the perturbed value (another value of the dtype).
+    pub fn value(&self, which: QkvTensor, at: QkvIndex, dtype: AttnDtype, bumped: bool) -> f64 {
+        let QkvIndex { doc, token, head, dim } = at;
+        let parts = [which as u64, self.docs[doc].tag, token as u64, head as u64, dim as u64];
+        let x = 1.5 * noise(self.seed, &parts);
         dtype.round(if bumped { x + 0.75 } else { x })
     }
 
@@ -168,7 +173,8 @@ impl AttentionFuzzCase {
                 let b = bump(doc, j);
                 for h in 0..heads {
                     for e in 0..self.head_dim {
-                        out.push(self.value(which, doc, j, h, e, dtype, b));
+                        let at = QkvIndex { doc, token: j, head: h, dim: e };
+                        out.push(self.value(which, at, dtype, b));
                     }
                 }
             }

@@ -32,7 +32,8 @@ pub mod packer;
 mod simplest;
 
 pub use attention::{
-    AttentionFuzzCase, AttentionFuzzParams, AttnDoc, AttnDtype, QkvTensor, arb_attention_fuzz_case,
+    AttentionFuzzCase, AttentionFuzzParams, AttnDoc, AttnDtype, QkvIndex, QkvTensor,
+    arb_attention_fuzz_case,
 };
 pub use collator::{
     CollatorFuzzCase, CollatorFuzzParams, CollatorInput, StaticLength, arb_collator_fuzz_case,
