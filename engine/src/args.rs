@@ -80,7 +80,11 @@ a slot that is not a multiple of 2·cp (with --cp-layout contiguous: of cp). Los
 shard by the profile's cp_layout unless --cp-layout says otherwise.\n\
 Example: thdcheck fuzz packer -- python3 adapters/python/examples/greedy_packer.py\n\
 Example: thdcheck fuzz loss -- python3 adapters/python/examples/cp_loss.py\n\
-Example: thdcheck fuzz cp-split -- python3 adapters/python/examples/cp_split.py";
+Example: thdcheck fuzz cp-split -- python3 adapters/python/examples/cp_split.py\n\
+Attention: every case is also sent with some documents' inputs perturbed (isolation) and, when \
+causal, with each document's last token perturbed; --cp-size N sends every zigzag rank's shard, \
+--causal only causal requests, --dtype the dtype.\n\
+Example: thdcheck fuzz attention --dtype bf16 -- python3 adapters/python/examples/attention.py";
 
 /// What `fuzz` drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -101,12 +105,29 @@ pub enum FuzzTarget {
     /// position_ids out (zigzag, or contiguous with --cp-layout; labels rolled before the
     /// split), or a refusal.
     CpSplit,
+    /// A packed attention: q, k, v of a packed layout (offsets, padded offsets, position ids;
+    /// with --cp-size every zigzag rank's shard) in the --dtype, causal or not, in; the output
+    /// (and optionally the log-sum-exp) out, judged against the oracle's f64 attention per
+    /// document.
+    Attention,
+}
+
+/// `fuzz attention --dtype`: the dtype of q, k, v (every value is exactly representable in it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum AttnDtypeArg {
+    /// float32.
+    #[default]
+    F32,
+    /// bfloat16.
+    Bf16,
+    /// float16.
+    F16,
 }
 
 /// Options of `thdcheck fuzz`.
 #[derive(Debug, Args)]
 pub struct FuzzArgs {
-    /// packer, collator, loss or cp-split.
+    /// packer, collator, logger, loss, cp-split or attention.
     #[arg(value_enum)]
     pub target: FuzzTarget,
     /// Cases to generate (passing ones; shrinking runs come on top). At least 1: zero cases
@@ -280,6 +301,15 @@ pub struct FuzzArgs {
     /// Collator: it appends this token to each example (EOS); `documents` expects it.
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub add_eos: Option<i64>,
+    /// Attention: the dtype of q, k and v (values exactly representable in it); the output is
+    /// judged by the FlashAttention rule of that dtype.
+    #[arg(long, value_enum, default_value = "f32")]
+    pub dtype: AttnDtypeArg,
+    /// Attention: no padding between documents (slots are the real lengths; with --cp-size
+    /// they are still rounded up to 2·cp), for an attention that finds documents from position
+    /// ids alone.
+    #[arg(long)]
+    pub unpadded: bool,
     // Collator: how its batch is read and checked, as `thdcheck check` reads a dumped file.
     /// How the batches are read and checked.
     #[command(flatten)]

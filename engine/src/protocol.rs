@@ -697,3 +697,95 @@ pub struct CpSplitResponse {
     #[serde(default)]
     pub rejected: Option<Shown>,
 }
+
+// ---- attention: a packed attention against the oracle (ATTN) ---------------------------------
+
+/// `[T, heads, head_dim]` values, one list per token.
+pub type Rows3 = Vec<Vec<Vec<f64>>>;
+
+/// One CP rank's shard of an [`AttentionRequest`]: the rows it holds (zigzag: chunks `r` and
+/// `2·cp − 1 − r` of every slot), in local order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttentionShard {
+    /// The rank.
+    pub cp_rank: usize,
+    /// `[n]` the global position id of each local row (its offset in its slot).
+    pub position_ids: Vec<i64>,
+    /// `[n, heads, head_dim]`.
+    pub q: Rows3,
+    /// `[n, kv_heads, head_dim]`.
+    pub k: Rows3,
+    /// `[n, kv_heads, head_dim]`.
+    pub v: Rows3,
+}
+
+/// An attention request: packed q, k, v (or every CP rank's shard of them) and the layout;
+/// answer the output (and optionally the log-sum-exp). Scale `1/sqrt(head_dim)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttentionRequest {
+    /// `f32`, `bf16` or `f16`: every value of q, k and v is exactly representable in it.
+    pub dtype: String,
+    /// Causal within each document.
+    pub causal: bool,
+    /// Query heads.
+    pub heads: usize,
+    /// Key / value heads (GQA: `heads` is a multiple).
+    pub kv_heads: usize,
+    /// Head dimension.
+    pub head_dim: usize,
+    /// `B + 1` offsets of the real lengths.
+    pub cu_seqlens: Vec<i64>,
+    /// `B + 1` offsets of the storage slots (real tokens first, then padding).
+    pub cu_seqlens_padded: Vec<i64>,
+    /// The longest real document.
+    pub max_seqlen: u32,
+    /// `[T]` each token's offset in its slot.
+    pub position_ids: Vec<i64>,
+    /// `[T, heads, head_dim]` (without CP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q: Option<Rows3>,
+    /// `[T, kv_heads, head_dim]` (without CP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k: Option<Rows3>,
+    /// `[T, kv_heads, head_dim]` (without CP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub v: Option<Rows3>,
+    /// The CP size (with CP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cp_size: Option<usize>,
+    /// `zigzag` (with CP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cp_layout: Option<String>,
+    /// Every rank's shard, rank 0 first (with CP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<Vec<AttentionShard>>,
+}
+
+/// A float of an answer: a number, or `"NaN"`, `"Infinity"`, `"-Infinity"`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(transparent)]
+pub struct JsonF64(#[serde(deserialize_with = "json_f64")] pub f64);
+
+/// One rank's answer (or the whole answer without CP).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct AttentionOutput {
+    /// `[n, heads, head_dim]`.
+    pub out: Vec<Vec<Vec<JsonF64>>>,
+    /// `[n, heads]`, natural log, if the attention returns it.
+    #[serde(default)]
+    pub lse: Option<Vec<Vec<JsonF64>>>,
+}
+
+/// An attention response: the output (and LSE), or every rank's (with CP).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct AttentionResponse {
+    /// Without CP: `[T, heads, head_dim]`.
+    #[serde(default)]
+    pub out: Option<Vec<Vec<Vec<JsonF64>>>>,
+    /// Without CP: `[T, heads]`, if the attention returns it.
+    #[serde(default)]
+    pub lse: Option<Vec<Vec<JsonF64>>>,
+    /// With CP: every rank's, rank 0 first.
+    #[serde(default)]
+    pub ranks: Option<Vec<AttentionOutput>>,
+}

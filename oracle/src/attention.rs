@@ -128,6 +128,74 @@ pub fn varlen_attention(
     Tensor::cat(&rows, 0)
 }
 
+/// The log-sum-exp of every query row's scaled scores over the keys it sees, in f64: what a
+/// flash kernel returns beside its output (`softmax_lse`) and what a ring or zigzag CP
+/// attention merges its partial results with.
+///
+/// ```text
+/// lse[off_q[b] + i, h] = ln Σ_{j visible} exp(scale · q[b,i,h]·k[b,j,h/G])
+/// lse = -inf for a row that sees no key and for rows past Σ len_q
+/// ```
+///
+/// **Input:** as [`varlen_attention`] (`v` is not needed). **Output:** `Tq·H` values, row-major
+/// `[Tq, H]`, computed in f64 whatever the input dtype (one plain loop per score).
+///
+/// # Errors
+/// As [`varlen_attention`].
+///
+/// # Example
+/// ```
+/// use candle_core::{Device, Tensor};
+/// use oracle::{AttnSpec, attention::varlen_lse};
+/// let dev = Device::Cpu;
+/// let q = Tensor::new(&[[[0.0f64]], [[0.0]]], &dev)?;
+/// let k = Tensor::new(&[[[1.0f64]], [[2.0]]], &dev)?;
+/// // One sequence of 2, causal: query 0 sees key 0, query 1 both keys (scores 0).
+/// let lse = varlen_lse(&q, &k, &k, &[2], &[2], &AttnSpec { causal: true, ..Default::default() })?;
+/// assert_eq!(lse, vec![0.0, 2f64.ln()]);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn varlen_lse(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    seqlens_q: &[u32],
+    seqlens_k: &[u32],
+    spec: &AttnSpec,
+) -> Result<Vec<f64>> {
+    let Shape { tokens_q, heads, head_dim } = check_inputs(q, k, v, seqlens_q, seqlens_k)?;
+    let scale = spec.scale.unwrap_or(1.0 / (head_dim as f64).sqrt());
+    let kv_heads = k.dims()[1];
+    let group = heads / kv_heads;
+    let qf = q.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+    let kf = k.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()?;
+    let mut out = vec![f64::NEG_INFINITY; tokens_q * heads];
+    let (mut off_q, mut off_k) = (0usize, 0usize);
+    for (&sq, &sk) in seqlens_q.iter().zip(seqlens_k) {
+        let (sq, sk) = (sq as usize, sk as usize);
+        let mask = RowMask::new(sq, sk, sk, spec.causal);
+        for i in 0..sq {
+            for h in 0..heads {
+                let qrow = &qf[((off_q + i) * heads + h) * head_dim..][..head_dim];
+                let scores: Vec<f64> = (0..sk)
+                    .filter(|&j| mask.visible(i, j))
+                    .map(|j| {
+                        let krow =
+                            &kf[((off_k + j) * kv_heads + h / group) * head_dim..][..head_dim];
+                        scale * qrow.iter().zip(krow).map(|(a, b)| a * b).sum::<f64>()
+                    })
+                    .collect();
+                let Some(top) = scores.iter().copied().reduce(f64::max) else { continue };
+                let sum: f64 = scores.iter().map(|s| (s - top).exp()).sum();
+                out[(off_q + i) * heads + h] = top + sum.ln();
+            }
+        }
+        off_q += sq;
+        off_k += sk;
+    }
+    Ok(out)
+}
+
 /// Sizes read from the checked inputs.
 struct Shape {
     tokens_q: usize,

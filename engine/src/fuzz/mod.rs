@@ -1,4 +1,4 @@
-//! `thdcheck fuzz packer|collator|loss|cp-split -- CMD ARGS…`: generate cases, send them to the
+//! `thdcheck fuzz packer|collator|logger|loss|cp-split|attention -- CMD ARGS…`: generate cases, send them to the
 //! user's adapter (JSON lines, `docs/protocol.md`), check every invariant on the answers, and
 //! shrink a failure with proptest to a minimal request (or requests) that can be replayed by hand.
 //!
@@ -7,6 +7,7 @@
 //! what is the command's own: the protocol's requests, the judge and the reductions.
 
 mod adapter;
+mod attention;
 mod collator;
 mod logger;
 pub use crate::args::Generation;
@@ -175,6 +176,7 @@ impl Applied {
                             | Fuzz::CpSplit(None)
                             | Fuzz::CpLoss(None)
                             | Fuzz::Collator(None)
+                            | Fuzz::Attention(None)
                     )
                 );
                 applied.contains(&r.id) || by_another && !applied.is_empty()
@@ -438,6 +440,19 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
             transport,
             out,
         ),
+        FuzzTarget::Attention => {
+            let params = properties::strategies::fuzz::AttentionFuzzParams {
+                cp: args.batch.cp_size.map_or(1, |c| c as usize),
+                causal: args.batch.causal.then_some(true),
+                padded: !args.unpadded,
+            };
+            let dtype = match args.dtype {
+                crate::args::AttnDtypeArg::F32 => properties::strategies::fuzz::AttnDtype::F32,
+                crate::args::AttnDtypeArg::Bf16 => properties::strategies::fuzz::AttnDtype::Bf16,
+                crate::args::AttnDtypeArg::F16 => properties::strategies::fuzz::AttnDtype::F16,
+            };
+            drive(&attention::AttentionTarget::new(params, dtype), args, transport, out)
+        }
         FuzzTarget::CpSplit => {
             let layout = args.cp_split_layout(profile.as_deref());
             let align = args

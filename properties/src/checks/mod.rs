@@ -11,7 +11,7 @@
 //! | invariant | checks |
 //! |---|---|
 //! | LAYOUT | [`check_layout`], [`check_documents`] |
-//! | ATTN | [`check_attention`], [`check_isolation`] |
+//! | ATTN | [`check_attention`], [`check_isolation`]; a user's attention (`fuzz attention`): [`check_attention_output`], [`check_attention_isolation`], [`check_attention_causal`], [`check_attention_padding`], [`check_attention_lse`] |
 //! | LOSS | [`check_loss`] |
 //! | CP-LOSS | [`check_cp_loss`] (every broken rule: [`cp_loss_violations`]), [`check_reported_loss`] |
 //! | CP-SHARD | [`check_cp_shard`] / [`check_cp_shard_in`] (zigzag or contiguous: [`ShardLayout`]), [`contiguous_group`], [`check_reassembly`], [`check_split_accepted`] / [`check_split_accepted_in`] |
@@ -23,6 +23,7 @@
 //! | FLOPS | [`check_flops`], [`check_flops_additive`] |
 //! | TOKENS-CP, FLOPS, MFU-PAD (a logged value) | [`check_logged`] |
 
+mod attention;
 mod attn;
 mod batch;
 mod block_mask;
@@ -41,6 +42,11 @@ mod rules;
 mod tokens_cp;
 mod work;
 
+pub use attention::{
+    AttentionInput, AttentionJudge, AttentionLayout, AttentionRow, FlashBound, Perturbed,
+    check_attention_causal, check_attention_isolation, check_attention_lse, check_attention_output,
+    check_attention_padding,
+};
 pub use attn::{AttnView, check_attention, check_isolation};
 pub use batch::{
     BatchFacts, BatchOptions, BatchReport, batch_facts, check_batch, check_layout, cp_shard,

@@ -10,8 +10,8 @@
 use serde::Serialize;
 
 use crate::checks::{
-    BatchOptions, CollatorJudge, CollatorPack, CpLossInput, CpLossJudge, CpSplitInput,
-    CpSplitJudge, LayoutView, LoggedKind, PackerInput, PackerJudge,
+    AttentionInput, AttentionJudge, BatchOptions, CollatorJudge, CollatorPack, CpLossInput,
+    CpLossJudge, CpSplitInput, CpSplitJudge, LayoutView, LoggedKind, PackerInput, PackerJudge,
 };
 use crate::{Checked, Invariant, Violation};
 
@@ -49,6 +49,8 @@ pub enum Fuzz {
     CpLoss(Option<CpLossJudge>),
     /// `fuzz logger` and `thdcheck metrics --expect`: a logged value of this kind.
     Logged(LoggedKind),
+    /// `fuzz attention`.
+    Attention(Option<AttentionJudge>),
 }
 
 /// The fuzz targets, as [`Fuzz`] names them.
@@ -64,6 +66,8 @@ pub enum FuzzTarget {
     CpLoss,
     /// `fuzz logger`.
     Logged,
+    /// `fuzz attention`.
+    Attention,
 }
 
 impl Fuzz {
@@ -75,6 +79,7 @@ impl Fuzz {
             Fuzz::CpSplit(_) => FuzzTarget::CpSplit,
             Fuzz::CpLoss(_) => FuzzTarget::CpLoss,
             Fuzz::Logged(_) => FuzzTarget::Logged,
+            Fuzz::Attention(_) => FuzzTarget::Attention,
         }
     }
 }
@@ -161,6 +166,25 @@ pub fn judge_cp_loss(input: &CpLossInput<'_>, applied: &mut Vec<&'static str>) -
     let mut out = Vec::new();
     for rule in RULES {
         let Some(Fuzz::CpLoss(Some(run))) = rule.fuzz else { continue };
+        if let Some(checked) = run(input) {
+            if !applied.contains(&rule.id) {
+                applied.push(rule.id);
+            }
+            out.extend(checked.err());
+        }
+    }
+    out
+}
+
+/// An attention's answers: every rule of the registry's attention rules that `input` breaks,
+/// in registry order (each is a defect of its own, so each is reported).
+pub fn judge_attention(
+    input: &AttentionInput<'_>,
+    applied: &mut Vec<&'static str>,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for rule in RULES {
+        let Some(Fuzz::Attention(Some(run))) = rule.fuzz else { continue };
         if let Some(checked) = run(input) {
             if !applied.contains(&rule.id) {
                 applied.push(rule.id);
@@ -547,4 +571,21 @@ rules! {
     DPO_SEGMENT_TOKENS = "dpo-segment-tokens", Dpo, "every segment points at exactly its own example's tokens";
     /// A DPO segment holds all of its example. [`crate::checks::check_dpo`].
     DPO_SEGMENT_LENGTH = "dpo-segment-length", Dpo, "every segment covers its whole example";
+    // ---- fuzz attention (issue 41): a user's packed attention against the oracle ----------
+    /// The output is the oracle's within the FlashAttention rule.
+    /// [`crate::checks::check_attention_output`].
+    ATTENTION_OUTPUT = "attention-output", Attn, "at every real token the output equals the oracle's per-document f64 attention within the FlashAttention rule of its dtype (2·max|naive same-dtype − f64| + floor), and is finite",
+        fuzz: Fuzz::Attention(Some(crate::checks::attention::judge_output));
+    /// Documents do not see each other. [`crate::checks::check_attention_isolation`].
+    ATTENTION_ISOLATION = "attention-isolation", Attn, "perturbing the inputs of some documents (and the padding) leaves every other document's output bit-identical",
+        fuzz: Fuzz::Attention(Some(crate::checks::attention::judge_isolation));
+    /// No query sees a later key of its document. [`crate::checks::check_attention_causal`].
+    ATTENTION_CAUSAL = "attention-causal", Attn, "causal: perturbing a document's last token leaves every earlier query of the document bit-identical",
+        fuzz: Fuzz::Attention(Some(crate::checks::attention::judge_causal));
+    /// Padding rows are finite. [`crate::checks::check_attention_padding`].
+    ATTENTION_PADDING = "attention-padding", Attn, "every padding row of the output is finite (never NaN or infinite)",
+        fuzz: Fuzz::Attention(Some(crate::checks::attention::judge_padding));
+    /// The log-sum-exp, when returned, is the oracle's. [`crate::checks::check_attention_lse`].
+    ATTENTION_LSE = "attention-lse", Attn, "the log-sum-exp returned (natural log of Σ exp(scale·q·k) over the visible keys) equals the oracle's at every real token",
+        fuzz: Fuzz::Attention(Some(crate::checks::attention::judge_lse));
 }

@@ -390,3 +390,50 @@ def cp_split_handler(split):
         return {"ranks": [_plain(r) for r in ranks]}
 
     return handler
+
+
+def serve_attention(attend):
+    """Serve ``attend(batch) -> out | (out, lse) | dict`` for ``thdcheck fuzz attention``.
+
+    ``batch`` is the request: ``dtype`` (``"f32"``, ``"bf16"``, ``"f16"``: every value of q, k
+    and v is exactly representable in it), ``causal``, ``heads``, ``kv_heads``, ``head_dim``,
+    ``cu_seqlens`` (real lengths), ``cu_seqlens_padded`` (storage slots: a document's real tokens
+    first, then its padding), ``max_seqlen`` and ``position_ids`` (each token's offset in its
+    slot), and ``q`` (``[T][heads][head_dim]``), ``k`` and ``v`` (``[T][kv_heads][head_dim]``).
+    The scale is ``1 / sqrt(head_dim)``.
+
+    Return the output ``[T][heads][head_dim]`` (a tensor or nested lists), or ``(out, lse)``
+    with the log-sum-exp ``[T][heads]`` (natural log of the scaled scores' Σ exp over the keys a
+    query sees), or ``{"out": ..., "lse": ...}``. Padding rows may hold anything finite.
+
+    With ``--cp-size N`` the request has no ``q``, ``k``, ``v`` but ``cp_size``, ``cp_layout``
+    (``"zigzag"``) and ``ranks``: every rank's shard ``{"cp_rank", "position_ids", "q", "k",
+    "v"}`` (rank ``r`` holds chunks ``r`` and ``2N−1−r`` of every slot); return one answer per
+    rank, rank 0 first, each as above.
+    """
+
+    serve(attention_handler(attend))
+
+
+def _attention_answer(out):
+    """``out``, ``(out, lse)`` or ``{"out", "lse"}`` as the protocol's answer."""
+    if isinstance(out, dict):
+        reply = {"out": _plain(out["out"])}
+        if out.get("lse") is not None:
+            reply["lse"] = _plain(out["lse"])
+        return reply
+    if isinstance(out, tuple):
+        return {"out": _plain(out[0]), "lse": _plain(out[1])}
+    return {"out": _plain(out)}
+
+
+def attention_handler(attend):
+    """The handler of ``attend(batch)`` (see ``serve_attention``)."""
+
+    def handler(request):
+        out = attend(request)
+        if request.get("ranks") is not None:
+            return {"ranks": [_attention_answer(r) for r in out]}
+        return _attention_answer(out)
+
+    return handler

@@ -16,11 +16,13 @@
 //! | [`logger`] | `fuzz logger` | [`arb_logger_fuzz_case`] ([`LoggerFuzzParams`]) | [`LoggerFuzzCase`] |
 //! | [`loss`] | `fuzz loss` | [`arb_loss_fuzz_case`] | [`LossFuzzCase`] |
 //! | [`cp_split`] | `fuzz cp-split` | [`arb_cp_split_fuzz_case`] ([`CpSplitFuzzParams`]) | [`CpSplitFuzzCase`] |
+//! | [`attention`] | `fuzz attention` | [`arb_attention_fuzz_case`] ([`AttentionFuzzParams`]) | [`AttentionFuzzCase`] |
 //! | [`cp_batch`] | the packed batch of `loss` and `cp-split` | [`arb_cp_batch`], [`arb_cp_batch_aligned`] | [`CpBatch`] |
 //!
 //! `thdcheck fuzz` judges each strategy's simplest case ([`simplest()`]) before its drawn ones,
 //! as Hypothesis tries the smallest example early.
 
+pub mod attention;
 pub mod collator;
 pub mod cp_batch;
 pub mod cp_split;
@@ -29,6 +31,10 @@ pub mod loss;
 pub mod packer;
 mod simplest;
 
+pub use attention::{
+    AttentionFuzzCase, AttentionFuzzParams, AttnDoc, AttnDtype, QkvIndex, QkvTensor,
+    arb_attention_fuzz_case,
+};
 pub use collator::{
     CollatorFuzzCase, CollatorFuzzParams, CollatorInput, StaticLength, arb_collator_fuzz_case,
     arb_token_ids,

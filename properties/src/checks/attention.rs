@@ -1,0 +1,410 @@
+//! ATTN for `thdcheck fuzz attention`: a user's packed (varlen, document-masked, context
+//! parallel) attention judged on its answers. The caller (the fuzz target) computes the truth
+//! with the oracle, per document in f64, and the FlashAttention bound from the oracle in the
+//! request's dtype; the judges here only compare plain numbers.
+//!
+//! ```text
+//! output     every real row t, head h, dim e:  out finite  and  |out − ref64| ≤ 2·naive + floor
+//! isolation  perturbing the q, k, v of some documents (and the padding) leaves every real row
+//!            of every other document bit-identical
+//! causal     perturbing the last real token of every document leaves every earlier row of
+//!            that document bit-identical (causal requests)
+//! padding    every padding row is finite
+//! lse        every real row's log-sum-exp (natural log, scaled scores) is the oracle's,
+//!            |lse − ref| ≤ atol + rtol·|ref|, when the answer carries one
+//! ```
+
+use super::{
+    ATTENTION_CAUSAL, ATTENTION_ISOLATION, ATTENTION_LSE, ATTENTION_OUTPUT, ATTENTION_PADDING,
+};
+use crate::{Checked, Location, Violation};
+
+/// Where the rows of a packed attention answer lie: `[T, heads, head_dim]` row-major, storage
+/// order, document `d`'s `lens[d]` real rows first in its slot of `storage[d]` rows.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionLayout<'a> {
+    /// Real lengths per document.
+    pub lens: &'a [u32],
+    /// Slot (storage) lengths per document, padding included.
+    pub storage: &'a [u32],
+    /// Query heads.
+    pub heads: usize,
+    /// Head dimension.
+    pub head_dim: usize,
+    /// The request was causal.
+    pub causal: bool,
+}
+
+/// One row of the layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionRow {
+    /// Storage index.
+    pub token: usize,
+    /// Its document.
+    pub doc: usize,
+    /// Its offset in the document's slot (the query index for a real row).
+    pub offset: usize,
+    /// A real token (not padding).
+    pub real: bool,
+}
+
+impl AttentionLayout<'_> {
+    /// Every row in storage order.
+    pub fn rows(&self) -> Vec<AttentionRow> {
+        let mut out = Vec::new();
+        let mut token = 0;
+        for (doc, (&s, &p)) in self.lens.iter().zip(self.storage).enumerate() {
+            for offset in 0..p as usize {
+                out.push(AttentionRow { token, doc, offset, real: offset < s as usize });
+                token += 1;
+            }
+        }
+        out
+    }
+
+    /// The storage offsets, `B + 1` entries.
+    pub fn offsets(&self) -> Vec<u64> {
+        std::iter::once(0)
+            .chain(self.storage.iter().scan(0u64, |a, &p| {
+                *a += u64::from(p);
+                Some(*a)
+            }))
+            .collect()
+    }
+
+    fn width(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    fn at(&self, row: &AttentionRow, h: usize) -> Location {
+        let what = if row.real { "query" } else { "padding row" };
+        Location::default()
+            .context(format!("document {}, {what} {}", row.doc, row.offset))
+            .token(row.token)
+            .head(h)
+    }
+}
+
+/// The FlashAttention rule's terms for one request, measured by the caller on the oracle:
+/// `bound = 2·naive_max_err + floor`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FlashBound {
+    /// The dtype of the request (`f32`, `bf16`, `f16`).
+    pub dtype: &'static str,
+    /// `max|naive − ref64|` of the oracle computed in the dtype, over the real rows.
+    pub naive_max_err: f64,
+    /// `2·max|(ref64 + 0.3 − 0.3) − ref64|` in the dtype (FA3's floor), at least one unit in
+    /// the last place of the dtype at `max|ref64|` (an answer rounded once to the dtype).
+    pub floor: f64,
+}
+
+impl FlashBound {
+    /// `2·naive_max_err + floor`.
+    pub fn bound(&self) -> f64 {
+        2.0 * self.naive_max_err + self.floor
+    }
+}
+
+impl std::fmt::Display for FlashBound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "bound {:.3e} = 2·max|naive {} − ref64| {:.3e} + floor {:.3e}",
+            self.bound(),
+            self.dtype,
+            self.naive_max_err,
+            self.floor
+        )
+    }
+}
+
+/// The answer to a request whose inputs were perturbed.
+#[derive(Debug, Clone, Copy)]
+pub struct Perturbed<'a> {
+    /// Per document: its q, k and v were perturbed (every token of its slot, padding included).
+    pub docs: &'a [bool],
+    /// The padding rows' q, k and v were perturbed too (every padding row of every document).
+    pub padding: bool,
+    /// The output, `[T, heads, head_dim]`.
+    pub out: &'a [f64],
+}
+
+/// What the registry's attention rules judge: one case's answers and the oracle's numbers, all
+/// in storage order.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionInput<'a> {
+    /// The layout.
+    pub layout: AttentionLayout<'a>,
+    /// The answer's output, `[T, heads, head_dim]`.
+    pub out: &'a [f64],
+    /// The oracle's (f64), `[T, heads, head_dim]` (padding rows: anything).
+    pub truth: &'a [f64],
+    /// The FlashAttention rule's terms.
+    pub bound: FlashBound,
+    /// The answer's log-sum-exp, `[T, heads]`, if it gave one.
+    pub lse: Option<&'a [f64]>,
+    /// The oracle's log-sum-exp, `[T, heads]`.
+    pub truth_lse: &'a [f64],
+    /// `(rtol, atol)` of the log-sum-exp.
+    pub lse_tol: (f64, f64),
+    /// The answers to the isolation requests (some documents perturbed).
+    pub isolation: &'a [Perturbed<'a>],
+    /// The answer with every document's last real token perturbed (causal requests).
+    pub causality: Option<&'a [f64]>,
+}
+
+/// How a rule judges an attention answer (`None`: it does not apply).
+pub type AttentionJudge = fn(&AttentionInput<'_>) -> Option<Checked>;
+
+fn non_finite(rule: &crate::checks::Rule, at: Location, x: f64) -> Violation {
+    rule.violation().at(at).expected("a finite value").got(x)
+}
+
+/// `attention-output`: every real row within the FlashAttention bound of the oracle, and
+/// finite. The first element out of bound is reported (document, query, head, dim, both
+/// values), with the largest error.
+///
+/// # Example
+/// ```
+/// use properties::checks::{AttentionInput, AttentionLayout, FlashBound, check_attention_output};
+/// let layout = AttentionLayout { lens: &[1, 1], storage: &[1, 2], heads: 1, head_dim: 1, causal: true };
+/// let bound = FlashBound { dtype: "f32", naive_max_err: 1e-7, floor: 1e-8 };
+/// let input = |out| AttentionInput {
+///     layout, out, truth: &[0.5, 0.25, 0.0], bound, lse: None, truth_lse: &[0.0; 3],
+///     lse_tol: (0.0, 0.0), isolation: &[], causality: None,
+/// };
+/// assert!(check_attention_output(&input(&[0.5, 0.25, 9.0])).is_ok()); // a padding row: any value
+/// let v = check_attention_output(&input(&[0.5, 0.3, 0.0])).unwrap_err();
+/// assert!(v.summary().starts_with("document 1, query 0, token 1, head 0"));
+/// ```
+pub fn check_attention_output(input: &AttentionInput<'_>) -> Checked {
+    let l = &input.layout;
+    let w = l.width();
+    let bound = input.bound.bound();
+    let mut first: Option<(AttentionRow, usize, f64, f64)> = None;
+    let mut worst = 0.0f64;
+    for row in l.rows().into_iter().filter(|r| r.real) {
+        for e in 0..w {
+            let i = row.token * w + e;
+            let (g, x) = (input.out[i], input.truth[i]);
+            if !g.is_finite() {
+                return Err(non_finite(&ATTENTION_OUTPUT, l.at(&row, e / l.head_dim), g)
+                    .note(format!("dim {}; the oracle gives {x}", e % l.head_dim)));
+            }
+            let d = (g - x).abs();
+            if d > bound {
+                worst = worst.max(d);
+                if first.is_none() {
+                    first = Some((row, e, x, g));
+                }
+            }
+        }
+    }
+    let Some((row, e, x, g)) = first else { return Ok(()) };
+    Err(ATTENTION_OUTPUT
+        .violation()
+        .at(l.at(&row, e / l.head_dim))
+        .expected(format!("{x} (oracle, f64)"))
+        .got(g)
+        .note(format!(
+            "dim {}: |Δ| {:.3e} > {} (largest |Δ| {worst:.3e}); offsets {:?}",
+            e % l.head_dim,
+            (g - x).abs(),
+            input.bound,
+            l.offsets()
+        )))
+}
+
+/// `attention-isolation`: in every isolation answer, every real row of a document that was
+/// not perturbed is bit-identical to the first answer's (tolerance-free).
+///
+/// # Example
+/// ```
+/// use properties::checks::{AttentionInput, AttentionLayout, FlashBound, Perturbed, check_attention_isolation};
+/// let layout = AttentionLayout { lens: &[1, 1], storage: &[1, 1], heads: 1, head_dim: 1, causal: false };
+/// let bound = FlashBound { dtype: "bf16", naive_max_err: 0.0, floor: 0.0 };
+/// let leak = [Perturbed { docs: &[true, false], padding: false, out: &[0.9, 0.26] }];
+/// let input = AttentionInput {
+///     layout, out: &[0.5, 0.25], truth: &[0.5, 0.25], bound, lse: None, truth_lse: &[0.0; 2],
+///     lse_tol: (0.0, 0.0), isolation: &leak, causality: None,
+/// };
+/// let v = check_attention_isolation(&input).unwrap_err();
+/// assert!(v.summary().starts_with("document 1, query 0"));
+/// ```
+pub fn check_attention_isolation(input: &AttentionInput<'_>) -> Checked {
+    let l = &input.layout;
+    let w = l.width();
+    for run in input.isolation {
+        for row in l.rows().into_iter().filter(|r| r.real && !run.docs[r.doc]) {
+            for e in 0..w {
+                let i = row.token * w + e;
+                let (b, a) = (input.out[i], run.out[i]);
+                if b.to_bits() != a.to_bits() {
+                    let docs: Vec<usize> = (0..run.docs.len()).filter(|&d| run.docs[d]).collect();
+                    return Err(ATTENTION_ISOLATION
+                        .violation()
+                        .at(l.at(&row, e / l.head_dim))
+                        .expected(format!("{b} (unchanged)"))
+                        .got(a)
+                        .note(format!(
+                            "dim {}: the keys of document{} {docs:?}{} were perturbed; offsets {:?}",
+                            e % l.head_dim,
+                            if docs.len() == 1 { "" } else { "s" },
+                            if run.padding { " and of the padding" } else { "" },
+                            l.offsets()
+                        )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `attention-causal`: with every document's last real token (key `len − 1`) perturbed, every
+/// earlier query of the document is bit-identical (causal requests only).
+///
+/// # Example
+/// ```
+/// use properties::checks::{AttentionInput, AttentionLayout, FlashBound, check_attention_causal};
+/// let layout = AttentionLayout { lens: &[2], storage: &[2], heads: 1, head_dim: 1, causal: true };
+/// let bound = FlashBound { dtype: "f32", naive_max_err: 0.0, floor: 0.0 };
+/// let input = AttentionInput {
+///     layout, out: &[0.5, 0.25], truth: &[0.5, 0.25], bound, lse: None, truth_lse: &[0.0; 2],
+///     lse_tol: (0.0, 0.0), isolation: &[], causality: Some(&[0.6, 0.9]),
+/// };
+/// let v = check_attention_causal(&input).unwrap_err();
+/// assert!(v.summary().starts_with("document 0, query 0, key 1"));
+/// ```
+pub fn check_attention_causal(input: &AttentionInput<'_>) -> Checked {
+    let l = &input.layout;
+    let Some(after) = input.causality else { return Ok(()) };
+    let w = l.width();
+    for row in l.rows() {
+        let last = l.lens[row.doc] as usize;
+        if !row.real || row.offset + 1 >= last {
+            continue;
+        }
+        for e in 0..w {
+            let i = row.token * w + e;
+            if input.out[i].to_bits() != after[i].to_bits() {
+                return Err(ATTENTION_CAUSAL
+                    .violation()
+                    .at(Location::default()
+                        .context(format!(
+                            "document {}, query {}, key {}",
+                            row.doc,
+                            row.offset,
+                            last - 1
+                        ))
+                        .token(row.token)
+                        .head(e / l.head_dim))
+                    .expected(format!("{} (unchanged)", input.out[i]))
+                    .got(after[i])
+                    .note(format!(
+                        "dim {}: key {} (the document's last token) was perturbed and query {} \
+                         comes before it; offsets {:?}",
+                        e % l.head_dim,
+                        last - 1,
+                        row.offset,
+                        l.offsets()
+                    )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `attention-padding`: every padding row of the output is finite.
+///
+/// # Example
+/// ```
+/// use properties::checks::{AttentionInput, AttentionLayout, FlashBound, check_attention_padding};
+/// let layout = AttentionLayout { lens: &[1], storage: &[2], heads: 1, head_dim: 1, causal: true };
+/// let bound = FlashBound { dtype: "f32", naive_max_err: 0.0, floor: 0.0 };
+/// let input = AttentionInput {
+///     layout, out: &[0.5, f64::NAN], truth: &[0.5, 0.0], bound, lse: None, truth_lse: &[0.0; 2],
+///     lse_tol: (0.0, 0.0), isolation: &[], causality: None,
+/// };
+/// assert!(check_attention_padding(&input).unwrap_err().summary().contains("padding row 1"));
+/// ```
+pub fn check_attention_padding(input: &AttentionInput<'_>) -> Checked {
+    let l = &input.layout;
+    let w = l.width();
+    for row in l.rows().into_iter().filter(|r| !r.real) {
+        for e in 0..w {
+            let g = input.out[row.token * w + e];
+            if !g.is_finite() {
+                return Err(non_finite(&ATTENTION_PADDING, l.at(&row, e / l.head_dim), g)
+                    .note(format!("offsets {:?}, real lengths {:?}", l.offsets(), l.lens)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `attention-lse`: every real row's log-sum-exp within `atol + rtol·|ref|` of the oracle's.
+///
+/// # Example
+/// ```
+/// use properties::checks::{AttentionInput, AttentionLayout, FlashBound, check_attention_lse};
+/// let layout = AttentionLayout { lens: &[1], storage: &[1], heads: 1, head_dim: 1, causal: true };
+/// let bound = FlashBound { dtype: "f32", naive_max_err: 0.0, floor: 0.0 };
+/// let input = |lse| AttentionInput {
+///     layout, out: &[0.5], truth: &[0.5], bound, lse: Some(lse), truth_lse: &[1.0],
+///     lse_tol: (1e-2, 1e-3), isolation: &[], causality: None,
+/// };
+/// assert!(check_attention_lse(&input(&[1.001])).is_ok());
+/// assert!(check_attention_lse(&input(&[1.0 / 2f64.ln()])).is_err()); // base 2
+/// ```
+pub fn check_attention_lse(input: &AttentionInput<'_>) -> Checked {
+    let l = &input.layout;
+    let Some(lse) = input.lse else { return Ok(()) };
+    let (rtol, atol) = input.lse_tol;
+    for row in l.rows().into_iter().filter(|r| r.real) {
+        for h in 0..l.heads {
+            let i = row.token * l.heads + h;
+            let (g, x) = (lse[i], input.truth_lse[i]);
+            let tol = atol + rtol * x.abs();
+            if !g.is_finite() || (g - x).abs() > tol {
+                return Err(ATTENTION_LSE
+                    .violation()
+                    .at(l.at(&row, h))
+                    .expected(format!("{x} (oracle, f64)"))
+                    .got(g)
+                    .note(format!(
+                        "|Δ| {:.3e} > {atol:e} + {rtol:e}·|ref| = {tol:.3e}; offsets {:?}",
+                        (g - x).abs(),
+                        l.offsets()
+                    )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The registry's judge of `attention-output`.
+pub(crate) fn judge_output(input: &AttentionInput<'_>) -> Option<Checked> {
+    Some(check_attention_output(input))
+}
+
+/// The registry's judge of `attention-isolation`: with two documents or more.
+pub(crate) fn judge_isolation(input: &AttentionInput<'_>) -> Option<Checked> {
+    (!input.isolation.is_empty()).then(|| check_attention_isolation(input))
+}
+
+/// The registry's judge of `attention-causal`: causal requests.
+pub(crate) fn judge_causal(input: &AttentionInput<'_>) -> Option<Checked> {
+    input.causality.map(|_| check_attention_causal(input))
+}
+
+/// The registry's judge of `attention-padding`: layouts with padding rows.
+pub(crate) fn judge_padding(input: &AttentionInput<'_>) -> Option<Checked> {
+    let l = &input.layout;
+    (l.storage.iter().sum::<u32>() > l.lens.iter().sum::<u32>())
+        .then(|| check_attention_padding(input))
+}
+
+/// The registry's judge of `attention-lse`: answers that carry one.
+pub(crate) fn judge_lse(input: &AttentionInput<'_>) -> Option<Checked> {
+    input.lse.map(|_| check_attention_lse(input))
+}
