@@ -56,7 +56,7 @@ impl Invariant {
     ///
     /// # Example
     /// ```
-    /// use properties::Invariant;
+    /// use rules::Invariant;
     /// assert_eq!(Invariant::MfuPad.id(), "MFU-PAD");
     /// ```
     pub fn id(self) -> &'static str {
@@ -81,7 +81,7 @@ impl Invariant {
     ///
     /// # Example
     /// ```
-    /// use properties::Invariant;
+    /// use rules::Invariant;
     /// assert!(Invariant::Work.statement().starts_with("Σ real sᵢ²"));
     /// ```
     pub fn statement(self) -> &'static str {
@@ -128,7 +128,7 @@ impl fmt::Display for Invariant {
 ///
 /// # Example
 /// ```
-/// use properties::Location;
+/// use rules::Location;
 /// let at = Location::default().cp(4).rank(3).segment(1).token(17);
 /// assert_eq!(at.to_string(), "cp=4, rank 3, segment 1, token 17");
 /// ```
@@ -235,8 +235,8 @@ impl fmt::Display for Location {
 ///
 /// # Example
 /// ```
-/// use properties::Location;
-/// use properties::checks::POSITION_IDS;
+/// use rules::Location;
+/// use rules::checks::POSITION_IDS;
 /// let v = POSITION_IDS.violation().at(Location::default().segment(1).token(3)).expected(0).got(3);
 /// assert_eq!(v.id, "position-ids");
 /// assert_eq!(
@@ -251,13 +251,13 @@ impl fmt::Display for Location {
 /// These two doc tests prove it by failing to compile:
 ///
 /// ```compile_fail
-/// let v = properties::Violation::new(properties::Invariant::Layout, "a verdict of my own");
+/// let v = rules::Violation::new(rules::Invariant::Layout, "a verdict of my own");
 /// ```
 ///
 /// ```compile_fail
-/// let v = properties::Violation {
+/// let v = rules::Violation {
 ///     id: "",
-///     invariant: properties::Invariant::Layout,
+///     invariant: rules::Invariant::Layout,
 ///     rule: String::from("a verdict of my own"),
 ///     at: Box::default(),
 ///     expected: String::new(),
@@ -288,9 +288,10 @@ pub struct Violation {
 }
 
 impl Violation {
-    /// A violation of `rule` of `invariant`, with no location or values yet (crate-private:
-    /// callers get violations from the rules).
-    pub(crate) fn new(invariant: Invariant, rule: impl Into<String>) -> Self {
+    /// A violation of `rule` of `invariant`, with no location or values yet. Only the rules and
+    /// the property tests build one (a test refuses it in the readers, the command and the
+    /// Python binding: they get violations from the rules).
+    pub fn new(invariant: Invariant, rule: impl Into<String>) -> Self {
         Self {
             id: "",
             invariant,
@@ -359,8 +360,8 @@ impl Violation {
     ///
     /// # Example
     /// ```
-    /// use properties::Location;
-    /// use properties::checks::POSITION_IDS;
+    /// use rules::Location;
+    /// use rules::checks::POSITION_IDS;
     /// let v = POSITION_IDS
     ///     .violation()
     ///     .at(Location::default().segment(1).token(4).key("position_ids"))
