@@ -283,7 +283,7 @@ impl<'a> LayoutView<'a> {
     /// a vector of `T` flags: each mock segment's slot, the padding after each other segment's
     /// real tokens, and the tail after the last slot. Valid offsets assumed ([`check_offsets`]):
     /// the slots then tile `0..storage[B]` in order.
-    pub(crate) fn padding_ranges<'m>(
+    pub fn padding_ranges<'m>(
         &self,
         mock: &'m [bool],
     ) -> impl Iterator<Item = Range<usize>> + use<'a, 'm> {
