@@ -245,7 +245,7 @@ impl fmt::Display for Location {
 /// );
 /// ```
 ///
-/// Only `properties` builds one (`Violation::new` is crate-private and the struct cannot be
+/// Only `rules` builds one (`Violation::new` is crate-private and the struct cannot be
 /// written literally elsewhere): a verdict outside this crate comes from a registered rule's
 /// [`crate::checks::Rule::violation`] or a `check_*` function, never from a caller's own code.
 /// These two doc tests prove it by failing to compile:
@@ -288,10 +288,9 @@ pub struct Violation {
 }
 
 impl Violation {
-    /// A violation of `rule` of `invariant`, with no location or values yet. Only the rules and
-    /// the property tests build one (a test refuses it in the readers, the command and the
-    /// Python binding: they get violations from the rules).
-    pub fn new(invariant: Invariant, rule: impl Into<String>) -> Self {
+    /// A violation of `rule` of `invariant`, with no location or values yet (crate-private:
+    /// callers get violations from the rules).
+    pub(crate) fn new(invariant: Invariant, rule: impl Into<String>) -> Self {
         Self {
             id: "",
             invariant,
@@ -301,6 +300,14 @@ impl Violation {
             got: String::new(),
             note: None,
         }
+    }
+
+    /// [`Violation::new`] for the property tests and subjects of `properties`, which judge
+    /// pipelines outside any registered rule (a pipeline that refuses a valid input). Hidden:
+    /// a test refuses it in every crate but `properties` (`cli/tests/cli/registry.rs`).
+    #[doc(hidden)]
+    pub fn for_property_tests(invariant: Invariant, rule: impl Into<String>) -> Self {
+        Self::new(invariant, rule)
     }
 
     /// Replaces the rule text (a rule whose statement has several parts names the part).

@@ -19,8 +19,15 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The constructors found in `text`, as `(line, what)`.
 fn constructors(text: &str) -> Vec<(usize, String)> {
-    let patterns =
-        ["Violation::new(", "Violation {", "Rule {", ".violation()", ".skipped(", ".from_checked("];
+    let patterns = [
+        "Violation::new(",
+        "Violation::for_property_tests(",
+        "Violation {",
+        "Rule {",
+        ".violation()",
+        ".skipped(",
+        ".from_checked(",
+    ];
     let mut found = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let code = line.split("//").next().unwrap_or("");
