@@ -97,12 +97,13 @@ impl Expectations {
                 .collect::<std::result::Result<_, _>>()?;
             // Every id is one a report can name: "error", or a rule of the registry. A misspelt
             // id would expect a verdict no file can ever get.
-            if let Some(bad) = ids.iter().find(|i| {
-                *i != "error" && !properties::checks::RULES.iter().any(|r| r.id == i.as_str())
-            }) {
+            if let Some(bad) = ids
+                .iter()
+                .find(|i| *i != "error" && !rules::checks::RULES.iter().any(|r| r.id == i.as_str()))
+            {
                 return Err(format!(
                     "`{file}`: {bad:?} is not a rule id (the ids of `thdcheck check` reports, \
-                     properties::checks::RULES) nor \"error\""
+                     rules::checks::RULES) nor \"error\""
                 ));
             }
             let e = if ids.iter().any(|i| i == "error") {
@@ -198,7 +199,7 @@ mod tests {
             "{e}"
         );
         // Every rule of the registry is accepted, and so is "error".
-        for rule in properties::checks::RULES {
+        for rule in rules::checks::RULES {
             let text = format!("\"a.safetensors\" = [\"{}\"]", rule.id);
             assert!(Expectations::parse(&text, Path::new("e.toml")).is_ok(), "{}", rule.id);
         }

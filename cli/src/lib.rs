@@ -3,7 +3,7 @@
 //! can prove on its own. The `thdcheck` command, the fuzz target and the benchmarks use it.
 //!
 //! ```text
-//! bytes ──tensors::BatchFile──▶ formats::parse ──▶ [pack::BatchData] ──properties::checks──▶ report::FileReport
+//! bytes ──tensors::BatchFile──▶ formats::parse ──▶ [pack::BatchData] ──rules::checks──▶ report::FileReport
 //!        (Error: exit 2)                                          (violations: exit 1)
 //! ```
 //!

@@ -5,7 +5,7 @@
 //! ```text
 //! args ──▶ fuzz::run / fuzz::run_in_process ──▶ properties' strategies draw requests
 //!            │                                  ──protocol──▶ the adapter (a process or a callback)
-//!            └─▶ the registry's judges (properties::checks) ──▶ a report, exit 0 / 1 / 2
+//!            └─▶ the registry's judges (rules::checks) ──▶ a report, exit 0 / 1 / 2
 //! args ──▶ metrics_cmd::run / record_json ──▶ golden's record of a recipe, beside what a logger logged
 //! ```
 //!

@@ -9,8 +9,8 @@ use anyhow::{Result, bail};
 
 use crate::profile::{LoggerFacts, Profile};
 
-/// What kind of number a key holds (picks the rule of `properties::checks::check_logged`).
-pub use properties::checks::LoggedKind;
+/// What kind of number a key holds (picks the rule of `rules::checks::check_logged`).
+pub use rules::checks::LoggedKind;
 
 /// One key a logger writes: its record key (or why it is not recomputed) and its kind.
 pub use crate::profile::LoggedKey;

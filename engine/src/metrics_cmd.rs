@@ -13,9 +13,7 @@ use crate::pack::BatchData;
 use crate::shards::{GroupBatch, read_group};
 use crate::tensors::BatchFile;
 use anyhow::{Context, Result, bail};
-use properties::checks::{
-    Factor, LoggedKind, LoggedTolerance, Number, check_logged, check_logged_text,
-};
+use rules::checks::{Factor, LoggedKind, LoggedTolerance, Number, check_logged, check_logged_text};
 use serde_json::{Map, Value, json};
 use thd::SeqLens;
 use thd::metrics::megatron::{SeqlenStats, num_floating_point_operations};
@@ -564,7 +562,7 @@ fn big(x: u128) -> Value {
 #[derive(Debug, Clone, PartialEq)]
 enum Status {
     Ok,
-    Mismatch(Box<properties::Violation>),
+    Mismatch(Box<rules::Violation>),
     /// The logger writes it, but it cannot be recomputed from batches: why.
     NotRecomputed(String),
     /// Not a key of the record (or of the logger).

@@ -194,7 +194,7 @@ pub fn check_packer(
     let name = packer.name().to_string();
     let capacity = packer.capacity();
     let fail = |e: String| {
-        Violation::new(Invariant::Packer, "the packer accepts every valid input")
+        Violation::for_property_tests(Invariant::Packer, "the packer accepts every valid input")
             .at(Location::default().context(&name))
             .expected("packs")
             .got(format!("an error: {e}"))

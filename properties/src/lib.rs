@@ -13,7 +13,7 @@
 //!
 //! # Example
 //! ```
-//! use properties::checks::{IntSlice, LayoutView, check_layout};
+//! use properties::checks::{IntSlice, LayoutView, check_layout}; // the rules crate, re-exported
 //! let batch = LayoutView {
 //!     num_tokens: 5,
 //!     cu_seqlens: IntSlice::from(&[0, 3, 5]),
@@ -29,18 +29,19 @@
 //! );
 //! ```
 
-pub mod checks;
+/// The rules and their registry (the `rules` crate), where the property tests and the zoo find
+/// them as `properties::checks`.
+pub use rules::checks;
 pub mod harness;
 #[cfg(any(test, feature = "zoo"))]
 pub mod minimal;
 pub mod selfcheck;
 pub mod strategies;
 pub mod subjects;
-mod violation;
 #[cfg(any(test, feature = "zoo"))]
 pub mod zoo;
 
-pub use violation::{Checked, Invariant, Location, Verdict, Violation};
+pub use rules::{Checked, Invariant, Location, Verdict, Violation};
 
 #[cfg(test)]
 mod attn_props;

@@ -79,7 +79,8 @@ fn verdict(c: Checked) -> TestResult {
 
 fn cu_of(lens: &[u32]) -> Result<CuSeqlens, Violation> {
     SeqLens::new(lens.to_vec()).to_cu_seqlens().map_err(|e| {
-        Violation::new(crate::Invariant::Layout, "lengths give offsets").got(e.to_string())
+        Violation::for_property_tests(crate::Invariant::Layout, "lengths give offsets")
+            .got(e.to_string())
     })
 }
 
@@ -96,9 +97,12 @@ fn offsets_keep_the_layout(lens: Lens) -> TestResult {
             ..Default::default()
         })?;
         if cu.seq_lens().as_slice() != lens.0.as_slice() {
-            return Err(Violation::new(crate::Invariant::Layout, "offsets give the lengths back")
-                .expected(format!("{:?}", lens.0))
-                .got(format!("{:?}", cu.seq_lens())));
+            return Err(Violation::for_property_tests(
+                crate::Invariant::Layout,
+                "offsets give the lengths back",
+            )
+            .expected(format!("{:?}", lens.0))
+            .got(format!("{:?}", cu.seq_lens())));
         }
         Ok(())
     };

@@ -8,7 +8,7 @@ use crate::Invariant;
 use crate::checks::RULES;
 use crate::zoo::CATALOGUE;
 
-const START: &str = "<!-- invariant-table: generated from properties::checks::RULES and \
+const START: &str = "<!-- invariant-table: generated from rules::checks::RULES and \
                      properties::zoo::CATALOGUE (properties/src/readme_table.rs) -->";
 const END: &str = "<!-- invariant-table: end -->";
 

@@ -241,19 +241,25 @@ fn attention_row(case: GridCase, seed: u64) -> Result<AttnPrecision, String> {
     let at = Location::default().context(case.to_string());
     let violation = if !report.passed() {
         Some(
-            Violation::new(Invariant::Attn, "f64 fast path within 1e-12 of the f64 oracle")
-                .id(crate::checks::ATTN_ORACLE.id)
-                .at(at)
-                .expected("max|Δ| ≤ 1e-12")
-                .got(report.to_string()),
+            Violation::for_property_tests(
+                Invariant::Attn,
+                "f64 fast path within 1e-12 of the f64 oracle",
+            )
+            .id(crate::checks::ATTN_ORACLE.id)
+            .at(at)
+            .expected("max|Δ| ≤ 1e-12")
+            .got(report.to_string()),
         )
     } else if !flash.passed() {
         Some(
-            Violation::new(Invariant::Attn, "f32 fast path within the FlashAttention rule")
-                .id(crate::checks::ATTN_ORACLE.id)
-                .at(at)
-                .expected(format!("max|out − ref64| ≤ {:.3e}", flash.bound))
-                .got(flash.to_string()),
+            Violation::for_property_tests(
+                Invariant::Attn,
+                "f32 fast path within the FlashAttention rule",
+            )
+            .id(crate::checks::ATTN_ORACLE.id)
+            .at(at)
+            .expected(format!("max|out − ref64| ≤ {:.3e}", flash.bound))
+            .got(flash.to_string()),
         )
     } else {
         None
@@ -373,11 +379,14 @@ fn loss_row(
     .mean();
     let tol = tolerance(ToleranceClass::Loss, dtype);
     let violation = (!tol.allows(got, expected)).then(|| {
-        Violation::new(Invariant::Loss, "the packed loss within the LOSS tolerance of the oracle")
-            .id(crate::checks::LOSS_MEAN.id)
-            .at(Location::default().context(format!("{name} ({})", dtype.as_str())))
-            .expected(format!("{expected} (rtol {:e}, atol {:e})", tol.rtol, tol.atol))
-            .got(got)
+        Violation::for_property_tests(
+            Invariant::Loss,
+            "the packed loss within the LOSS tolerance of the oracle",
+        )
+        .id(crate::checks::LOSS_MEAN.id)
+        .at(Location::default().context(format!("{name} ({})", dtype.as_str())))
+        .expected(format!("{expected} (rtol {:e}, atol {:e})", tol.rtol, tol.atol))
+        .got(got)
     });
     Ok(LossPrecision {
         name,

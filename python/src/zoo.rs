@@ -86,7 +86,7 @@ pub fn zoo_search<'py>(
 
 fn judged(
     name: &str,
-    verdict: Option<Result<Option<properties::Violation>, String>>,
+    verdict: Option<Result<Option<rules::Violation>, String>>,
 ) -> PyResult<Option<String>> {
     verdict
         .ok_or_else(|| unknown(name))?

@@ -1,18 +1,18 @@
-//! What `thdcheck check` runs on a file: the rules of `properties::checks`, nothing of its own.
+//! What `thdcheck check` runs on a file: the rules of `rules::checks`, nothing of its own.
 //!
-//! A pack's [`crate::pack::BatchData::view`] goes to [`properties::checks::check_batch`]; a DPO
-//! file's concatenation to [`properties::checks::dpo_offsets`] and
-//! [`properties::checks::dpo_concat`]. The rule ids, their invariants and functions are listed
+//! A pack's [`crate::pack::BatchData::view`] goes to [`rules::checks::check_batch`]; a DPO
+//! file's concatenation to [`rules::checks::dpo_offsets`] and
+//! [`rules::checks::dpo_concat`]. The rule ids, their invariants and functions are listed
 //! in `properties/README.md`.
 
-use properties::checks::{
+use rules::checks::{
     BatchFacts, BatchOptions, DpoConcat, Outcome, check_batch, dpo_concat, dpo_offsets,
 };
 use serde::Serialize;
 
 use crate::pack::BatchData;
 
-pub use properties::checks::Status;
+pub use rules::checks::Status;
 
 /// What the user states that the file cannot: the options of the batch rules.
 pub type CheckOptions = BatchOptions;
@@ -106,15 +106,15 @@ pub fn check_pack(pack: &BatchData, opts: &CheckOptions) -> PackReport {
 
 /// A CP group whose ranks do not hold the pack their global offsets address: only the offsets
 /// and what each rank holds can be judged, by the `cp-shard` rule. A zigzag split that lost
-/// tokens is judged on a view of the global layout ([`properties::checks::cp_shard`]); contiguous
+/// tokens is judged on a view of the global layout ([`rules::checks::cp_shard`]); contiguous
 /// pieces that overlap, leave a gap or are unequal by what each rank holds
-/// ([`properties::checks::contiguous_group`]).
+/// ([`rules::checks::contiguous_group`]).
 pub fn lost_tokens_report(
     global: &crate::shards::SplitOffsets,
     cp: usize,
     key: &str,
 ) -> PackReport {
-    use properties::checks::ShardLayout;
+    use rules::checks::ShardLayout;
     let offsets = global.offsets.as_slice();
     let tokens = offsets.last().map_or(0, |&t| t.max(0) as usize);
     let facts =
@@ -124,7 +124,7 @@ pub fn lost_tokens_report(
         return PackReport {
             part: Some(format!("{cp} ranks, contiguous, offsets and counts only")),
             facts,
-            checks: vec![properties::checks::contiguous_group(offsets, &global.held, key)],
+            checks: vec![rules::checks::contiguous_group(offsets, &global.held, key)],
             notes: vec![format!(
                 "contiguous CP split: the ranks hold {} tokens, not {cp} equal pieces of the {tokens} \
                  their offsets address, so the pack is not reassembled and only the split is checked",
@@ -132,14 +132,14 @@ pub fn lost_tokens_report(
             )],
         };
     }
-    let keys = properties::checks::KeyNames { cu_seqlens: key.to_owned(), ..Default::default() };
-    let view = properties::checks::LayoutView {
+    let keys = rules::checks::KeyNames { cu_seqlens: key.to_owned(), ..Default::default() };
+    let view = rules::checks::LayoutView {
         num_tokens: tokens,
-        cu_seqlens: properties::checks::IntSlice::from(offsets),
+        cu_seqlens: rules::checks::IntSlice::from(offsets),
         keys: Some(&keys),
         ..Default::default()
     };
-    let outcome = properties::checks::cp_shard(&view, cp);
+    let outcome = rules::checks::cp_shard(&view, cp);
     PackReport {
         part: Some(format!("{cp} ranks, offsets only")),
         facts,
@@ -155,10 +155,10 @@ pub fn lost_tokens_report(
 /// starting at 0): nothing else can address its tokens, so that rule alone is reported, as the
 /// violation of a batch that contradicts itself (exit 1), not as a file that cannot be read.
 pub fn broken_offsets_report(key: &str, values: &[i64], tokens: usize) -> PackReport {
-    let keys = properties::checks::KeyNames { cu_seqlens: key.to_owned(), ..Default::default() };
-    let view = properties::checks::LayoutView {
+    let keys = rules::checks::KeyNames { cu_seqlens: key.to_owned(), ..Default::default() };
+    let view = rules::checks::LayoutView {
         num_tokens: tokens,
-        cu_seqlens: properties::checks::IntSlice::from(values),
+        cu_seqlens: rules::checks::IntSlice::from(values),
         keys: Some(&keys),
         ..Default::default()
     };
@@ -167,7 +167,7 @@ pub fn broken_offsets_report(key: &str, values: &[i64], tokens: usize) -> PackRe
     PackReport {
         part: None,
         facts,
-        checks: vec![properties::checks::offsets(&view)],
+        checks: vec![rules::checks::offsets(&view)],
         notes: vec![format!(
             "`{key}` does not address the {tokens} tokens: only the offsets are checked"
         )],

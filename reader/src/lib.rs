@@ -1,10 +1,10 @@
 //! The reader of thdcheck: a packed batch that a Python collator dumped with
 //! `safetensors.torch.save_file` (or handed over in memory), read in its stack's format into the
-//! one view the rules of `properties::checks` judge. The `thdcheck` command, its fuzzers, the
+//! one view the rules of `rules::checks` judge. The `thdcheck` command, its fuzzers, the
 //! benchmarks and the Python package all read batches through this crate.
 //!
 //! ```text
-//! bytes ──tensors::BatchFile──▶ formats::parse ──▶ [pack::BatchData] ──properties::checks──▶ report::FileReport
+//! bytes ──tensors::BatchFile──▶ formats::parse ──▶ [pack::BatchData] ──rules::checks──▶ report::FileReport
 //!        (Error: exit 2)        (one module per            (the view)       (rules: ok / violated / noted)
 //!                                format, profile facts)
 //! ```

@@ -3,11 +3,9 @@
 //! A [`BatchData`] is built from the tensors of one file (or one part of a DPO file) by
 //! the modules of [`crate::formats`]. Building it validates everything that makes the file *understood*
 //! (offsets that are offsets, shapes that agree); every verdict comes from the rules of
-//! `properties::checks`, applied to its [`BatchData::view`].
+//! `rules::checks`, applied to its [`BatchData::view`].
 
-use properties::checks::{
-    BlockMaskSummary, IntSlice, KeyNames, LayoutView, SideTensor, check_offsets,
-};
+use rules::checks::{BlockMaskSummary, IntSlice, KeyNames, LayoutView, SideTensor, check_offsets};
 use thd::LabelConvention;
 
 use crate::tensors::Column;
@@ -111,7 +109,7 @@ impl BatchData {
             .collect()
     }
 
-    /// The plain-data view the rules of `properties::checks` judge; its side tensors are set
+    /// The plain-data view the rules of `rules::checks` judge; its side tensors are set
     /// from [`BatchData::side_views`] by the caller, which owns them.
     pub fn view(&self) -> LayoutView<'_> {
         LayoutView {
@@ -152,7 +150,7 @@ impl BatchData {
 }
 
 /// Validates offsets read from `key` against `tokens` with the shared LAYOUT `offsets` rule
-/// ([`properties::checks::check_offsets`]): offsets that are not offsets address nothing, so the
+/// ([`rules::checks::check_offsets`]): offsets that are not offsets address nothing, so the
 /// file is refused (exit 2) with the rule's message.
 ///
 /// # Errors

@@ -345,7 +345,7 @@ pub enum LoggedKindFact {
     Rate,
 }
 
-impl From<LoggedKindFact> for properties::checks::LoggedKind {
+impl From<LoggedKindFact> for rules::checks::LoggedKind {
     fn from(k: LoggedKindFact) -> Self {
         match k {
             LoggedKindFact::Count => Self::Count,

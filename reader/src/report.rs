@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use properties::checks::Outcome;
+use rules::checks::Outcome;
 
 use crate::checks::{CheckOptions, PackReport, Status, check_pack, dpo_outcomes};
 use crate::formats::{Dialect, Parsed};

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use properties::checks::{IntSlice, KeyNames, ShardLayout, reassemble_shards};
+use rules::checks::{IntSlice, KeyNames, ShardLayout, reassemble_shards};
 
 use crate::formats::{Dialect, ReadOptions, parse};
 use crate::pack::{BatchData, validate_offsets};
@@ -289,7 +289,7 @@ pub fn reassemble_sequence(group: &str, shards: &[Shard]) -> Result<BatchData> {
 /// ones (the whole pack split: rank r holds tokens `[r·T/cp, (r+1)·T/cp)`) or local ones that
 /// end at the rank's token count (every slot split: rank r holds piece r of each, the global
 /// offsets are `cp ×` them). Pieces of the whole pack that overlap, leave a gap or are unequal
-/// come back as [`GroupBatch::Lost`], for `cp-shard` to name ([`properties::checks::contiguous_group`]).
+/// come back as [`GroupBatch::Lost`], for `cp-shard` to name ([`rules::checks::contiguous_group`]).
 ///
 /// # Errors
 /// [`Error::Shards`] when the shards do not form one batch: ranks missing or repeated,

@@ -9,7 +9,7 @@ use std::ops::{Deref, Range};
 use std::path::Path;
 use std::sync::Arc;
 
-use properties::checks::IntSlice;
+use rules::checks::IntSlice;
 use safetensors::{Dtype, SafeTensors};
 
 use crate::{Error, Result};

@@ -1,5 +1,5 @@
 //! `thdcheck selfcheck`: renders [`properties::selfcheck`] as tables. Every comparison and
-//! every rule lives there (and in `properties::checks` / `oracle::tolerance`); this module
+//! every rule lives there (and in `rules::checks` / `oracle::tolerance`); this module
 //! only prints.
 
 use anyhow::{Result, anyhow};

@@ -1,5 +1,5 @@
-//! Verdicts are made in `properties` only: no other crate of the workspace builds a violation or
-//! an outcome of a rule. The source of `cli`, `reader`, `golden` and the Python binding is read
+//! Verdicts are made in `rules` (and the property tests of `properties`) only: no other crate of
+//! the workspace builds a violation or an outcome of a rule. The source of `cli`, `reader`, `golden` and the Python binding is read
 //! and every constructor of one is refused: `Violation::new(..)`, a `Violation { .. }` or
 //! `Rule { .. }` literal, `RULE.violation()`, and `RULE.violated(v)` / `.skipped(..)` / `.ok(..)`
 //! on a rule (a report's `.violated()` accessor, with no argument, is reading, not building).
@@ -19,8 +19,15 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The constructors found in `text`, as `(line, what)`.
 fn constructors(text: &str) -> Vec<(usize, String)> {
-    let patterns =
-        ["Violation::new(", "Violation {", "Rule {", ".violation()", ".skipped(", ".from_checked("];
+    let patterns = [
+        "Violation::new(",
+        "Violation::for_property_tests(",
+        "Violation {",
+        "Rule {",
+        ".violation()",
+        ".skipped(",
+        ".from_checked(",
+    ];
     let mut found = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let code = line.split("//").next().unwrap_or("");
@@ -55,7 +62,7 @@ fn no_crate_but_properties_builds_a_violation() {
             found.push(format!("{}:{line}: {what}", f.display()));
         }
     }
-    assert!(found.is_empty(), "verdicts built outside properties:\n{}", found.join("\n"));
+    assert!(found.is_empty(), "verdicts built outside rules:\n{}", found.join("\n"));
 }
 
 /// The scan sees what it refuses (a planted constructor in a string, as a file would hold it).

@@ -9,7 +9,7 @@
 //! move). The truth is the oracle's per-document attention in f64 (`oracle::varlen_attention`
 //! on the real rows, back to back), the FlashAttention bound the oracle's own error in the dtype
 //! (`oracle::tolerance::flash_rule`), the LSE `oracle::attention::varlen_lse`; the rules of
-//! `properties::checks::attention` compare. Neither `thd` nor the adapter's code computes any of
+//! `rules::checks::attention` compare. Neither `thd` nor the adapter's code computes any of
 //! it.
 
 use std::cell::Cell;
@@ -17,16 +17,16 @@ use std::cell::Cell;
 use candle_core::{DType, Device, Tensor};
 use oracle::AttnSpec;
 use oracle::tolerance::{ToleranceClass, tolerance};
-use properties::checks::{
-    AttentionInput, AttentionLayout, FlashBound, FuzzTarget, Perturbed, judge_attention,
-    zigzag_positions,
-};
 use properties::strategies::fuzz::{
     AttentionFuzzCase, AttentionFuzzParams, AttnDoc, AttnDtype, QkvIndex, QkvTensor,
     arb_attention_fuzz_case,
 };
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
+use rules::checks::{
+    AttentionInput, AttentionLayout, FlashBound, FuzzTarget, Perturbed, judge_attention,
+    zigzag_positions,
+};
 use serde_json::Value;
 
 use super::{Applied, Failure, Target, response};

@@ -7,12 +7,12 @@ use crate::pack::BatchData;
 use crate::protocol::{CollatorExample, CollatorMode, CollatorRequest, batch_to_safetensors};
 use crate::tensors::BatchFile;
 use crate::{CheckOptions, FileReport};
-use properties::checks::{
+use properties::strategies::fuzz::{CollatorFuzzParams, CollatorInput, arb_collator_fuzz_case};
+use proptest::strategy::{BoxedStrategy, Strategy};
+use rules::checks::{
     CollatorPack, FuzzTarget, Outcome, check_dpo_concatenated_present, check_packs_present,
     judge_collator,
 };
-use properties::strategies::fuzz::{CollatorFuzzParams, CollatorInput, arb_collator_fuzz_case};
-use proptest::strategy::{BoxedStrategy, Strategy};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -268,7 +268,7 @@ fn check(
     let (read, opts, rewrites) = (&target.read, &target.opts, target.rewrites);
     let unreadable = |e: crate::Error| Failure {
         kind: "violation",
-        checks: vec![properties::checks::BATCH_READABLE.id.into()],
+        checks: vec![rules::checks::BATCH_READABLE.id.into()],
         detail: format!("`thdcheck check` cannot read the batch: {e}"),
         response: None,
     };

@@ -18,12 +18,12 @@
 
 use crate::args::CpSplitLayout;
 use crate::protocol::{CP_SPLIT_TAG_BASE, CpSplitRequest, CpSplitResponse};
-use properties::checks::{
-    CpSplitInput, FuzzTarget, ShardLayout, ShardView, closest_contiguous, judge_cp_split,
-};
 use properties::strategies::fuzz::{CpSplitFuzzCase, CpSplitFuzzParams, arb_cp_split_fuzz_case};
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
+use rules::checks::{
+    CpSplitInput, FuzzTarget, ShardLayout, ShardView, closest_contiguous, judge_cp_split,
+};
 use serde_json::Value;
 use thd::IGNORE_INDEX;
 

@@ -3,7 +3,7 @@
 //! and the peak, and answers the values it would log, under the record names of
 //! `thdcheck metrics` (`tokens.real`, `flops.useful`, `mfu_pct.useful`, …). Each value is judged
 //! against thd's exact accounting of the same dicts, read as `thdcheck check` reads a dumped
-//! file, with `properties::checks::check_logged` (`logged-tokens` TOKENS-CP, `logged-flops`
+//! file, with `rules::checks::check_logged` (`logged-tokens` TOKENS-CP, `logged-flops`
 //! FLOPS, `logged-rate` MFU-PAD): counts and FLOPs exact, rates within the tolerance, and a
 //! value off by the CP, DP, micro-batch or GPU factor says so.
 
@@ -12,11 +12,11 @@ use std::collections::BTreeMap;
 use crate::formats::{ReadOptions, parse};
 use crate::protocol::batch_to_safetensors;
 use crate::tensors::BatchFile;
-use properties::checks::{FuzzTarget, LoggedKind, LoggedTolerance, Number, RULES, check_logged};
 use properties::strategies::fuzz::{
     LoggerFuzzCase, LoggerFuzzParams, LoggerLayout, LoggerLayoutKind, arb_logger_fuzz_case,
 };
 use proptest::strategy::{BoxedStrategy, Strategy};
+use rules::checks::{FuzzTarget, LoggedKind, LoggedTolerance, Number, RULES, check_logged};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use thd::metrics::{FlopsFormula, HardwareView, ModelDims, StepTiming};
@@ -356,7 +356,7 @@ impl Target for LoggerTarget {
 fn expected(case: &LoggerFuzzCase, peak_tflops: f64) -> Result<BTreeMap<String, Value>, Failure> {
     let internal = |e: String| Failure {
         kind: "violation",
-        checks: vec![properties::checks::BATCH_READABLE.id.into()],
+        checks: vec![rules::checks::BATCH_READABLE.id.into()],
         detail: format!("thdcheck cannot read its own generated batch (a thdcheck bug): {e}"),
         response: None,
     };

@@ -14,13 +14,13 @@
 use crate::args::CpSplitLayout;
 use crate::protocol::{LossDtype, LossRequest, LossResponse, LossShard, quote_non_finite};
 use candle_core::{Device, Tensor};
-use properties::checks::{
-    CpLossInput, FuzzTarget, LossRecord, PartLoss, ShardLayout, Split, TokenCounts, TokenRecord,
-    judge_cp_loss, roll_labels,
-};
 use properties::strategies::fuzz::{LossFuzzCase, arb_loss_fuzz_case};
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
+use rules::checks::{
+    CpLossInput, FuzzTarget, LossRecord, PartLoss, ShardLayout, Split, TokenCounts, TokenRecord,
+    judge_cp_loss, roll_labels,
+};
 use serde_json::Value;
 use thd::IGNORE_INDEX;
 
@@ -192,7 +192,7 @@ impl Target for LossTarget {
         let mut records = Vec::new();
         // Every violated rule, with the answer it was read from: a wrong count and a wrong loss
         // are both reported, so `--ignore` of one still shows the other.
-        let mut violations: Vec<(properties::Violation, String)> = Vec::new();
+        let mut violations: Vec<(rules::Violation, String)> = Vec::new();
         // The losses compared across CP sizes, to the loosest tolerance an answer declared.
         let mut across_rtol = self.rtol.unwrap_or(0.0);
         for &cp in &case.cps {

@@ -50,8 +50,8 @@ pub struct Failure {
 }
 
 impl Failure {
-    /// A violation of a rule of `properties::checks`.
-    pub(crate) fn from_violation(v: properties::Violation) -> Self {
+    /// A violation of a rule of `rules::checks`.
+    pub(crate) fn from_violation(v: rules::Violation) -> Self {
         Self {
             kind: "violation",
             checks: vec![v.id.to_owned()],
@@ -62,7 +62,7 @@ impl Failure {
 
     /// A violation whose detail states the rule too (`check: rule: where: expected, got`), for
     /// rules whose values alone do not say what is wrong (a NaN loss, a label).
-    pub(crate) fn stated(v: properties::Violation) -> Self {
+    pub(crate) fn stated(v: rules::Violation) -> Self {
         let detail = format!("{}: {}: {}", v.id, v.rule, v.summary());
         Self { detail, ..Self::from_violation(v) }
     }
@@ -164,10 +164,10 @@ impl Applied {
     }
 
     /// The ids of `target`'s rules that applied, comma separated, in registry order.
-    pub(crate) fn text(&self, target: properties::checks::FuzzTarget) -> String {
-        use properties::checks::Fuzz;
+    pub(crate) fn text(&self, target: rules::checks::FuzzTarget) -> String {
+        use rules::checks::Fuzz;
         let applied = self.0.borrow();
-        properties::checks::rules_of(target)
+        rules::checks::rules_of(target)
             .filter(|r| {
                 let by_another = matches!(
                     r.fuzz,
@@ -290,14 +290,14 @@ pub const FAILURE_KINDS: &[&str] =
 /// # Errors
 /// The first value that names neither, with what may be named.
 pub fn check_ignore(values: &[String]) -> Result<()> {
-    let rule = |id: &str| properties::checks::RULES.iter().any(|r| r.id == id);
+    let rule = |id: &str| rules::checks::RULES.iter().any(|r| r.id == id);
     for value in values {
         let known = match value.split_once(' ') {
             Some((kind, id)) => FAILURE_KINDS.contains(&kind) && rule(id),
             None => FAILURE_KINDS.contains(&value.as_str()) || rule(value),
         };
         if !known {
-            let ids: Vec<&str> = properties::checks::RULES.iter().map(|r| r.id).collect();
+            let ids: Vec<&str> = rules::checks::RULES.iter().map(|r| r.id).collect();
             anyhow::bail!(
                 "--ignore {value:?}: not a failure kind ({}) nor a rule id ({}), nor a kind and \
                  a rule id (`violation dpo-offsets`)",
@@ -386,7 +386,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
         FuzzTarget::Logger => drive(
             &logger::LoggerTarget {
                 applied: Applied::default(),
-                tol: properties::checks::LoggedTolerance {
+                tol: rules::checks::LoggedTolerance {
                     rtol: args.rtol.unwrap_or(logger::DEFAULT_RTOL),
                     atol: 0.0,
                 },

@@ -1,6 +1,6 @@
 //! Packers: conservation (nothing lost or duplicated unless dropped explicitly), capacity,
 //! dealing, determinism, and optionally the first-fit property — the PACKER rules of
-//! `properties::checks`. A packer is driven one request at a time (protocol version 1), or
+//! `rules::checks`. A packer is driven one request at a time (protocol version 1), or
 //! through sessions of pushes over several epochs (`--session`, protocol version 2), so that a
 //! streaming packer keeps its state and is judged on the whole session.
 
@@ -10,13 +10,13 @@ use std::collections::HashMap;
 use crate::protocol::{
     PackEntry, PackerOptions, PackerRequest, PackerResponse, PackerSessionRequest, SESSION_VERSION,
 };
-use properties::checks::{
-    DeclaredDrops, EmittedPack, FuzzTarget, PackerInput, PackerPoint, PackerRun, judge_packer,
-};
 use properties::strategies::fuzz::{
     PackerFuzzCase, PackerFuzzParams, Preconditions, arb_packer_fuzz_case,
 };
 use proptest::strategy::BoxedStrategy;
+use rules::checks::{
+    DeclaredDrops, EmittedPack, FuzzTarget, PackerInput, PackerPoint, PackerRun, judge_packer,
+};
 use serde_json::Value;
 use thd::pack::{DropReason, Dropped, Example, Lens, Pack, PackItem};
 
@@ -618,7 +618,7 @@ impl PackerTarget {
             };
             self.judge_at(&after_call)
                 .map_err(|mut f| {
-                    if f.checks.iter().any(|c| c == properties::checks::PACKER_FIRST_FIT.id) {
+                    if f.checks.iter().any(|c| c == rules::checks::PACKER_FIRST_FIT.id) {
                         // The request as the adapter read it, not as Rust's Debug.
                         let sent = serde_json::to_string(request).unwrap_or_default();
                         f.detail += &format!(" (among the packs of call {call}: {sent})");

@@ -65,7 +65,7 @@ pub(crate) fn failed(
     subject: &str,
     err: impl std::fmt::Display,
 ) -> Violation {
-    Violation::new(invariant, "the pipeline accepts every valid input")
+    Violation::for_property_tests(invariant, "the pipeline accepts every valid input")
         .at(Location::default().context(subject))
         .expected("a result")
         .got(format!("an error: {err}"))

@@ -9,7 +9,7 @@
 //! ([`BlockMaskSummary`]) and judged against them by the `block-mask` rule: the reader never
 //! decides whether it is right.
 
-use properties::checks::BlockMaskSummary;
+use rules::checks::BlockMaskSummary;
 use safetensors::Dtype;
 
 use super::common::{same_tokens, token_tensor};

@@ -1,7 +1,7 @@
 //! What every format reads the same way: per-token tensors, offsets, scalars, masks, labels
 //! under a loss mask, the profile's renames and the CP shard a file states.
 
-use properties::checks::IntSlice;
+use rules::checks::IntSlice;
 use thd::LabelConvention;
 
 use super::{Dialect, ReadOptions};

@@ -2,7 +2,7 @@
 //! `concatenated_`; the concatenated offsets must shift the rejected ones by the padded chosen
 //! length (open-instruct #1420).
 
-use properties::checks::{DpoConcat, KeyNames};
+use rules::checks::{DpoConcat, KeyNames};
 use thd::LabelConvention;
 
 use super::common::{first_present, opt_tokens, scalar, token_tensor};

@@ -3,7 +3,7 @@
 //! from the token ids). Read only under a profile whose `documents = "eos"`, with the EOS id (the profile's or
 //! metadata `eos_token_id`).
 
-use properties::checks::IntSlice;
+use rules::checks::IntSlice;
 
 use super::hf::{self, Boundaries};
 use super::{Format, Input, Read};

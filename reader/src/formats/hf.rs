@@ -2,7 +2,7 @@
 //! whose profiles map onto its names): the per-token tensors under a key prefix, around the
 //! document boundaries one of the family's formats read ([`Boundaries`]).
 
-use properties::checks::{IntSlice, KeyNames};
+use rules::checks::{IntSlice, KeyNames};
 use thd::LabelConvention;
 
 use super::common::{

@@ -2,7 +2,7 @@
 //! tried in one order ([`FORMATS`]).
 //!
 //! A format reads the tensors of a file (after the profile's and the options' renames) into
-//! [`BatchData`] packs, the one view the rules of `properties::checks` judge; it validates
+//! [`BatchData`] packs, the one view the rules of `rules::checks` judge; it validates
 //! only what makes the file *understood* (shapes, offsets that are offsets) and never decides a
 //! verdict. Each format belongs to a key family ([`Dialect`]: the Hugging Face names, the
 //! TransformerEngine names, DPO's prefixes), detected from the keys ([`detect`]) or stated by
@@ -39,7 +39,7 @@ mod te;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use properties::checks::DpoConcat;
+use rules::checks::DpoConcat;
 use thd::LabelConvention;
 
 pub use common::MAX_CP;

@@ -2,7 +2,7 @@
 //! its end with the pad id; no mask, no `doc_lens`. Read only under a profile whose
 //! `documents = "row-pad-tail"`.
 
-use properties::checks::IntSlice;
+use rules::checks::IntSlice;
 
 use super::hf::{self, Boundaries};
 use super::{Format, Input, Read};

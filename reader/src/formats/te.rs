@@ -3,7 +3,7 @@
 //! `seq_lens_padded` `[B, K]` with the -1000 sentinel; `padding_mask` (1 = pad); `labels`
 //! shifted.
 
-use properties::checks::KeyNames;
+use rules::checks::KeyNames;
 use thd::LabelConvention;
 
 use super::common::{

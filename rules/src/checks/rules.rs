@@ -88,7 +88,7 @@ impl Fuzz {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{FuzzTarget, rules_of};
+/// use rules::checks::{FuzzTarget, rules_of};
 /// let ids: Vec<_> = rules_of(FuzzTarget::CpSplit).map(|r| r.id).collect();
 /// assert_eq!(ids, ["cp-shard", "cp-labels", "cp-position-ids", "cp-split-accepted"]);
 /// ```
@@ -321,7 +321,7 @@ impl Outcome {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{POSITION_IDS, first_violation};
+/// use rules::checks::{POSITION_IDS, first_violation};
 /// let ok = [POSITION_IDS.ok("restart in every segment")];
 /// assert!(first_violation(&ok).is_ok());
 /// let bad = [POSITION_IDS.violated(POSITION_IDS.violation().expected(0).got(3))];

@@ -19,7 +19,7 @@ impl WorkSums {
     ///
     /// # Example
     /// ```
-    /// use properties::checks::WorkSums;
+    /// use rules::checks::WorkSums;
     /// let w = WorkSums::of([3, 5]);
     /// assert_eq!((w.tokens, w.sum_squares, w.triangle), (8, 34, 21));
     /// ```
@@ -35,7 +35,7 @@ impl WorkSums {
     ///
     /// # Example
     /// ```
-    /// use properties::checks::WorkSums;
+    /// use rules::checks::WorkSums;
     /// let mut w = WorkSums::default();
     /// w.add(3);
     /// w.add(5);
@@ -86,7 +86,7 @@ pub struct WorkView<'a> {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{HardwareKind, WorkSums, WorkView, check_work};
+/// use rules::checks::{HardwareKind, WorkSums, WorkView, check_work};
 /// let view = WorkView { lens: &[3, 5], storage: &[3, 5], num_real: 2, stored_tokens: 8 };
 /// let useful = WorkSums::of([3, 5]);
 /// assert!(check_work(&view, &useful, &WorkSums::of([8]), HardwareKind::WholePack).is_ok());

@@ -12,7 +12,7 @@ use std::ops::Range;
 ///
 /// # Example
 /// ```
-/// use properties::checks::IntSlice;
+/// use rules::checks::IntSlice;
 /// let stored: &[i32] = &[0, 1, 2, 0, 1];
 /// let pos = IntSlice::from(stored);
 /// assert_eq!((pos.len(), pos.at(3), pos.get(9)), (5, 0, None));

@@ -59,7 +59,7 @@ impl PackerRun {
     ///
     /// # Example
     /// ```
-    /// use properties::checks::PackerRun;
+    /// use rules::checks::PackerRun;
     /// let run = PackerRun { pad_to_multiple_of: Some(4), ..Default::default() };
     /// assert_eq!((run.padded(5), run.padded(8), PackerRun::default().padded(5)), (8, 8, 5));
     /// ```
@@ -218,7 +218,7 @@ fn v(rule: &str) -> Violation {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{EmittedPack, PackerRun, check_conservation};
+/// use rules::checks::{EmittedPack, PackerRun, check_conservation};
 /// use thd::pack::{Example, Pack};
 /// let run = PackerRun {
 ///     pushed: vec![Example::single(0, 6), Example::single(1, 6)],
@@ -245,7 +245,7 @@ pub fn check_conservation(run: &PackerRun, capacity: u32) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{EmittedPack, PackerRun, check_emitted_so_far};
+/// use rules::checks::{EmittedPack, PackerRun, check_emitted_so_far};
 /// use thd::pack::{Example, Pack};
 /// let pack = |id| EmittedPack { epoch: 0, call: 0, pack: Pack::new(vec![Example::single(id, 3).item()]) };
 /// let mut run = PackerRun { pushed: vec![Example::single(0, 3), Example::single(1, 3)], ..Default::default() };
@@ -453,7 +453,7 @@ fn lost_by_design(
 ///
 /// # Example
 /// ```
-/// use properties::checks::{PackerRun, check_refusal};
+/// use rules::checks::{PackerRun, check_refusal};
 /// use thd::pack::Example;
 /// let run = PackerRun { pushed: vec![Example::single(0, 6), Example::single(1, 12)], ..Default::default() };
 /// assert!(check_refusal(&run, 10).is_ok()); // example 1 cannot fit
@@ -502,7 +502,7 @@ impl Default for DeclaredDrops {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{DeclaredDrops, PackerRun, check_drops};
+/// use rules::checks::{DeclaredDrops, PackerRun, check_drops};
 /// use thd::pack::{DropReason, Dropped, Example};
 /// let drop = |id, len| Dropped { item: Example::single(id, len).item(), reason: DropReason::OverLength };
 /// let run = PackerRun {
@@ -579,7 +579,7 @@ pub fn check_drops(run: &PackerRun, capacity: u32, declared: DeclaredDrops) -> C
 ///
 /// # Example
 /// ```
-/// use properties::checks::check_min_packs;
+/// use rules::checks::check_min_packs;
 /// use thd::pack::{Example, Pack};
 /// let pack = |ids: &[u64]| Pack::new(ids.iter().map(|&i| Example::single(i, 1).item()).collect());
 /// assert!(check_min_packs(&[pack(&[0]), pack(&[1, 2])], 2).is_ok());
@@ -613,7 +613,7 @@ pub fn check_min_packs(packs: &[Pack], k: u64) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::check_dealing;
+/// use rules::checks::check_dealing;
 /// assert!(check_dealing(&[0, 1, 0, 1], 2).is_ok());
 /// let e = check_dealing(&[0, 1, 0], 2).unwrap_err();
 /// assert_eq!(e.id, "packer-dealing");
@@ -682,7 +682,7 @@ fn check_pieces_tile(run: &PackerRun, ins: &BTreeMap<u64, (u64, [u64; 2])>) -> C
 ///
 /// # Example
 /// ```
-/// use properties::checks::check_pairwise_full;
+/// use rules::checks::check_pairwise_full;
 /// use thd::pack::{Example, Pack};
 /// let p = |id, len| Pack::new(vec![Example::single(id, len).item()]);
 /// assert!(check_pairwise_full(&[p(0, 6), p(1, 5)], 10).is_ok());
@@ -727,7 +727,7 @@ pub enum QualityBound {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{QualityBound, check_quality};
+/// use rules::checks::{QualityBound, check_quality};
 /// assert!(check_quality(QualityBound::FirstFitDecreasing, 3, 2).is_ok());
 /// assert!(check_quality(QualityBound::FirstFitDecreasing, 4, 2).is_err());
 /// ```
@@ -758,7 +758,7 @@ pub fn check_quality(bound: QualityBound, bins: usize, opt: usize) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{EmittedPack, check_deterministic};
+/// use rules::checks::{EmittedPack, check_deterministic};
 /// use thd::pack::{Example, Pack};
 /// let a = vec![EmittedPack { epoch: 0, call: 0, pack: Pack::new(vec![Example::single(0, 1).item()]) }];
 /// assert!(check_deterministic(&a, &a).is_ok());

@@ -63,7 +63,7 @@ fn part_label(split: Split) -> &'static str {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{LossRecord, PartLoss, Split, check_cp_loss};
+/// use rules::checks::{LossRecord, PartLoss, Split, check_cp_loss};
 /// let parts = [PartLoss { nll: 0.8, count: 2 }, PartLoss { nll: 1.4, count: 3 }];
 /// let global = LossRecord::from_sums(2.2, 5);
 /// assert!(check_cp_loss(Split::Cp(2), &parts, 0.44, &global, 1e-12).is_ok());
@@ -92,7 +92,7 @@ pub fn check_cp_loss(
 ///
 /// # Example
 /// ```
-/// use properties::checks::{LossRecord, PartLoss, Split, cp_loss_violations};
+/// use rules::checks::{LossRecord, PartLoss, Split, cp_loss_violations};
 /// let global = LossRecord::from_sums(2.2, 5);
 /// // Each rank lost a label, and the loss is the mean of the ranks' means.
 /// let parts = [PartLoss { nll: 0.4, count: 1 }, PartLoss { nll: 0.9, count: 2 }];
@@ -258,7 +258,7 @@ fn wrong_parts(
 ///
 /// # Example
 /// ```
-/// use properties::checks::{LossRecord, Split, check_reported_loss};
+/// use rules::checks::{LossRecord, Split, check_reported_loss};
 /// let global = LossRecord::from_sums(2.2, 5);
 /// assert!(check_reported_loss(Split::Cp(2), 0.44, &global, 1e-12).is_ok());
 /// // A rank with no valid label: its mean is 0/0, and the mean of the means is NaN.

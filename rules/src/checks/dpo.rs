@@ -47,7 +47,7 @@ pub struct DpoView<'a> {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{DpoSegment, DpoView, check_dpo};
+/// use rules::checks::{DpoSegment, DpoView, check_dpo};
 /// // chosen [3, 5] padded to 10, rejected [2, 4]: tags 1, 2 (chosen), 3, 4 (rejected), 0 = pad.
 /// let tags = [1, 1, 1, 2, 2, 2, 2, 2, 0, 0, 3, 3, 4, 4, 4, 4, 0, 0, 0, 0];
 /// let seg = |example, rejected, tag, len| DpoSegment { example, rejected, tag, len };
@@ -129,7 +129,7 @@ pub fn check_dpo(view: &DpoView<'_>, expected: &[DpoSegment]) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::check_dpo_concatenated_present;
+/// use rules::checks::check_dpo_concatenated_present;
 /// assert!(check_dpo_concatenated_present(true).is_ok());
 /// assert_eq!(check_dpo_concatenated_present(false).unwrap_err().id, "dpo-offsets");
 /// ```
@@ -179,7 +179,7 @@ pub struct DpoConcat {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{DpoConcat, dpo_offsets};
+/// use rules::checks::{DpoConcat, dpo_offsets};
 /// let d = DpoConcat {
 ///     key: "concatenated_cu_seq_lens_k".into(),
 ///     concatenated: vec![0, 3, 5, 7], // shifted by the real chosen length 3
@@ -195,7 +195,7 @@ pub struct DpoConcat {
 /// assert!(dpo_offsets(&spans).detail.contains("#1900"));
 /// // The padding as its own segment: every segment holds one document or only padding.
 /// let own = DpoConcat { concatenated: vec![0, 3, 4, 6, 8], ..d };
-/// assert_eq!(dpo_offsets(&own).status, properties::checks::Status::Ok);
+/// assert_eq!(dpo_offsets(&own).status, rules::checks::Status::Ok);
 /// ```
 pub fn dpo_offsets(d: &DpoConcat) -> crate::checks::Outcome {
     use crate::checks::DPO_OFFSETS;

@@ -56,7 +56,7 @@ fn check_one(label: &str, r: &MetricRecord, physical: bool) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{MetricRecord, check_mfu_pad};
+/// use rules::checks::{MetricRecord, check_mfu_pad};
 /// let base = MetricRecord { real_tokens: 15, useful_flops: 77, hardware_flops: 77, mfu_pct: 7.7, mfu_padded_pct: 7.7 };
 /// // bionemo #1561: the mock segment's 1² counted as useful.
 /// let mock = MetricRecord { useful_flops: 78, hardware_flops: 78, mfu_pct: 7.8, mfu_padded_pct: 7.8, ..base };

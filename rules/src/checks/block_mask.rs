@@ -16,7 +16,7 @@ use crate::checks::rules::{BLOCK_MASK, Outcome};
 ///
 /// # Example
 /// ```
-/// use properties::checks::BlockMaskSummary;
+/// use rules::checks::BlockMaskSummary;
 /// // One row of 3 tokens: a causal mask in which token 2 cannot see token 1.
 /// let allowed = [
 ///     true, false, false, //
@@ -42,7 +42,7 @@ impl BlockMaskSummary {
     ///
     /// # Example
     /// ```
-    /// use properties::checks::BlockMaskSummary;
+    /// use rules::checks::BlockMaskSummary;
     /// // Two rows of 2 tokens, each a causal mask: row 1's keys are tokens 2 and 3.
     /// let s = BlockMaskSummary::from_fn(2, 2, |_, q, k| k <= q);
     /// assert_eq!(s.spans, [[0, 1], [0, 2], [2, 3], [2, 4]]);
@@ -92,7 +92,7 @@ impl BlockMaskSummary {
     ///
     /// # Example
     /// ```
-    /// use properties::checks::BlockMaskSummary;
+    /// use rules::checks::BlockMaskSummary;
     /// let s = BlockMaskSummary::from_fn(1, 2, |_, q, k| k <= q);
     /// assert_eq!(s.view("attention_mask").spans, [[0, 1], [0, 2]]);
     /// ```
@@ -116,7 +116,7 @@ impl BlockMaskSummary {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{BlockMaskSummary, IntSlice, LayoutView, block_mask};
+/// use rules::checks::{BlockMaskSummary, IntSlice, LayoutView, block_mask};
 /// // Megatron without reset_attention_mask: one causal triangle over the pack of two documents.
 /// let causal = BlockMaskSummary::from_fn(1, 5, |_, q, k| k <= q);
 /// let view = LayoutView {

@@ -27,7 +27,7 @@ use crate::{Location, Violation};
 ///
 /// # Example
 /// ```
-/// use properties::checks::{IntSlice, LayoutView, eos_delimited};
+/// use rules::checks::{IntSlice, LayoutView, eos_delimited};
 /// // EOS = 2: the first document lost its EOS, the last one (cut by the pack length) is fine.
 /// let view = LayoutView {
 ///     num_tokens: 6,

@@ -31,7 +31,7 @@ impl MicroBatchView {
     ///
     /// # Example
     /// ```
-    /// use properties::checks::MicroBatchView;
+    /// use rules::checks::MicroBatchView;
     /// let mb = MicroBatchView { rows: 2, seq_len: 8, packed: Some(vec![vec![3, 5], vec![8]]) };
     /// let s = mb.expected();
     /// assert_eq!((s.seqlen_sum, s.seqlen_sq_sum, s.real_seqlen_sum), (16, 9 + 25 + 64, 16));
@@ -72,7 +72,7 @@ impl MicroBatchView {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{FlopsStats, MicroBatchView, check_flops};
+/// use rules::checks::{FlopsStats, MicroBatchView, check_flops};
 /// let mb = MicroBatchView { rows: 1, seq_len: 8, packed: Some(vec![vec![3, 5]]) };
 /// // Megatron-Bridge #1636: FLOPs from the config seq_length.
 /// let config = FlopsStats { seqlen_sum: 8, seqlen_sq_sum: 64, real_seqlen_sum: 8 };
@@ -130,7 +130,7 @@ pub fn check_flops(micro_batches: &[MicroBatchView], got: &FlopsStats) -> Checke
 ///
 /// # Example
 /// ```
-/// use properties::checks::{FlopsStats, check_flops_additive};
+/// use rules::checks::{FlopsStats, check_flops_additive};
 /// let a = FlopsStats { seqlen_sum: 8, seqlen_sq_sum: 34, real_seqlen_sum: 8 };
 /// let both = FlopsStats { seqlen_sum: 16, seqlen_sq_sum: 68, real_seqlen_sum: 16 };
 /// assert!(check_flops_additive(&[a, a], &both).is_ok());

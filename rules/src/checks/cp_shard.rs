@@ -133,7 +133,7 @@ impl ShardLayout {
     ///
     /// # Example
     /// ```
-    /// use properties::checks::ShardLayout;
+    /// use rules::checks::ShardLayout;
     /// assert!(ShardLayout::Zigzag.indivisible(&[4, 8], 2).is_none());
     /// assert!(ShardLayout::Zigzag.indivisible(&[6], 2).is_some());
     /// assert!(ShardLayout::Contiguous.indivisible(&[3, 3], 2).is_none()); // T = 6
@@ -214,7 +214,7 @@ impl ShardLayout {
 ///
 /// # Example
 /// ```
-/// use properties::checks::contiguous_positions;
+/// use rules::checks::contiguous_positions;
 /// // Slots of 6, 7, 7 and 4 tokens over cp = 2 (slime's --allgather-cp): 12 tokens each.
 /// assert_eq!(contiguous_positions(&[6, 7, 7, 4], 2, 1), (12..24).collect::<Vec<_>>());
 /// ```
@@ -229,7 +229,7 @@ pub fn contiguous_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usiz
 ///
 /// # Example
 /// ```
-/// use properties::checks::contiguous_slot_positions;
+/// use rules::checks::contiguous_slot_positions;
 /// assert_eq!(contiguous_slot_positions(&[4, 2], 2, 1), vec![2, 3, 5]);
 /// ```
 pub fn contiguous_slot_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
@@ -284,7 +284,7 @@ pub(crate) fn zigzag_ranges(
 ///
 /// # Example
 /// ```
-/// use properties::checks::rolled_label;
+/// use rules::checks::rolled_label;
 /// // Segments of 3 and 1 real tokens in slots of 4 and 4.
 /// let unshifted = [10, 11, 12, -100, 20, -100, -100, -100];
 /// assert_eq!(rolled_label(&[3, 1], &[4, 4], &unshifted, 1), Some(12));
@@ -307,7 +307,7 @@ pub fn rolled_label(lens: &[u32], storage: &[u32], unshifted: &[i64], g: usize) 
 ///
 /// # Example
 /// ```
-/// use properties::checks::{roll_labels, zigzag_positions};
+/// use rules::checks::{roll_labels, zigzag_positions};
 /// let rolled = roll_labels(&[3, 1], &[4, 4], &[10, 11, 12, -100, 20, -100, -100, -100]);
 /// assert_eq!(rolled, vec![11, 12, -100, -100, -100, -100, -100, -100]);
 /// // Rank 1 of cp = 2 holds the middle chunks of every slot, with their rolled labels.
@@ -329,7 +329,7 @@ pub fn roll_labels(lens: &[u32], storage: &[u32], unshifted: &[i64]) -> Vec<i64>
 ///
 /// # Example
 /// ```
-/// use properties::checks::zigzag_reassemble;
+/// use rules::checks::zigzag_reassemble;
 /// // One sequence of 4 over cp = 2: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2.
 /// let parts = vec![vec![10, 13], vec![11, 12]];
 /// assert_eq!(zigzag_reassemble(&[4], 2, &parts).unwrap(), vec![10, 11, 12, 13]);
@@ -353,7 +353,7 @@ pub fn zigzag_reassemble<T: Clone + Default>(
 ///
 /// # Example
 /// ```
-/// use properties::checks::{ShardLayout, reassemble_shards};
+/// use rules::checks::{ShardLayout, reassemble_shards};
 /// // Two slots of 3 and 1 tokens over cp = 2, the whole pack in two contiguous pieces.
 /// let parts = vec![vec![10, 11], vec![12, 20]];
 /// let back = reassemble_shards(ShardLayout::Contiguous, &[3, 1], 2, &parts).unwrap();
@@ -407,7 +407,7 @@ pub fn reassemble_shards<T: Clone + Default>(
 ///
 /// # Example
 /// ```
-/// use properties::checks::{ShardView, check_cp_shard};
+/// use rules::checks::{ShardView, check_cp_shard};
 /// // One sequence of 4 tokens over cp = 2, but token 2 was lost (a zero-filled slot).
 /// let positions = vec![vec![Some(0), Some(3)], vec![Some(1), None]];
 /// let view = ShardView { cp: 2, lens: &[4], storage: &[4], positions: &positions,
@@ -435,7 +435,7 @@ pub fn check_cp_shard(view: &ShardView<'_>) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{ShardLayout, ShardView, check_cp_shard_in};
+/// use rules::checks::{ShardLayout, ShardView, check_cp_shard_in};
 /// // One sequence of 4 tokens over cp = 2, contiguous pieces that overlap by one token.
 /// let positions = vec![vec![Some(0), Some(1), Some(2)], vec![Some(2), Some(3)]];
 /// let view = ShardView { cp: 2, lens: &[4], storage: &[4], positions: &positions,
@@ -618,7 +618,7 @@ pub fn check_cp_shard_in(view: &ShardView<'_>, layout: ShardLayout) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::check_reassembly;
+/// use rules::checks::check_reassembly;
 /// assert!(check_reassembly(2, &[1, 2, 3], &[1, 2, 3]).is_ok());
 /// assert_eq!(check_reassembly(2, &[1, 2, 3], &[1, 3, 2]).unwrap_err().at.token, Some(1));
 /// ```
@@ -645,7 +645,7 @@ pub fn check_reassembly(cp: usize, original: &[i64], reassembled: &[i64]) -> Che
 ///
 /// # Example
 /// ```
-/// use properties::checks::check_split_accepted;
+/// use rules::checks::check_split_accepted;
 /// assert!(check_split_accepted(2, &[8, 4], Some("not divisible")).is_err());
 /// assert!(check_split_accepted(2, &[6], Some("not divisible")).is_ok());
 /// ```
@@ -749,7 +749,7 @@ fn contiguous_coverage(
 ///
 /// # Example
 /// ```
-/// use properties::checks::{ShardLayout, check_split_accepted_in};
+/// use rules::checks::{ShardLayout, check_split_accepted_in};
 /// // 3 + 3 tokens: the whole pack splits over cp = 2, each slot does not.
 /// assert!(check_split_accepted_in(ShardLayout::Contiguous, 2, &[3, 3], Some("no")).is_err());
 /// assert!(check_split_accepted_in(ShardLayout::ContiguousSlots, 2, &[3, 3], Some("no")).is_ok());
@@ -786,7 +786,7 @@ pub fn check_split_accepted_in(
 ///
 /// # Example
 /// ```
-/// use properties::checks::{ShardLayout, ShardView, closest_contiguous};
+/// use rules::checks::{ShardLayout, ShardView, closest_contiguous};
 /// // Slots of 2 and 2 over cp = 2: rank 0 holds the first token of each slot.
 /// let positions = vec![vec![Some(0), Some(2)], vec![Some(1), Some(3)]];
 /// let view = ShardView { cp: 2, lens: &[2, 2], storage: &[2, 2], positions: &positions,
@@ -821,7 +821,7 @@ pub fn closest_contiguous(view: &ShardView<'_>) -> ShardLayout {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{Status, contiguous_group};
+/// use rules::checks::{Status, contiguous_group};
 /// // 8 tokens over cp = 2; rank 0 kept one token of rank 1's piece.
 /// let o = contiguous_group(&[0, 5, 8], &[5, 4], "cu_seqlens");
 /// assert_eq!(o.status, Status::Violated);

@@ -36,7 +36,7 @@ impl LossRecord {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{LossRecord, check_loss};
+/// use rules::checks::{LossRecord, check_loss};
 /// let oracle = LossRecord::from_sums(0.0, 0);
 /// let nan = LossRecord { nll: 0.0, count: 0, mean: f64::NAN };
 /// assert!(check_loss(&nan, &oracle, 1e-12).is_err());

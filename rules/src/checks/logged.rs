@@ -22,7 +22,7 @@ impl LoggedKind {
     ///
     /// # Example
     /// ```
-    /// use properties::checks::LoggedKind;
+    /// use rules::checks::LoggedKind;
     /// assert_eq!(LoggedKind::Flops.rule().map(|r| r.id), Some("logged-flops"));
     /// ```
     pub fn rule(self) -> Option<Rule> {
@@ -36,7 +36,7 @@ impl LoggedKind {
     ///
     /// # Example
     /// ```
-    /// use properties::checks::LoggedKind;
+    /// use rules::checks::LoggedKind;
     /// assert_eq!(LoggedKind::of_record_key("batch.flops.useful"), LoggedKind::Flops);
     /// assert_eq!(LoggedKind::of_record_key("batch.tflops_per_gpu.useful"), LoggedKind::Rate);
     /// assert_eq!(LoggedKind::of_record_key("batch.tokens.valid"), LoggedKind::Count);
@@ -102,7 +102,7 @@ impl LoggedTolerance {
     ///
     /// # Example
     /// ```
-    /// use properties::checks::{Number, LoggedTolerance};
+    /// use rules::checks::{Number, LoggedTolerance};
     /// let tol = LoggedTolerance { rtol: 1e-6, atol: 0.0 };
     /// assert!(tol.agrees(Number::Int(7), Number::Int(7)));
     /// assert!(!tol.agrees(Number::Int(7), Number::Int(8)));
@@ -143,7 +143,7 @@ pub type Factor = (&'static str, u64);
 ///
 /// # Example
 /// ```
-/// use properties::checks::{LoggedKind, Number, LoggedTolerance, check_logged};
+/// use rules::checks::{LoggedKind, Number, LoggedTolerance, check_logged};
 /// let tol = LoggedTolerance { rtol: 1e-6, atol: 0.0 };
 /// // AReaL #1242 / Megatron-Bridge dense CP: rank 0's tokens logged as the step's.
 /// let v = check_logged("n_tokens", LoggedKind::Count, Number::Int(6), Number::Int(12), tol, &[("CP", 2)])
@@ -208,7 +208,7 @@ pub fn check_logged(
 ///
 /// # Example
 /// ```
-/// use properties::checks::{LoggedKind, check_logged_text};
+/// use rules::checks::{LoggedKind, check_logged_text};
 /// let v = check_logged_text("mfu", LoggedKind::Rate, "\"n/a\"", "41.5").unwrap_err();
 /// assert_eq!(v.id, "logged-rate");
 /// assert!(check_logged_text("tag", LoggedKind::Count, "\"x\"", "\"x\"").is_ok());

@@ -48,7 +48,7 @@ impl AttnView<'_> {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{AttnView, check_attention};
+/// use rules::checks::{AttnView, check_attention};
 /// let view = AttnView { lens_q: &[1, 1], storage_q: None, heads: 1, head_dim: 1 };
 /// assert!(check_attention(&view, &[1.0, 2.0], &[1.0, 2.0], 1e-12).is_ok());
 /// let v = check_attention(&view, &[1.0, f64::NAN], &[1.0, 0.0], 1e-12).unwrap_err();
@@ -101,7 +101,7 @@ pub fn check_attention(view: &AttnView<'_>, got: &[f64], expected: &[f64], atol:
 ///
 /// # Example
 /// ```
-/// use properties::checks::{AttnView, check_isolation};
+/// use rules::checks::{AttnView, check_isolation};
 /// let view = AttnView { lens_q: &[1, 1], storage_q: None, heads: 1, head_dim: 1 };
 /// assert!(check_isolation(&view, &[1.0, 2.0], &[1.0, 3.0], 1).is_ok());
 /// assert!(check_isolation(&view, &[1.0, 2.0], &[1.5, 3.0], 1).is_err());

@@ -50,7 +50,7 @@ pub struct TokenCounts {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{TokenCounts, TokenRecord, check_tokens_cp};
+/// use rules::checks::{TokenCounts, TokenRecord, check_tokens_cp};
 /// let want = TokenCounts { n_tokens: 8, n_valid_tokens: 5, prompt_tokens: 3, n_seqs: 2 };
 /// let good = TokenRecord { n_tokens: 8, n_valid_tokens: 5, prompt_tokens: 3, n_seqs: 2, loss: 0.44, ppl_avg: Some(1.6) };
 /// // AReaL #1242: rank 0's shard reported as the batch.

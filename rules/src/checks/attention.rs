@@ -166,7 +166,7 @@ fn non_finite(rule: &crate::checks::Rule, at: Location, x: f64) -> Violation {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{AttentionInput, AttentionLayout, FlashBound, check_attention_output};
+/// use rules::checks::{AttentionInput, AttentionLayout, FlashBound, check_attention_output};
 /// let layout = AttentionLayout { lens: &[1, 1], storage: &[1, 2], heads: 1, head_dim: 1, causal: true };
 /// let bound = FlashBound { dtype: "f32", naive_max_err: 1e-7, floor: 1e-8 };
 /// let input = |out| AttentionInput {
@@ -220,7 +220,7 @@ pub fn check_attention_output(input: &AttentionInput<'_>) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{AttentionInput, AttentionLayout, FlashBound, Perturbed, check_attention_isolation};
+/// use rules::checks::{AttentionInput, AttentionLayout, FlashBound, Perturbed, check_attention_isolation};
 /// let layout = AttentionLayout { lens: &[1, 1], storage: &[1, 1], heads: 1, head_dim: 1, causal: false };
 /// let bound = FlashBound { dtype: "bf16", naive_max_err: 0.0, floor: 0.0 };
 /// let leak = [Perturbed { docs: &[true, false], padding: false, out: &[0.9, 0.26] }];
@@ -265,7 +265,7 @@ pub fn check_attention_isolation(input: &AttentionInput<'_>) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{AttentionInput, AttentionLayout, FlashBound, check_attention_causal};
+/// use rules::checks::{AttentionInput, AttentionLayout, FlashBound, check_attention_causal};
 /// let layout = AttentionLayout { lens: &[2], storage: &[2], heads: 1, head_dim: 1, causal: true };
 /// let bound = FlashBound { dtype: "f32", naive_max_err: 0.0, floor: 0.0 };
 /// let input = AttentionInput {
@@ -318,7 +318,7 @@ pub fn check_attention_causal(input: &AttentionInput<'_>) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{AttentionInput, AttentionLayout, FlashBound, check_attention_padding};
+/// use rules::checks::{AttentionInput, AttentionLayout, FlashBound, check_attention_padding};
 /// let layout = AttentionLayout { lens: &[1], storage: &[2], heads: 1, head_dim: 1, causal: true };
 /// let bound = FlashBound { dtype: "f32", naive_max_err: 0.0, floor: 0.0 };
 /// let input = AttentionInput {
@@ -346,7 +346,7 @@ pub fn check_attention_padding(input: &AttentionInput<'_>) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{AttentionInput, AttentionLayout, FlashBound, check_attention_lse};
+/// use rules::checks::{AttentionInput, AttentionLayout, FlashBound, check_attention_lse};
 /// let layout = AttentionLayout { lens: &[1], storage: &[1], heads: 1, head_dim: 1, causal: true };
 /// let bound = FlashBound { dtype: "f32", naive_max_err: 0.0, floor: 0.0 };
 /// let input = |lse| AttentionInput {

@@ -226,7 +226,7 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{BatchOptions, IntSlice, LayoutView, check_batch};
+/// use rules::checks::{BatchOptions, IntSlice, LayoutView, check_batch};
 /// let view = LayoutView {
 ///     num_tokens: 5,
 ///     input_ids: Some(IntSlice::from(&[5, 6, 7, 8, 9])),
@@ -635,7 +635,7 @@ pub(crate) fn cross_doc_label_in(c: &BatchInput<'_, '_>) -> Option<Outcome> {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{IntSlice, LayoutView, check_layout};
+/// use rules::checks::{IntSlice, LayoutView, check_layout};
 /// let leak = LayoutView {
 ///     num_tokens: 5,
 ///     cu_seqlens: IntSlice::from(&[0, 3, 5]),

@@ -75,7 +75,7 @@ fn default_keys() -> &'static KeyNames {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{BlockMask, IntSlice, LayoutView, block_mask};
+/// use rules::checks::{BlockMask, IntSlice, LayoutView, block_mask};
 /// // Two documents of 2 tokens; the mask lets token 2 (the second document's first) see token 1.
 /// let spans = [[0, 1], [0, 2], [1, 3], [2, 4]];
 /// let view = LayoutView {
@@ -187,7 +187,7 @@ pub struct LayoutView<'a> {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{IntSlice, LayoutView, SideTensor, token_counts};
+/// use rules::checks::{IntSlice, LayoutView, SideTensor, token_counts};
 /// let side = [SideTensor { key: "old_logprobs", entries: 4 }];
 /// let view = LayoutView {
 ///     num_tokens: 5,
@@ -283,7 +283,7 @@ impl<'a> LayoutView<'a> {
     /// a vector of `T` flags: each mock segment's slot, the padding after each other segment's
     /// real tokens, and the tail after the last slot. Valid offsets assumed ([`check_offsets`]):
     /// the slots then tile `0..storage[B]` in order.
-    pub(crate) fn padding_ranges<'m>(
+    pub fn padding_ranges<'m>(
         &self,
         mock: &'m [bool],
     ) -> impl Iterator<Item = Range<usize>> + use<'a, 'm> {
@@ -318,7 +318,7 @@ pub(crate) fn plural(n: usize, one: &str) -> String {
 ///
 /// # Example
 /// ```
-/// use properties::checks::check_offsets;
+/// use rules::checks::check_offsets;
 /// assert!(check_offsets("cu_seqlens", &[0, 3, 5], 5).is_ok());
 /// let v = check_offsets("cu_seqlens", &[0, 5, 3], 5).unwrap_err();
 /// assert_eq!(v.summary(), "`cu_seqlens`: expected cu_seqlens[2] >= 5, got cu_seqlens[2] = 3");
@@ -954,7 +954,7 @@ pub fn seq_idx(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
 ///
 /// # Example
 /// ```
-/// use properties::checks::check_packs_present;
+/// use rules::checks::check_packs_present;
 /// assert!(check_packs_present(1, &["batch"]).is_ok());
 /// assert_eq!(check_packs_present(1, &["chosen", "rejected"]).unwrap_err().id, "documents");
 /// ```
@@ -982,7 +982,7 @@ pub fn check_packs_present(packs: usize, want: &[&str]) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{IntSlice, LayoutView, check_documents};
+/// use rules::checks::{IntSlice, LayoutView, check_documents};
 /// let absorbed = LayoutView {
 ///     num_tokens: 6,
 ///     input_ids: Some(IntSlice::from(&[1, 2, 3, 4, 0, 0])),
@@ -1042,7 +1042,7 @@ pub fn check_documents(examples: &[&[i64]], view: &LayoutView<'_>) -> Checked {
 ///
 /// # Example
 /// ```
-/// use properties::checks::{IntSlice, LayoutView, check_static_shape};
+/// use rules::checks::{IntSlice, LayoutView, check_static_shape};
 /// let view = LayoutView { num_tokens: 6, cu_seqlens: IntSlice::from(&[0, 6]), ..Default::default() };
 /// assert!(check_static_shape(&view, 6).is_ok());
 /// assert_eq!(check_static_shape(&view, 8).unwrap_err().id, "static-shape");
