@@ -468,7 +468,7 @@ rules! {
     /// when the reader refuses the batch.
     BATCH_READABLE = "batch-readable", Layout, "the batch a collator returns is one thdcheck check reads (known keys, integer tensors of consistent shapes)",
         fuzz: Fuzz::Collator(None),
-        proof: Proof::Test("cli/tests/cli/fuzz_collator.rs::fuzz_collator_takes_the_check_options");
+        proof: Proof::Test("cli/tests/cli/fuzz_collator.rs::a_collator_with_a_misspelt_offsets_key_breaks_batch_readable");
     /// A static-shape collator fills exactly its length. [`crate::checks::check_static_shape`].
     STATIC_SHAPE = "static-shape", Layout, "with a static max_seq_length the pack holds exactly that many tokens",
         fuzz: Fuzz::Collator(Some(crate::checks::layout::judge_static_shape)),
