@@ -222,6 +222,38 @@ fn every_planted_bug_of_the_other_targets_is_one_minimal() {
     }
 }
 
+/// The planted adapters are the proofs of the rules they break (`Proof::Adapter` in the
+/// registry, `rules::checks::RULES`): a rule proven by an adapter is the rule one of the tables
+/// above runs it against (`PACKER_BUGS`, `OTHER_BUGS`, run by the two tests above), and every
+/// rule the tables name is a registered rule. A proof whose adapter is missing from the tables,
+/// or listed for another rule, fails here.
+#[test]
+fn every_adapter_proof_is_a_planted_bug_of_the_tables() {
+    use rules::checks::{Proof, RULES};
+    let mut faults = Vec::new();
+    for rule in RULES {
+        let Some(Proof::Adapter(name)) = rule.proof else { continue };
+        if !repo().join(format!("adapters/python/examples/{name}.py")).exists() {
+            faults.push(format!("{}: adapters/python/examples/{name}.py does not exist", rule.id));
+        }
+        let listed = PACKER_BUGS.iter().any(|&(a, _, _, r)| (a, r) == (name, rule.id))
+            || OTHER_BUGS.iter().any(|&(_, a, r)| (a, r) == (name, rule.id));
+        if !listed {
+            faults.push(format!(
+                "{}: adapter {name} is not in PACKER_BUGS or OTHER_BUGS with this rule",
+                rule.id
+            ));
+        }
+    }
+    let named = PACKER_BUGS.iter().map(|b| b.3).chain(OTHER_BUGS.iter().map(|b| b.2));
+    for id in named {
+        if !RULES.iter().any(|r| r.id == id) {
+            faults.push(format!("the tables name {id:?}, no registered rule"));
+        }
+    }
+    assert!(faults.is_empty(), "{}", faults.join("\n"));
+}
+
 /// A partitioner asked for at least k packs (`--min-packs`): the correct one passes, whatever k
 /// is drawn (one more than first fit needs, as many as the examples, any number up to that).
 #[test]

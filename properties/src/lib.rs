@@ -66,6 +66,8 @@ mod packer_props;
 #[cfg(test)]
 mod packer_sm_props;
 #[cfg(test)]
+mod proof_props;
+#[cfg(test)]
 mod quickcheck_props;
 #[cfg(test)]
 mod readme_table;

@@ -1,28 +1,50 @@
 //! The README's table of invariants is generated from the registry: each invariant's rules from
-//! [`crate::checks::RULES`], and the planted bugs that prove them, with their strategies and
-//! pinned snapshots, from [`crate::zoo::CATALOGUE`] (one declaration per variant).
+//! [`crate::checks::RULES`], each linked to its proof (`Rule::proof`), and the planted bugs that
+//! prove them, with their strategies and pinned snapshots, from [`crate::zoo::CATALOGUE`] (one
+//! declaration per variant).
 //! A rule added to or removed from the registry changes the table; this test fails until the
 //! README says the same (`THDCHECK_BLESS=1 cargo test -p properties readme` rewrites it).
 
 use crate::Invariant;
-use crate::checks::RULES;
+use crate::checks::{Proof, RULES};
 use crate::zoo::CATALOGUE;
 
 const START: &str = "<!-- invariant-table: generated from rules::checks::RULES and \
                      properties::zoo::CATALOGUE (properties/src/readme_table.rs) -->";
 const END: &str = "<!-- invariant-table: end -->";
 
+/// Where a rule's proof is, from the repository's root: the zoo variant's pinned snapshot, the
+/// planted adapter, the committed batch (a CP group's folder) or the test's file.
+fn proof_link(proof: Proof) -> String {
+    match proof {
+        Proof::Zoo(name) => CATALOGUE.iter().find(|e| e.name == name).map_or_else(
+            || "properties/src/zoo/mod.rs".to_string(),
+            |e| format!("properties/src/snapshots/properties__zoo_props__{}.snap", e.test),
+        ),
+        Proof::Adapter(name) => format!("adapters/python/examples/{name}.py"),
+        Proof::Batch(path) => path.strip_suffix("/cp-group").unwrap_or(path).to_string(),
+        Proof::Test(spec) => spec.rsplit_once("::").map_or(spec, |(file, _)| file).to_string(),
+    }
+}
+
 /// The table, one row per invariant in the design table's order: its rules, the strategies its
 /// planted bugs are drawn from, and each planted bug linked to its pinned snapshot.
 fn render() -> String {
     let mut out = String::from(
-        "| invariant | what it demands | rules (ids for `--ignore` and `expected.toml`) | \
+        "| invariant | what it demands | rules (ids for `--ignore` and `expected.toml`, each linked to \
+         the planted bug that proves it) | \
          strategies (`properties::strategies`) | zoo variants it catches (their pinned \
          counterexamples) |\n|---|---|---|---|---|\n",
     );
     for inv in Invariant::ALL {
-        let rules: Vec<String> =
-            RULES.iter().filter(|r| r.invariant == inv).map(|r| format!("`{}`", r.id)).collect();
+        let rules: Vec<String> = RULES
+            .iter()
+            .filter(|r| r.invariant == inv)
+            .map(|r| match r.proof {
+                Some(p) => format!("[`{}`]({})", r.id, proof_link(p)),
+                None => format!("`{}`", r.id),
+            })
+            .collect();
         let variants: Vec<_> = CATALOGUE.iter().filter(|e| e.caught_by == inv).collect();
         let mut strategies: Vec<String> = Vec::new();
         for e in &variants {

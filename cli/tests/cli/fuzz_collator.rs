@@ -277,3 +277,30 @@ fn fuzz_collator_a_string_where_a_tensor_belongs_is_schema() {
     let v = fuzz_json(&["collator", "--json", "--cases", "8", "--", "python3", "-c", &script], 0);
     assert_eq!(v["result"], "pass", "{v}");
 }
+
+/// `batch-readable`'s planted bug: a collator that emits its offsets under a misspelt key
+/// (`cu_seq_len_q`, no position ids beside them), so the model reads no `cu_seq_lens_q` and
+/// attends across the documents; `thdcheck check` cannot tell the batch's dialect. The same
+/// collator with the keys spelt right passes.
+#[test]
+fn a_collator_with_a_misspelt_offsets_key_breaks_batch_readable() {
+    let helper = "import sys\nsys.path.insert(0, 'adapters/python')\n\
+                  sys.path.insert(0, 'adapters/python/examples')\n\
+                  from thdcheck_adapter import serve_collator\nimport flatten_collator as f\n";
+    let misspelt = format!(
+        "{helper}def collate(examples, m):\n    \
+         b = f.collate(examples, m)\n    \
+         b['cu_seq_len_q'] = b.pop('cu_seq_lens_q')\n    \
+         b['cu_seq_len_k'] = b.pop('cu_seq_lens_k')\n    \
+         del b['position_ids']\n    \
+         return b\n\
+         serve_collator(collate)"
+    );
+    let run = |adapter: &str, want| {
+        fuzz_json(&["collator", "--json", "--cases", "16", "--", "python3", "-c", adapter], want)
+    };
+    let v = run(&misspelt, 1);
+    assert_eq!(v["failure"]["checks"], serde_json::json!(["batch-readable"]), "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("cannot tell the dialect"), "{v}");
+    assert_eq!(run(&format!("{helper}serve_collator(f.collate)"), 0)["result"], "pass");
+}

@@ -121,11 +121,12 @@ pub fn check_isolation(
             let idx = t * w + e;
             let (b, a) = (before.get(idx), after.get(idx));
             if b.map(|x| x.to_bits()) != a.map(|x| x.to_bits()) {
+                let show = |x: Option<&f64>| x.map_or("no value".to_string(), f64::to_string);
                 return Err(ATTN_ISOLATION
                     .violation()
                     .at(Location::default().segment(seg).token(t).head(e / view.head_dim))
-                    .expected(format!("{b:?} (unchanged)"))
-                    .got(format!("{a:?}"))
+                    .expected(format!("{} (unchanged)", show(b)))
+                    .got(show(a))
                     .note(format!("segment {perturbed}'s q, k and v were perturbed")));
             }
         }

@@ -38,6 +38,9 @@ mod logged;
 mod loss;
 mod mfu_pad;
 mod packer;
+mod proof;
+#[cfg(test)]
+mod proofs;
 mod rules;
 mod tokens_cp;
 mod work;
@@ -84,6 +87,7 @@ pub use packer::{
     check_conservation, check_dealing, check_deterministic, check_drops, check_emitted_so_far,
     check_min_packs, check_pairwise_full, check_quality, check_refusal,
 };
+pub use proof::Proof;
 pub use rules::*;
 pub use tokens_cp::{TokenCounts, TokenRecord, check_tokens_cp};
 pub use work::{HardwareKind, WorkSums, WorkView, check_work};
