@@ -291,3 +291,45 @@ def test_the_helper_seeds_the_global_rngs_from_the_request(monkeypatch):
     assert "numpy" not in sys.modules and "torch" not in sys.modules
     # A packer shuffling with the global random passes packer-deterministic, in process too.
     assert thdcheck.fuzz_packer(example("global_shuffle_packer").pack, cases=32).cases == 32
+
+
+def _plain_attention(mask_documents):
+    """A per-document softmax attention in plain Python (GQA, causal, padding rows 0); with
+    `mask_documents=False` the planted bug of a mask built from nothing: every token sees every
+    real token of the pack."""
+    import math
+
+    def attention(batch):
+        real, padded = batch["cu_seqlens"], batch["cu_seqlens_padded"]
+        doc = [None] * padded[-1]
+        for d in range(len(real) - 1):
+            for t in range(padded[d], padded[d] + real[d + 1] - real[d]):
+                doc[t] = d
+        q, k, v = batch["q"], batch["k"], batch["v"]
+        heads, kv, dim = batch["heads"], batch["kv_heads"], batch["head_dim"]
+        out = [[[0.0] * dim for _ in range(heads)] for _ in doc]
+        for i, di in enumerate(doc):
+            if di is None:
+                continue
+            keys = [j for j, dj in enumerate(doc) if dj is not None
+                    and (dj == di or not mask_documents) and (not batch["causal"] or j <= i)]
+            for h in range(heads):
+                g = h // (heads // kv)
+                s = [sum(a * b for a, b in zip(q[i][h], k[j][g])) / math.sqrt(dim) for j in keys]
+                top = max(s)
+                w = [math.exp(x - top) for x in s]
+                out[i][h] = [sum(wi * v[j][g][e] for wi, j in zip(w, keys)) / sum(w) for e in range(dim)]
+        return out
+
+    return attention
+
+
+def test_fuzz_attention_in_process_passes_a_correct_attention_and_shrinks_a_missing_mask():
+    r = thdcheck.fuzz_attention(_plain_attention(True), cases=64, causal=True)
+    assert r.cases == 64, r.report
+    with pytest.raises(thdcheck.FuzzFailure) as e:
+        thdcheck.fuzz_attention(_plain_attention(False), cases=64)
+    f = e.value.report["failure"]
+    assert f["checks"][0] in ("attention-output", "attention-isolation"), f
+    assert len(f["request"]["cu_seqlens"]) <= 3, f  # at most two documents
+    assert "attention(request)" in str(e.value), str(e.value)

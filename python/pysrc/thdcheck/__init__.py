@@ -37,6 +37,7 @@ __all__ = [
     "Report",
     "assert_batch_ok",
     "check",
+    "fuzz_attention",
     "fuzz_collator",
     "fuzz_cp_split",
     "fuzz_logger",
@@ -652,6 +653,27 @@ def fuzz_cp_split(split: Callable[[dict, int], list], *, cases: int = 256, seed:
     multiple of 2·cp_size)."""
 
     return _fuzz("cp-split", adapter.cp_split_handler(split), "split({input_ids}, {cp_size})", dict(options, cases=cases, seed=seed))
+
+
+def fuzz_attention(attention: Callable[[dict], Any], *, cases: int = 256, seed: int = 0, **options: Any) -> FuzzResult:
+    """Fuzz `attention(batch) -> out | (out, lse) | {"out", "lse"}` in this process, as
+    `thdcheck fuzz attention` fuzzes an adapter: the output at every real token is judged against
+    the oracle's per-document f64 attention (the FlashAttention rule of the request's dtype),
+    documents must not see each other (bit-exact), nor a query a later key when `causal=True`.
+    `batch` is the request (`q`, `k`, `v`, `cu_seqlens`, `cu_seqlens_padded`, `position_ids`,
+    `heads`, `kv_heads`, `head_dim`, `dtype`, `causal`; with `cp_size` > 1, `ranks`: every
+    rank's zigzag shard, answered with every rank's output). Options are the command's:
+    `dtype="bf16"`, `cp_size=2`, `causal=True`, ...
+
+    ```python
+    import thdcheck
+    def attention(batch):            # your varlen / document-masked attention
+        ...                          # -> [T][heads][head_dim]
+    thdcheck.fuzz_attention(attention, dtype="bf16", causal=True)
+    ```
+    """
+
+    return _fuzz("attention", adapter.attention_handler(attention), lambda r: "attention(request)", dict(options, cases=cases, seed=seed))
 
 
 def metrics(
