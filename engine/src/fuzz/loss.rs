@@ -33,7 +33,7 @@ use super::{Applied, Failure, Target, cp_batch, response};
 /// sum) move the result by a few ulps per token, about 1e-14 relative on these sizes. 1e-9
 /// leaves five orders of magnitude for that, and a reduction bug (the mean of rank means, a
 /// count from one rank) moves the loss by far more. An adapter in float32 declares it
-/// (`"dtype": "float32"`) and is judged to [`FLOAT32_RTOL`].
+/// (`"dtype": "float32"`) and is judged to 1e-5 (`FLOAT32_RTOL`).
 pub const DEFAULT_RTOL: f64 = 1e-9;
 
 /// The relative tolerance of a loss its adapter declares computed in float32 (`"dtype":
