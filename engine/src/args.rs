@@ -426,6 +426,7 @@ impl BatchOpts {
             profile: self.profile.clone(),
             default_profile,
             objective: self.objective,
+            picture: false,
         })
     }
 

@@ -214,6 +214,7 @@ fn check(
         profile,
         default_profile,
         objective: choice::<Objective>("objective", objective)?,
+        picture: false,
     };
     let masked_lm = mlm || objective == Some("mlm");
     let opts = CheckOptions { cp_size, pad_to_multiple_of, causal, masked_lm };
