@@ -14,10 +14,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (Some(batch), Some(out)) = (args.first(), args.get(1)) else {
         return Err("usage: picture_png BATCH.safetensors OUT.png [--svg OUT.svg]".into());
     };
-    let read = ReadOptions { picture: true, ..ReadOptions::default() };
-    let report =
-        check_file(BatchFile::read(std::path::Path::new(batch))?, &read, &CheckOptions::default())?;
-    let picture = svg::file(&report, false);
+    // An SVG already drawn (`fuzz --html`'s, cut out of the page) is rendered as it is.
+    let picture = if batch.ends_with(".svg") {
+        std::fs::read_to_string(batch)?
+    } else {
+        let read = ReadOptions { picture: true, ..ReadOptions::default() };
+        let file = BatchFile::read(std::path::Path::new(batch))?;
+        svg::file(&check_file(file, &read, &CheckOptions::default())?, false)
+    };
     if let Some(i) = args.iter().position(|a| a == "--svg") {
         std::fs::write(args.get(i + 1).ok_or("--svg needs a path")?, &picture)?;
     }

@@ -865,7 +865,8 @@ fn per_row_padding_absorbed_or_trained_is_flagged_under_its_profile() {
 fn check_html_draws_every_example() {
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("out.html");
-    let o = run_expect(&["check", "--quiet", "--html", page.to_str().unwrap(), "examples/batches"], 0);
+    let o =
+        run_expect(&["check", "--quiet", "--html", page.to_str().unwrap(), "examples/batches"], 0);
     // The text report is unchanged by --html.
     assert!(stdout(&o).contains("every verdict as expected"), "{}", stdout(&o));
     let html = std::fs::read_to_string(&page).unwrap();
