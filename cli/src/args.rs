@@ -39,4 +39,8 @@ pub struct CheckArgs {
     /// labels were not found, a profile `[map]` source that no file has.
     #[arg(long)]
     pub strict: bool,
+    /// Also write one self-contained HTML page (inline SVG and CSS, opens offline) drawing
+    /// every file's rows as strips of tokens, each violation marked at its token.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }

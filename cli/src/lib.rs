@@ -27,6 +27,7 @@
 pub mod args;
 pub mod command;
 pub mod expect;
+pub mod render;
 
 // `fuzz` and `metrics` run in the engine crate, which the Python package calls too.
 pub use engine::{files, fuzz, loggers, metrics_cmd, protocol};

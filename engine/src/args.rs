@@ -162,6 +162,10 @@ pub struct FuzzArgs {
     /// cases for other failing classes (the Python fuzzers' default).
     #[arg(long, conflicts_with = "also_failing")]
     pub first_failure: bool,
+    /// Also write one self-contained HTML page drawing the shrunk request and the adapter's
+    /// answer (packs, ranks, dropped examples) as strips of tokens.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
     /// At most this many fresh cases in the scan for other failing classes after a failure
     /// (also bounded by --max-shrink-runs and by 256).
     #[arg(long, value_name = "N", default_value_t = 256)]
@@ -457,6 +461,7 @@ impl BatchOpts {
             profile: self.profile.clone(),
             default_profile,
             objective: self.objective,
+            picture: false,
         })
     }
 

@@ -157,7 +157,7 @@ fn resolved_profile(
 
 /// Checks one batch. `tensors`: `(name, dtype, shape, data)`, where data is `bytes` (copied) or
 /// `(owner, data_ptr, nbytes)` for a C-contiguous CPU buffer read in place. Returns the text
-/// report, the JSON report and the violated rule ids.
+/// report, the JSON report, the violated rule ids and the report's picture.
 #[pyfunction]
 #[pyo3(signature = (
     tensors, *, name, metadata, dialect=None, map=None, labels=None, sentinel=None,
@@ -185,7 +185,7 @@ fn check(
     pad_to_multiple_of: Option<usize>,
     causal: bool,
     mlm: bool,
-) -> PyResult<(String, String, Vec<String>)> {
+) -> PyResult<(String, String, Vec<String>, Picture)> {
     let shared = shared_tensors(tensors)?;
     for (what, v) in [("cp_size", cp_size), ("pad_to_multiple_of", pad_to_multiple_of)] {
         if v.is_some_and(|n| n == 0 || n > 1 << 16) {
@@ -214,6 +214,8 @@ fn check(
         profile,
         default_profile,
         objective: choice::<Objective>("objective", objective)?,
+        // The notebook's picture (`Report._repr_html_`): gathered with the check, drawn when asked.
+        picture: true,
     };
     let masked_lm = mlm || objective == Some("mlm");
     let opts = CheckOptions { cp_size, pad_to_multiple_of, causal, masked_lm };
@@ -223,7 +225,48 @@ fn check(
     let json = serde_json::to_string(&report)
         .map_err(|e| PyValueError::new_err(format!("report to JSON: {e}")))?;
     let violated = report.violated().into_iter().map(str::to_owned).collect();
-    Ok((report.text(name, causal), json, violated))
+    let text = report.text(name, causal);
+    let picture = Picture { report, name: name.to_owned(), causal };
+    Ok((text, json, violated, picture))
+}
+
+/// What a report's picture is drawn from: the report with its packs' pictures; drawn only when
+/// a notebook asks (`html()`), so a check that is not shown pays for no SVG.
+#[pyclass(frozen)]
+struct Picture {
+    report: reader::FileReport,
+    name: String,
+    causal: bool,
+}
+
+#[pymethods]
+impl Picture {
+    /// The report's section of HTML (inline SVG and CSS), as `check --html` draws it.
+    fn html(&self) -> String {
+        let svg = reader::picture::svg::file(&self.report, self.causal);
+        let r = &self.report;
+        let passed = (!r.violated().is_empty() || r.checked()).then(|| r.violated().is_empty());
+        reader::picture::html::cell(
+            &self.name,
+            &r.verdict(),
+            passed,
+            Some(&svg),
+            &r.text(&self.name, self.causal),
+        )
+    }
+}
+
+/// The HTML of a fuzz run's JSON report (`FuzzResult`, `FuzzFailure`): the shrunk request and
+/// the answer drawn as `fuzz --html` draws them.
+#[pyfunction]
+fn fuzz_html(report: &str) -> PyResult<String> {
+    let doc: serde_json::Value =
+        serde_json::from_str(report).map_err(|e| PyValueError::new_err(format!("report: {e}")))?;
+    let svg = engine::fuzz::picture::svg(&doc);
+    let name = format!("fuzz {}", doc["target"].as_str().unwrap_or("?"));
+    let passed = Some(doc.get("failure").is_none());
+    let verdict = engine::fuzz::picture::verdict(&doc);
+    Ok(reader::picture::html::cell(&name, &verdict, passed, Some(&svg), ""))
 }
 
 /// The subcommand `name`'s arguments parsed from `argv` by the command's own definitions, so
@@ -315,6 +358,8 @@ fn metrics(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(fuzz, m)?)?;
+    m.add_function(wrap_pyfunction!(fuzz_html, m)?)?;
+    m.add_class::<Picture>()?;
     m.add_function(wrap_pyfunction!(metrics, m)?)?;
     m.add_function(wrap_pyfunction!(resolved_profile, m)?)?;
     m.add_function(wrap_pyfunction!(zoo::zoo_variants, m)?)?;

@@ -91,6 +91,10 @@ pub struct PackReport {
     pub checks: Vec<Outcome>,
     /// Things worth knowing that are not violations: the reader's and the rules'.
     pub notes: Vec<String>,
+    /// What a picture of the pack needs beyond the facts, when asked for
+    /// ([`crate::ReadOptions::picture`]); not in the JSON report.
+    #[serde(skip)]
+    pub picture: Option<crate::picture::PackPicture>,
 }
 
 /// Runs every batch rule on one pack.
@@ -101,7 +105,13 @@ pub fn check_pack(pack: &BatchData, opts: &CheckOptions) -> PackReport {
     let report = check_batch(&view, opts);
     let mut notes = pack.notes.clone();
     notes.extend(report.outcomes.iter().flat_map(|o| o.notes.iter().cloned()));
-    PackReport { part: pack.part.clone(), facts: report.facts, checks: report.outcomes, notes }
+    PackReport {
+        part: pack.part.clone(),
+        facts: report.facts,
+        checks: report.outcomes,
+        notes,
+        picture: None,
+    }
 }
 
 /// A CP group whose ranks do not hold the pack their global offsets address: only the offsets
@@ -125,6 +135,7 @@ pub fn lost_tokens_report(
             part: Some(format!("{cp} ranks, contiguous, offsets and counts only")),
             facts,
             checks: vec![rules::checks::contiguous_group(offsets, &global.held, key)],
+            picture: None,
             notes: vec![format!(
                 "contiguous CP split: the ranks hold {} tokens, not {cp} equal pieces of the {tokens} \
                  their offsets address, so the pack is not reassembled and only the split is checked",
@@ -144,6 +155,7 @@ pub fn lost_tokens_report(
         part: Some(format!("{cp} ranks, offsets only")),
         facts,
         checks: vec![outcome],
+        picture: None,
         notes: vec![format!(
             "the ranks hold fewer tokens than their offsets address ({tokens}): tokens were lost \
              in the split, so only the offsets are checked"
@@ -168,6 +180,7 @@ pub fn broken_offsets_report(key: &str, values: &[i64], tokens: usize) -> PackRe
         part: None,
         facts,
         checks: vec![rules::checks::offsets(&view)],
+        picture: None,
         notes: vec![format!(
             "`{key}` does not address the {tokens} tokens: only the offsets are checked"
         )],

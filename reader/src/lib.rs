@@ -38,6 +38,7 @@ pub mod checks;
 pub mod error;
 pub mod formats;
 pub mod pack;
+pub mod picture;
 pub mod profile;
 pub mod report;
 pub mod shards;
@@ -87,5 +88,11 @@ pub fn check_file(
         other => other?,
     };
     let opts = checks::with_profile(opts, parsed.profile.as_deref());
-    Ok(FileReport::new(&parsed, &opts))
+    let mut report = FileReport::new(&parsed, &opts);
+    if read.picture && report.cp_shard.is_none() {
+        for (p, pack) in report.packs.iter_mut().zip(&parsed.packs) {
+            p.picture = Some(picture::PackPicture::of(pack, &opts));
+        }
+    }
+    Ok(report)
 }

@@ -83,6 +83,8 @@ struct Printer<'a, W: Write> {
     out: W,
     args: &'a CheckArgs,
     files: usize,
+    /// `--html`: the page, written as the outcomes come.
+    html: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl<W: Write> Printer<'_, W> {
@@ -90,10 +92,22 @@ impl<W: Write> Printer<'_, W> {
         if self.args.json {
             write!(self.out, "{{\n  \"files\": [")?;
         }
+        if let Some(h) = &mut self.html {
+            reader::picture::html::begin(h, "thdcheck check")?;
+        }
         Ok(())
     }
 
     fn outcome(&mut self, o: &Outcome) -> Result<()> {
+        if let Some(h) = &mut self.html {
+            crate::render::check_section(
+                h,
+                o.path.display().to_string().as_str(),
+                &o.result,
+                &verdict_line(o),
+                self.args.batch.causal,
+            )?;
+        }
         if self.args.json {
             let sep = if self.files == 0 { "\n" } else { ",\n" };
             let v = serde_json::to_string_pretty(&file_json(o))?;
@@ -106,6 +120,12 @@ impl<W: Write> Printer<'_, W> {
     }
 
     fn end(&mut self, kept: &[Kept], code: u8, exp: &[Expectations]) -> Result<()> {
+        if let Some(mut h) = self.html.take() {
+            let mut line = Vec::new();
+            print_summary(&mut line, kept, exp)?;
+            reader::picture::html::end(&mut h, String::from_utf8_lossy(&line).trim_end())?;
+            h.flush()?;
+        }
         if self.args.json {
             let close = if self.files == 0 { "]" } else { "\n  ]" };
             let summary = serde_json::to_string_pretty(&summary_json(kept, code))?;
@@ -138,7 +158,8 @@ fn indented(text: &str, indent: &str, first: bool) -> String {
 
 /// Runs the command; returns the exit code.
 pub fn run(args: &CheckArgs) -> Result<u8> {
-    let read = args.batch.read_options()?;
+    let mut read = args.batch.read_options()?;
+    read.picture = args.html.is_some();
     let opts = args.batch.check_options();
     let mut expectations: Vec<Expectations> = Vec::new();
     if let Some(e) = &args.expect {
@@ -181,7 +202,14 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         let covering = expectations.iter().find(|e| e.covers(path));
         (covering.map_or(Expected::Pass, |e| e.expected(path)), covering.map(|e| e.source.clone()))
     };
-    let mut printer = Printer { out: std::io::stdout().lock(), args, files: 0 };
+    let html = match &args.html {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("--html {}: cannot write it", path.display()))?,
+        )),
+        None => None,
+    };
+    let mut printer = Printer { out: std::io::stdout().lock(), args, files: 0, html };
     printer.begin()?;
     let mut kept = Vec::with_capacity(files.len() + unreadable_dirs.len());
     for path in files {
@@ -296,7 +324,11 @@ fn cp_groups(
                     }
                     crate::shards::GroupBatch::Whole(pack) => {
                         let opts = crate::checks::with_metadata(*opts, &g.metadata)?;
-                        crate::checks::check_pack(&pack, &opts)
+                        let mut report = crate::checks::check_pack(&pack, &opts);
+                        if read.picture {
+                            report.picture = Some(reader::picture::PackPicture::of(&pack, &opts));
+                        }
+                        report
                     }
                 };
                 Ok(FileReport {

@@ -860,3 +860,22 @@ fn per_row_padding_absorbed_or_trained_is_flagged_under_its_profile() {
     let plain = batch("plain.safetensors", &[0, 1, 2, 3, 0, 1, 2, 3, 4, 5], &labels);
     run_expect(&["check", "--pad-token-id", "7", plain.to_str().unwrap()], 0);
 }
+
+#[test]
+fn check_html_draws_every_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("out.html");
+    let o =
+        run_expect(&["check", "--quiet", "--html", page.to_str().unwrap(), "examples/batches"], 0);
+    // The text report is unchanged by --html.
+    assert!(stdout(&o).contains("every verdict as expected"), "{}", stdout(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    // A section per file and per CP group, each with its verdict; a picture for each file that
+    // holds packs (a CP shard's picture is its group's).
+    assert_eq!(html.matches("<section").count(), 26);
+    assert_eq!(html.matches("<svg").count(), 26);
+    assert!(html.contains("FAIL: cross-doc-label violated, as expected"));
+    assert!(html.contains("cross-doc-label [token 4]"), "the violation marked at its token");
+    assert!(html.ends_with("</html>\n"));
+    assert!(!html.contains("<script") && !html.contains("https://"), "self-contained");
+}

@@ -442,3 +442,20 @@ fn fuzz_refuses_mode_outside_the_collator() {
     );
     assert_eq!(v["result"], "pass", "{v}");
 }
+
+#[test]
+fn fuzz_html_draws_the_shrunk_request_and_the_answer() {
+    let bad = example_adapter("greedy_packer_drops_overflow");
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("fuzz.html");
+    let p = page.to_str().unwrap();
+    let o = run_expect(&["fuzz", "packer", "--cases", "64", "--html", p, "--", "python3", &bad], 1);
+    // The text report is unchanged; the page draws the 1-minimal case.
+    assert!(stdout(&o).contains("shrunk to a minimal case"), "{}", stdout(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("FAIL: violation packer-conservation"), "{html}");
+    assert!(html.contains("request: 2 examples, capacity 1"), "{html}");
+    assert!(html.contains("pack 0: #0 = 1 tokens"), "{html}");
+    assert!(html.contains("dropped: none"), "{html}");
+    assert_eq!(html.matches("<svg").count(), 1);
+}

@@ -17,6 +17,7 @@ mod cp_batch;
 mod cp_split;
 mod loss;
 mod packer;
+pub mod picture;
 pub use loss::DEFAULT_RTOL as DEFAULT_LOSS_RTOL;
 
 use std::cell::{Cell, RefCell};
@@ -768,7 +769,7 @@ fn drive<T: Target>(
     let command = args.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
     match result {
         Ok(()) => {
-            if args.json {
+            if args.json || args.html.is_some() {
                 let mut doc = json!({
                     "version": 1, "target": target.kind(), "command": args.command, "result": "pass",
                     "cases": passed.get(), "seed": args.seed, "elapsed_s": elapsed.as_secs_f64(),
@@ -780,8 +781,15 @@ fn drive<T: Target>(
                 if !ignored.borrow().is_empty() {
                     doc["ignored"] = json!(*ignored.borrow());
                 }
-                writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-            } else {
+                if let Some(path) = &args.html {
+                    picture::write_page(path, &doc)
+                        .with_context(|| format!("--html {}: cannot write it", path.display()))?;
+                }
+                if args.json {
+                    writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+                }
+            }
+            if !args.json {
                 writeln!(
                     out,
                     "thdcheck fuzz {}: {command}\n  {} cases (seed {}) in {:.2} s, {:.0} cases/s: every invariant held ({})",
@@ -1015,7 +1023,7 @@ fn drive<T: Target>(
                     )
                 })
             });
-            if args.json {
+            if args.json || args.html.is_some() {
                 let doc = json!({
                     "version": 1, "target": target.kind(), "command": args.command, "result": "fail",
                     "cases": passed.get(), "seed": args.seed, "elapsed_s": elapsed.as_secs_f64(),
@@ -1045,8 +1053,15 @@ fn drive<T: Target>(
                         "response": g.response.as_deref().map(clip),
                     });
                 }
-                writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-            } else {
+                if let Some(path) = &args.html {
+                    picture::write_page(path, &doc)
+                        .with_context(|| format!("--html {}: cannot write it", path.display()))?;
+                }
+                if args.json {
+                    writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+                }
+            }
+            if !args.json {
                 writeln!(
                     out,
                     "thdcheck fuzz {}: {command}\n  FAILED after {} passing cases (seed {}); {}:",

@@ -18,7 +18,7 @@ import json
 import operator
 import os
 import struct
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from thdcheck import _native, adapter
 from thdcheck._native import BatchError
@@ -114,10 +114,22 @@ class Report:
     `violated` lists the rule ids; `outcomes` every rule's `Outcome`; `str(report)` is the text
     the command prints and `to_dict()` its JSON."""
 
-    def __init__(self, text: str, json_text: str, violated: list) -> None:
+    def __init__(self, text: str, json_text: str, violated: list, picture: Any = None) -> None:
         self._text = text
         self._json = json_text
         self.violated: list = list(violated)
+        self._picture = picture
+
+    def _repr_html_(self) -> Optional[str]:
+        """The picture (Jupyter, VS Code): each row a strip of tokens, documents in alternating
+        colours, padding and mock segments, trained labels, position restarts, the mask's view,
+        CP chunks, every violation marked at its token. `repr` stays the plain text."""
+        return self._picture.html() if self._picture is not None else None
+
+    def __getstate__(self) -> dict:
+        # The picture is native and not picklable (a DataLoader worker sends its reports to the
+        # main process): a pickled report keeps its text and JSON, and shows no picture.
+        return {**self.__dict__, "_picture": None}
 
     @property
     def ok(self) -> bool:
@@ -476,8 +488,8 @@ def check(
         mlm=bool(mlm),
     )
     tensors = _tensors(batch, name)
-    text, json_text, violated = _native.check(tensors, **options)
-    return Report(text, json_text, violated)
+    text, json_text, violated, picture = _native.check(tensors, **options)
+    return Report(text, json_text, violated, picture)
 
 
 def assert_batch_ok(batch: Mapping[str, Any], **options: Any) -> Report:
@@ -499,6 +511,10 @@ class FuzzFailure(AssertionError):
         super().__init__(message)
         self.report = report
 
+    def _repr_html_(self) -> str:
+        """The shrunk request and the answer, drawn (`fuzz --html`'s picture)."""
+        return _native.fuzz_html(json.dumps(self.report))
+
 
 class FuzzResult:
     """A fuzz run that passed: `cases` run, `cases_per_s`, and the JSON `report`."""
@@ -510,6 +526,10 @@ class FuzzResult:
 
     def __repr__(self) -> str:
         return f"<thdcheck.FuzzResult {self.report['target']}: {self.cases} cases passed>"
+
+    def _repr_html_(self) -> str:
+        """The run drawn as `fuzz --html` draws it (a pass: the cases and the seed)."""
+        return _native.fuzz_html(json.dumps(self.report))
 
 
 def _flags(options: Mapping[str, Any]) -> list:

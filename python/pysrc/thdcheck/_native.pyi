@@ -25,7 +25,14 @@ def check(
     pad_to_multiple_of: int | None = ...,
     causal: bool = ...,
     mlm: bool = ...,
-) -> tuple[str, str, list[str]]: ...
+) -> tuple[str, str, list[str], Picture]: ...
+
+class Picture:
+    """A report's picture, drawn when asked (`Report._repr_html_`)."""
+    def html(self) -> str: ...
+
+def fuzz_html(report: str) -> str:
+    """The HTML of a fuzz run's JSON report (`FuzzResult`, `FuzzFailure`)."""
 
 def resolved_profile(profile: str | None = ..., profile_json: str | None = ...) -> tuple[bool, str] | None:
     """(True, name) for a built-in profile, (False, the whole profile as TOML) for any other,

@@ -27,7 +27,7 @@ import shlex
 import struct
 import tempfile
 import warnings
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 __all__ = ["Guard", "GuardViolation", "ThdcheckWarning", "guard"]
 
@@ -43,6 +43,11 @@ class GuardViolation(AssertionError):
     def __init__(self, message: str, report: Any = None) -> None:
         super().__init__(message)
         self.report = report
+
+    def _repr_html_(self) -> Optional[str]:
+        """The report's picture, when there is a report (a notebook shows the batch)."""
+        html = getattr(self.report, "_repr_html_", None)
+        return html() if html is not None else None
 
 
 _ACTIONS = ("raise", "warn", "dump")

@@ -174,6 +174,9 @@ pub struct ReadOptions {
     pub default_profile: Option<Arc<Profile>>,
     /// What the loss trains (`None`: the profile's, else `sft`).
     pub objective: Option<Objective>,
+    /// Gather what a picture of each pack needs ([`crate::picture::PackPicture`]) into its
+    /// report (`check --html`, the Python package's `_repr_html_`): O(T) more work.
+    pub picture: bool,
 }
 
 impl ReadOptions {
