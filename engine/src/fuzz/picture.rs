@@ -34,6 +34,7 @@ impl Strip {
             rows: 1,
             slots,
             grouped: 1,
+            stride: 1,
             ..PackPicture::default()
         }
     }

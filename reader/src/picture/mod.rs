@@ -19,7 +19,7 @@ pub mod svg;
 
 use std::ops::Range;
 
-use rules::checks::LayoutView;
+use rules::checks::{IntSlice, LayoutView};
 use thd::{IGNORE_INDEX, LabelConvention};
 
 use crate::checks::CheckOptions;
@@ -53,12 +53,14 @@ pub struct Runs {
 }
 
 impl Runs {
-    /// The runs of consecutive `t` in `0..n` where `pred(t)` holds.
-    fn of(n: usize, mut pred: impl FnMut(usize) -> bool) -> Self {
+    /// The runs of consecutive positions where `flags` yields `true`.
+    fn of(flags: impl Iterator<Item = bool>) -> Self {
         let mut runs = Vec::new();
         let mut open: Option<usize> = None;
-        for t in 0..n {
-            match (pred(t), open) {
+        let mut n = 0;
+        for (t, f) in flags.enumerate() {
+            n = t + 1;
+            match (f, open) {
                 (true, None) => open = Some(t),
                 (false, Some(s)) => {
                     runs.push(s..t);
@@ -74,6 +76,16 @@ impl Runs {
             runs.push(s..n);
         }
         Self { runs, complete: true }
+    }
+
+    /// [`Runs::of`] over the values of `v` (at most `n`), each mapped by `f`: one tight loop
+    /// per stored width, for the 10⁸-token batches.
+    fn of_ints(v: IntSlice<'_>, n: usize, f: impl FnMut(i64) -> bool) -> Self {
+        let mut f = f;
+        match v {
+            IntSlice::I32(x) => Self::of(x[..n.min(x.len())].iter().map(|&y| f(i64::from(y)))),
+            IntSlice::I64(x) => Self::of(x[..n.min(x.len())].iter().map(|&y| f(y))),
+        }
     }
 }
 
@@ -120,6 +132,66 @@ pub struct PackPicture {
     pub mask_documents: Option<(String, Runs)>,
     /// The CP size the batch is meant for (its zigzag chunks are drawn as bands).
     pub cp_size: Option<usize>,
+    /// 1: the labels, restarts and mask were read at every token; `k`: the pack has more than
+    /// [`EXACT_TOKENS`] tokens and they were read every `k` tokens and at every segment's first,
+    /// second and last real tokens and its slot's end (a pixel of its picture holds hundreds of
+    /// tokens; what the rules found stays marked at its exact token).
+    pub stride: usize,
+}
+
+/// Up to this many tokens a pack's labels, positions and mask are read at every token; past it,
+/// at [`SAMPLES`] evenly spaced tokens and at every segment boundary, so that a picture costs
+/// O(segments), not another pass over 10⁸ tokens.
+pub const EXACT_TOKENS: usize = 1 << 22;
+/// The evenly spaced tokens read in a pack past [`EXACT_TOKENS`].
+pub const SAMPLES: usize = 1 << 18;
+
+/// The tokens read in a large pack: every `stride`-th token and each segment's boundary tokens,
+/// ascending, without repeats.
+fn sample_points(view: &LayoutView<'_>, t: usize, stride: usize) -> Vec<usize> {
+    let mut bounds = Vec::with_capacity(view.segments() * 4);
+    for i in 0..view.segments() {
+        let (r, slot) = (view.real(i), view.slot(i));
+        bounds.extend([r.start, r.start + 1, r.end.saturating_sub(1), r.end, slot.end]);
+    }
+    bounds.retain(|&x| x < t);
+    bounds.sort_unstable();
+    let mut out: Vec<usize> = Vec::with_capacity(bounds.len() + t / stride + 1);
+    let (mut b, mut s) = (bounds.into_iter().peekable(), (0..t).step_by(stride).peekable());
+    loop {
+        let next = match (b.peek(), s.peek()) {
+            (Some(&x), Some(&y)) if x <= y => b.next(),
+            (_, Some(_)) => s.next(),
+            (Some(_), None) => b.next(),
+            (None, None) => break,
+        };
+        if let Some(x) = next
+            && out.last() != Some(&x)
+        {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// The runs where `flag(point)` holds, each sampled point's flag standing for the tokens up to
+/// the next point.
+fn sampled_runs(points: &[usize], t: usize, mut flag: impl FnMut(usize) -> bool) -> Runs {
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    for (k, &p) in points.iter().enumerate() {
+        if !flag(p) {
+            continue;
+        }
+        let end = points.get(k + 1).copied().unwrap_or(t);
+        match runs.last_mut() {
+            Some(r) if r.end == p => r.end = end,
+            _ => runs.push(p..end),
+        }
+        if runs.len() >= MAX_MARKS {
+            return Runs { runs, complete: false };
+        }
+    }
+    Runs { runs, complete: true }
 }
 
 impl PackPicture {
@@ -150,22 +222,52 @@ impl PackPicture {
                 }
             })
             .collect();
-        let labels = view.labels.map(|l| Runs::of(l.len().min(t), |i| l.at(i) != IGNORE_INDEX));
-        let restarts = view.position_ids.map(|p| {
-            let mut prev = i64::MIN;
-            let mut runs = Runs::of(p.len().min(t), |i| {
-                let x = p.at(i);
-                let restart = i == 0 || x != prev.wrapping_add(1);
-                prev = x;
-                restart
-            });
-            // A restart is one token: a run of restarts (every position 0) is many ticks.
-            runs.runs = runs.runs.iter().flat_map(|r| r.clone().map(|s| s..s + 1)).collect();
-            runs.runs.truncate(MAX_MARKS);
-            runs
-        });
-        let mask =
-            view.mask.map(|m| (view.keys().mask.clone(), Runs::of(m.len().min(t), |i| m[i])));
+        let stride = if t > EXACT_TOKENS { t.div_ceil(SAMPLES) } else { 1 };
+        let points = (stride > 1).then(|| sample_points(view, t, stride));
+        let restart_at = |p: IntSlice<'_>, i: usize| {
+            i == 0 || p.get(i) != p.get(i - 1).map(|q| q.wrapping_add(1))
+        };
+        let (labels, restarts, mask) = match &points {
+            Some(points) => (
+                view.labels.map(|l| {
+                    sampled_runs(points, t, |i| l.get(i).is_some_and(|y| y != IGNORE_INDEX))
+                }),
+                view.position_ids.map(|p| {
+                    let runs: Vec<Range<usize>> = points
+                        .iter()
+                        .filter(|&&i| i < p.len() && restart_at(p, i))
+                        .take(MAX_MARKS)
+                        .map(|&i| i..i + 1)
+                        .collect();
+                    Runs { complete: runs.len() < MAX_MARKS, runs }
+                }),
+                view.mask.map(|m| {
+                    let runs = sampled_runs(points, t, |i| m.get(i).copied().unwrap_or(false));
+                    (view.keys().mask.clone(), runs)
+                }),
+            ),
+            None => (
+                view.labels.map(|l| Runs::of_ints(l, t, |y| y != IGNORE_INDEX)),
+                view.position_ids.map(|p| {
+                    // The first token restarts: no position before it is one less than any.
+                    let mut prev = None::<i64>;
+                    let mut runs = Runs::of_ints(p, t, |x| {
+                        let restart = prev.is_none_or(|q| x != q.wrapping_add(1));
+                        prev = Some(x);
+                        restart
+                    });
+                    // A restart is one token: a run of restarts (every position 0) is many ticks.
+                    let ticks = runs.runs.iter().flat_map(|r| r.clone().map(|s| s..s + 1));
+                    let ticks: Vec<Range<usize>> = ticks.take(MAX_MARKS).collect();
+                    runs.complete &= ticks.len() < MAX_MARKS;
+                    runs.runs = ticks;
+                    runs
+                }),
+                view.mask.map(|m| {
+                    (view.keys().mask.clone(), Runs::of(m[..m.len().min(t)].iter().copied()))
+                }),
+            ),
+        };
         let mask_documents = view.block_mask.map(|b| {
             let spans = b.spans;
             let mut runs = Vec::new();
@@ -201,6 +303,7 @@ impl PackPicture {
             mask,
             mask_documents,
             cp_size: opts.cp_size.filter(|&c| c > 1),
+            stride,
         }
     }
 

@@ -30,7 +30,7 @@ pub const WIDTH: f64 = 960.0;
 /// The narrowest run, in pixels.
 pub const MIN_RUN: f64 = 2.0;
 /// The most lines one row is wrapped over.
-pub const MAX_LINES: usize = 96;
+pub const MAX_LINES: usize = 256;
 /// The widest token, in pixels (a batch of a few tokens is not stretched across the page).
 const MAX_TOKEN: f64 = 36.0;
 const LEFT: f64 = 8.0;
@@ -527,7 +527,10 @@ impl Canvas {
         }
         // Violations: a red line through the strip at the token, and its number above.
         for (i, m) in marks.iter().enumerate() {
-            let Some(t) = m.token.filter(|t| span.contains(t) || (span.end == *t && t > &0)) else {
+            // A token at T (offsets that end past the tokens) is drawn at the last row's end.
+            let last_row = span.end == pic.tokens;
+            let Some(t) = m.token.filter(|t| span.contains(t) || (last_row && *t >= span.end))
+            else {
                 continue;
             };
             let (line, xl) = wrap(center(&pieces, t.min(span.end.saturating_sub(1))));
@@ -584,6 +587,15 @@ impl Canvas {
             }
             if let Some(c) = p.cp_size {
                 item(colour::RANKS[0], &format!("CP ranks ({c}), zigzag"), out);
+            }
+            if p.stride > 1 {
+                let _ = write!(
+                    out,
+                    r##"<text x="{}" y="{}" fill="#555">lanes read every {} tokens and at every boundary</text>"##,
+                    n(x),
+                    n(y + 9.0),
+                    p.stride
+                );
             }
         }
         out.push('\n');
