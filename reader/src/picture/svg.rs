@@ -706,7 +706,7 @@ pub fn file(report: &FileReport, causal: bool) -> String {
     file_canvas(report, causal).finish()
 }
 
-/// [`file`]'s canvas, before it is finished: where each row lies ([`Canvas::rows`]).
+/// [`file()`]'s canvas, before it is finished: where each row lies ([`Canvas::rows`]).
 pub fn file_canvas(report: &FileReport, causal: bool) -> Canvas {
     let mut c = Canvas::new();
     let mut n_marks = 1;
