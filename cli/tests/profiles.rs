@@ -199,24 +199,14 @@ fn profiles_resolve_in_the_documented_order() {
     // A batch whose metadata names no profile takes the project's.
     let axolotl = repo().join("corpus/real/batches/axolotl/v2_position_ids_v0.18.0.safetensors");
     let plain = dir.path().join("plain.safetensors");
-    let file = BatchFile::read(&axolotl).unwrap();
-    let meta = file.metadata().clone();
+    let meta = BatchFile::read(&axolotl).unwrap().metadata().clone();
     assert!(!meta.contains_key("profile") || meta["profile"] == "axolotl");
-    let ints: Vec<(String, Vec<usize>, Vec<i64>)> = file
-        .keys()
-        .map(|k| {
-            let v = file.ints(k).unwrap();
-            (k.to_owned(), v.shape.clone(), v.values.clone())
-        })
-        .collect();
-    let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
-        ints.iter().map(|(k, s, v)| (k.as_str(), s.clone(), v.clone())).collect();
     let kept: Vec<(&str, &str)> = meta
         .iter()
         .filter(|(k, _)| *k != "profile")
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    std::fs::write(&plain, thdcheck::tensors::write_ints(&refs, &kept).unwrap()).unwrap();
+    rewrite_with_metadata(&axolotl, &plain, &kept);
     let o = thdcheck_in(&sub, ["check", plain.to_str().unwrap()]);
     assert_eq!(
         o.status.code(),
