@@ -338,7 +338,7 @@ impl FuzzArgs {
         if let Some(l) = self.cp_layout {
             return l;
         }
-        match profile.and_then(|p| p.cp_layout) {
+        match profile.and_then(|p| p.facts.cp_layout) {
             Some(CpLayout::Contiguous) => CpSplitLayout::Contiguous,
             Some(CpLayout::ZigzagSequence) => CpSplitLayout::ZigzagSequence,
             Some(CpLayout::Zigzag) | None => CpSplitLayout::Zigzag,
@@ -357,15 +357,6 @@ fn parse_cp_slot_align(s: &str) -> Result<u32, String> {
     crate::profile::cp_slot_align(v)
 }
 
-/// Label conventions, for `--labels`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Labels {
-    /// `labels[t]` is token t; `logits[t]` predicts `labels[t+1]` (Hugging Face, bionemo).
-    Unshifted,
-    /// Labels already rolled; `logits[t]` predicts `labels[t]` (Megatron, TE, AReaL).
-    Shifted,
-}
-
 /// How a batch is read and checked: shared by `check` (dumped files) and `fuzz collator`
 /// (the batches a collator returns).
 #[derive(Debug, Clone, Args)]
@@ -378,7 +369,7 @@ pub struct BatchOpts {
     pub map: Vec<(String, String)>,
     /// Label convention, if not the dialect's (hf, dpo: unshifted; te: shifted).
     #[arg(long, value_enum)]
-    pub labels: Option<Labels>,
+    pub labels: Option<crate::profile::LabelsFact>,
     /// Empty-slot sentinel of seq_lens and trailing cu_seqlens entries (default -1000, or the
     /// profile's).
     #[arg(long, allow_hyphen_values = true)]
@@ -449,18 +440,18 @@ impl BatchOpts {
         Ok(crate::ReadOptions {
             dialect: self.dialect,
             map: self.map.clone(),
-            labels: self.labels.map(|l| match l {
-                Labels::Unshifted => thd::LabelConvention::Unshifted,
-                Labels::Shifted => thd::LabelConvention::Shifted,
-            }),
-            sentinel: self.sentinel,
-            position_base: self.position_base,
-            pad_token_id: self.pad_token_id,
-            ignore_index: self.ignore_index,
-            eos_token_id: self.eos_token_id,
+            stated: crate::profile::Contract {
+                labels: self.labels,
+                sentinel: self.sentinel,
+                position_base: self.position_base,
+                pad_token_id: self.pad_token_id,
+                ignore_index: self.ignore_index,
+                eos_token_id: self.eos_token_id,
+                objective: self.objective,
+                ..Default::default()
+            },
             profile: self.profile.clone(),
             default_profile,
-            objective: self.objective,
             picture: false,
         })
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::checks::{check_pack, with_metadata};
+use crate::checks::{check_options, check_pack, option_facts};
 use crate::formats::{ReadOptions, parse};
 use crate::loggers::Logger;
 use crate::pack::BatchData;
@@ -89,7 +89,6 @@ fn compute(args: &MetricsArgs, in_memory: Vec<(String, BatchFile)>) -> Result<Co
         let read = args.read.read_options()?;
         let mut mbs = load_micro_batches(&args.batches, &read)?;
         for (label, file) in in_memory {
-            let metadata = file.metadata().clone();
             let parsed = parse(file, &read).with_context(|| label.clone())?;
             if parsed.cp_shard.is_some() {
                 bail!("{label}: one CP rank's shard; metrics counts the global batch");
@@ -99,7 +98,7 @@ fn compute(args: &MetricsArgs, in_memory: Vec<(String, BatchFile)>) -> Result<Co
                 .into_iter()
                 .filter(|p| p.part.as_deref() != Some("concatenated"))
                 .collect();
-            mbs.push(MicroBatch { label, packs, metadata, cp: 1 });
+            mbs.push(MicroBatch { label, packs, cp: 1 });
         }
         if let Some(k) = args.grad_acc
             && k != mbs.len() as u64
@@ -206,8 +205,6 @@ pub(crate) struct MicroBatch {
     pub label: String,
     /// Its packs (DPO: chosen and rejected; the concatenation is left out).
     pub packs: Vec<BatchData>,
-    /// The file's (or the group's first file's) metadata.
-    pub metadata: BTreeMap<String, String>,
     /// The CP size of a reassembled group (1 for a plain file).
     pub cp: usize,
 }
@@ -244,7 +241,6 @@ fn load_micro_batches(paths: &[PathBuf], read: &ReadOptions) -> Result<Vec<Micro
     for path in files {
         let name = path.display().to_string();
         let file = BatchFile::read(&path).with_context(|| name.clone())?;
-        let metadata = file.metadata().clone();
         let parsed = parse(file, read).with_context(|| name.clone())?;
         if let Some((_, size)) = parsed.cp_shard {
             let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -263,7 +259,7 @@ fn load_micro_batches(paths: &[PathBuf], read: &ReadOptions) -> Result<Vec<Micro
             .into_iter()
             .filter(|p| p.part.as_deref() != Some("concatenated"))
             .collect();
-        slots.push(Slot::One(MicroBatch { label: name, packs, metadata, cp: 1 }));
+        slots.push(Slot::One(MicroBatch { label: name, packs, cp: 1 }));
     }
     slots
         .into_iter()
@@ -278,12 +274,9 @@ fn load_micro_batches(paths: &[PathBuf], read: &ReadOptions) -> Result<Vec<Micro
                     )
                 })?;
                 match group.batch {
-                    GroupBatch::Whole(pack) => Ok(MicroBatch {
-                        label,
-                        packs: vec![*pack],
-                        metadata: group.metadata,
-                        cp: size,
-                    }),
+                    GroupBatch::Whole(pack) => {
+                        Ok(MicroBatch { label, packs: vec![*pack], cp: size })
+                    }
                     GroupBatch::Lost { cp, key, global } => bail!(
                         "{label}: the ranks do not hold exactly the tokens their global `{key}` \
                          address (the {} split of cp {cp} lost, repeated or unevenly cut some): \
@@ -407,8 +400,10 @@ pub(crate) fn step_metrics(mbs: &[MicroBatch], spec: &StepSpec) -> Result<Step> 
     let mut cp = 1usize;
     for mb in mbs {
         cp = cp.max(mb.cp);
-        let opts = with_metadata(spec.check, &mb.metadata).with_context(|| mb.label.clone())?;
         for pack in &mb.packs {
+            // The options over the facts the micro-batch was read under (its metadata, its
+            // profile).
+            let opts = check_options(&option_facts(&spec.check).settled().or(pack.facts));
             let report = check_pack(pack, &opts);
             let violated: Vec<&str> =
                 report.checks.iter().filter(|o| o.violation.is_some()).map(|o| o.rule).collect();

@@ -67,7 +67,7 @@ proptest! {
             labels: labels.as_deref().map(IntSlice::from),
             label_convention: if shifted { LabelConvention::Shifted } else { LabelConvention::Unshifted },
             num_real_seqs: n_real,
-            position_base: Some(0),
+            facts: rules::contract::Contract { position_base: Some(0), ..Default::default() },
             ..Default::default()
         };
         let _ = check_layout(&view);
@@ -101,9 +101,12 @@ proptest! {
             cu_seqlens_padded: padded.as_deref().map(IntSlice::from),
             num_real_seqs: n_real,
             block_mask: spans.as_deref().map(|spans| BlockMask { key: "m", spans, gaps: &gaps }),
-            bidirectional,
-            eos_token_id: eos,
-            documents_end_with_eos: ends_with_eos,
+            facts: rules::contract::Contract {
+                attention: bidirectional.then_some(rules::contract::Attention::Bidirectional),
+                eos_token_id: eos,
+                documents: ends_with_eos.then_some(rules::contract::DocumentsFact::Eos),
+                ..Default::default()
+            },
             side_tensors: &side,
             ..Default::default()
         };
@@ -167,7 +170,7 @@ proptest! {
             position_ids: pos.as_deref().map(IntSlice::from),
             labels: labels.as_deref().map(IntSlice::from),
             num_real_seqs: n_real,
-            pad_token_id: pad,
+            facts: rules::contract::Contract { pad_token_id: pad, ..Default::default() },
             ..Default::default()
         };
         let wide = LayoutView {

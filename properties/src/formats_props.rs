@@ -53,7 +53,10 @@ proptest! {
         let summary = BlockMaskSummary::from_dense(1, t, &dense);
         let view = LayoutView {
             block_mask: Some(summary.view("attention_mask")),
-            bidirectional: case.bidirectional,
+            facts: rules::contract::Contract {
+                attention: case.bidirectional.then_some(rules::contract::Attention::Bidirectional),
+                ..pack.view(c.position_base).facts
+            },
             ..pack.view(c.position_base)
         };
         let mock = mock_segments(&view);

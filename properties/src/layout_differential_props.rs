@@ -345,7 +345,7 @@ fn view(p: &PackedBatchParts) -> LayoutView<'_> {
         labels: Some(IntSlice::from(&p.labels)),
         label_convention: p.label_convention,
         num_real_seqs: p.num_real_seqs,
-        position_base: Some(0),
+        facts: rules::contract::Contract { position_base: Some(0), ..Default::default() },
         ..Default::default()
     }
 }

@@ -13,7 +13,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use reader::formats::{Dialect, Objective};
-use reader::profile::Profile;
+use reader::profile::{Contract, LabelsFact, Profile};
 use reader::tensors::{BatchFile, SharedTensor};
 use reader::{CheckOptions, ReadOptions};
 use safetensors::Dtype;
@@ -196,29 +196,32 @@ fn check(
     let read = ReadOptions {
         dialect: choice::<Dialect>("dialect", dialect)?,
         map: map.unwrap_or_default(),
-        labels: match labels {
-            None => None,
-            Some("unshifted") => Some(thd::LabelConvention::Unshifted),
-            Some("shifted") => Some(thd::LabelConvention::Shifted),
-            Some(other) => {
-                return Err(PyValueError::new_err(format!(
-                    "labels={other:?}: expected \"unshifted\" or \"shifted\""
-                )));
-            }
+        // The keywords are the options' layer of the facts, as the command's flags are.
+        stated: Contract {
+            labels: match labels {
+                None => None,
+                Some("unshifted") => Some(LabelsFact::Unshifted),
+                Some("shifted") => Some(LabelsFact::Shifted),
+                Some(other) => {
+                    return Err(PyValueError::new_err(format!(
+                        "labels={other:?}: expected \"unshifted\" or \"shifted\""
+                    )));
+                }
+            },
+            sentinel,
+            position_base,
+            pad_token_id,
+            ignore_index,
+            eos_token_id,
+            objective: choice::<Objective>("objective", objective)?,
+            ..Contract::default()
         },
-        sentinel,
-        position_base,
-        pad_token_id,
-        ignore_index,
-        eos_token_id,
         profile,
         default_profile,
-        objective: choice::<Objective>("objective", objective)?,
         // The notebook's picture (`Report._repr_html_`): gathered with the check, drawn when asked.
         picture: true,
     };
-    let masked_lm = mlm || objective == Some("mlm");
-    let opts = CheckOptions { cp_size, pad_to_multiple_of, causal, masked_lm };
+    let opts = CheckOptions { cp_size, pad_to_multiple_of, causal, masked_lm: mlm };
     let result = BatchFile::from_buffers(shared, metadata)
         .and_then(|file| reader::check_file(file, &read, &opts));
     let report = result.map_err(|e| BatchError::new_err(format!("{name}: {e}")))?;

@@ -8,6 +8,7 @@
 use rules::checks::{
     BatchFacts, BatchOptions, DpoConcat, Outcome, check_batch, dpo_concat, dpo_offsets,
 };
+use rules::contract::Contract;
 use serde::Serialize;
 
 use crate::pack::BatchData;
@@ -17,66 +18,33 @@ pub use rules::checks::Status;
 /// What the user states that the file cannot: the options of the batch rules.
 pub type CheckOptions = BatchOptions;
 
-/// Fills what the command line left unset from the file's `__metadata__`: `cp_size`
-/// (when there is no `cp_rank`: a full batch meant for that CP size) and
-/// `pad_to_multiple_of`, as `save_file(batch, path, metadata={"cp_size": "2"})` writes them.
-///
-/// # Errors
-/// [`crate::Error::Value`] for a value that is not a positive integer.
-pub fn with_metadata(
-    mut opts: CheckOptions,
-    meta: &std::collections::BTreeMap<String, String>,
-) -> crate::Result<CheckOptions> {
-    let get = |key: &str| -> crate::Result<Option<usize>> {
-        match meta.get(key) {
-            None => Ok(None),
-            Some(v) => match v.trim().parse::<usize>() {
-                Ok(n) if n > 0 && n <= 1 << 16 => Ok(Some(n)),
-                _ => Err(crate::Error::Value {
-                    key: format!("__metadata__.{key}"),
-                    index: 0,
-                    value: v.clone(),
-                    expected: "an integer in 1..=65536",
-                }),
-            },
-        }
-    };
-    if opts.cp_size.is_none() && !meta.contains_key("cp_rank") {
-        opts.cp_size = get("cp_size")?;
+/// The facts the options of the batch rules state, as one layer of the contract (over the
+/// file's metadata and the profile): `--cp-size`, `--pad-to-multiple-of`, `--causal`, `--mlm`.
+pub fn option_facts(opts: &CheckOptions) -> Contract {
+    use rules::contract::{Attention, Count, Objective};
+    Contract {
+        cp_size: opts.cp_size.and_then(Count::new),
+        pad_to_multiple_of: opts.pad_to_multiple_of.and_then(Count::new),
+        attention: if opts.causal {
+            Some(Attention::Causal)
+        } else if opts.masked_lm {
+            Some(Attention::Bidirectional)
+        } else {
+            None
+        },
+        objective: opts.masked_lm.then_some(Objective::Mlm),
+        ..Contract::default()
     }
-    if opts.pad_to_multiple_of.is_none() {
-        opts.pad_to_multiple_of = get("pad_to_multiple_of")?;
-    }
-    if let Some(v) = meta.get("causal") {
-        opts.causal |= matches!(v.trim(), "1" | "true" | "True");
-    }
-    // `mlm = true` (or an encoder stated `causal = false`): labels are not shifted targets.
-    let flag = |key: &str, want: &[&str]| meta.get(key).is_some_and(|v| want.contains(&v.trim()));
-    opts.masked_lm |= flag("mlm", &["1", "true", "True"])
-        || flag("causal", &["0", "false", "False"])
-        || flag("objective", &["mlm"]);
-    Ok(opts)
 }
 
-/// Fills what neither the command line nor the metadata stated from the profile: its
-/// `attention` (causal: useful work is the triangle) and an `mlm` objective or bidirectional
-/// attention (labels are targets at their own position).
-pub fn with_profile(
-    mut opts: CheckOptions,
-    profile: Option<&crate::profile::Profile>,
-) -> CheckOptions {
-    use crate::formats::Objective;
-    use crate::profile::Attention;
-    let Some(p) = profile else { return opts };
-    if opts.causal || opts.masked_lm {
-        return opts;
+/// The options of the batch rules the resolved contract gives.
+pub fn check_options(facts: &Contract) -> CheckOptions {
+    CheckOptions {
+        cp_size: facts.cp_size.map(|c| c.get()),
+        pad_to_multiple_of: facts.pad_to_multiple_of.map(|c| c.get()),
+        causal: facts.causal(),
+        masked_lm: facts.bidirectional(),
     }
-    match (p.attention, p.objective) {
-        (_, Some(Objective::Mlm)) | (Some(Attention::Bidirectional), _) => opts.masked_lm = true,
-        (Some(Attention::Causal), _) => opts.causal = true,
-        _ => {}
-    }
-    opts
 }
 
 /// The facts and rule outcomes of one pack.

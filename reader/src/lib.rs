@@ -36,6 +36,7 @@
 
 pub mod checks;
 pub mod error;
+pub mod facts;
 pub mod formats;
 pub mod pack;
 pub mod picture;
@@ -68,9 +69,12 @@ pub fn check_file(
     read: &ReadOptions,
     opts: &CheckOptions,
 ) -> Result<FileReport> {
-    let opts = checks::with_metadata(*opts, file.metadata())?;
+    // The batch rules' options are facts like any other: one layer over the file's metadata
+    // and the profile.
+    let mut read = read.clone();
+    read.stated = read.stated.or(checks::option_facts(opts));
     let dialect = read.dialect.or_else(|| formats::detect(file.keys()).ok());
-    let parsed = match formats::parse(file, read) {
+    let parsed = match formats::parse(file, &read) {
         // Offsets that contradict the batch are its `offsets` violation, not a file that
         // cannot be read: a CI script tells a broken batch (exit 1) from a misconfigured gate.
         Err(Error::Offsets { key, values, tokens, .. }) => {
@@ -87,7 +91,7 @@ pub fn check_file(
         }
         other => other?,
     };
-    let opts = checks::with_profile(opts, parsed.profile.as_deref());
+    let opts = checks::check_options(&parsed.facts.contract);
     let mut report = FileReport::new(&parsed, &opts);
     if read.picture && report.cp_shard.is_none() {
         for (p, pack) in report.packs.iter_mut().zip(&parsed.packs) {

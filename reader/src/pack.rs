@@ -6,6 +6,7 @@
 //! `rules::checks`, applied to its [`BatchData::view`].
 
 use rules::checks::{BlockMaskSummary, IntSlice, KeyNames, LayoutView, SideTensor, check_offsets};
+use rules::contract::Contract;
 use thd::LabelConvention;
 
 use crate::tensors::Column;
@@ -31,22 +32,10 @@ pub struct BatchData {
     pub convention: LabelConvention,
     /// Position ids, `T` entries.
     pub position_ids: Option<Column>,
-    /// The models' first position id, when stated (`--position-base`).
-    pub position_base: Option<i64>,
-    /// The tokenizer's pad id, when stated (`--pad-token-id`).
-    pub pad_token_id: Option<i64>,
-    /// The stack puts the pack padding in a final segment on purpose (Megatron-Bridge's
-    /// collate_fn: "the last seq needs to be the max seq len"), so an unmarked all-padding
-    /// segment is noted, not flagged.
-    pub padding_segment_by_design: bool,
-    /// Only one padding segment per row is by design (see [`LayoutView`]).
-    pub padding_segment_per_row: bool,
     /// The documents were read from position-id restarts (see [`LayoutView`]).
     pub boundaries_from_positions: bool,
     /// Read from plain `[B, S]` rows without offsets (BSHD): each row is one sequence.
     pub rows_are_sequences: bool,
-    /// The objective trains across documents by design (see [`LayoutView`]).
-    pub cross_doc_labels_by_design: bool,
     /// Real offsets: `B + 1` entries from 0, non-decreasing, within `T` (in place in the file
     /// where the file stores them as they are read).
     pub cu: Column,
@@ -69,18 +58,14 @@ pub struct BatchData {
     pub cu_k: Option<Column>,
     /// A 4-D attention mask, summarised per query: `(key, summary)`.
     pub block_mask: Option<(String, BlockMaskSummary)>,
-    /// The model attends both ways (an encoder, MLM): the profile's `attention` / `objective`.
-    pub bidirectional: bool,
-    /// The tokenizer's EOS id, when the profile states one.
-    pub eos_token_id: Option<i64>,
-    /// Every document ends with the EOS token (the profile's `documents = "eos"`).
-    pub documents_end_with_eos: bool,
     /// The loss mask the labels were derived from, when the file has no labels (the targets
     /// are the tokens it trains, AReaL's and slime's batches): a CP group derives them again on
     /// the reassembled tokens, since a rank's next token is not the sequence's.
     pub loss_mask_targets: Option<Vec<bool>>,
     /// The profile's per-token side tensors present in the file: `(key, entries)`.
     pub side_tensors: Vec<(String, usize)>,
+    /// The facts in force ([`crate::facts::Facts`]), the same for every pack of a file.
+    pub facts: Contract,
     /// Things worth knowing that are not violations.
     pub notes: Vec<String>,
 }
@@ -133,17 +118,10 @@ impl BatchData {
             seq_idx: self.seq_idx.as_ref().map(Column::ints),
             num_real_seqs: self.num_real_seqs,
             row_slots: self.row_slots.as_deref(),
-            position_base: self.position_base,
-            pad_token_id: self.pad_token_id,
-            padding_segment_by_design: self.padding_segment_by_design,
-            padding_segment_per_row: self.padding_segment_per_row,
             boundaries_from_positions: self.boundaries_from_positions,
-            cross_doc_labels_by_design: self.cross_doc_labels_by_design,
             keys: Some(&self.keys),
             block_mask: self.block_mask.as_ref().map(|(key, s)| s.view(key)),
-            bidirectional: self.bidirectional,
-            eos_token_id: self.eos_token_id,
-            documents_end_with_eos: self.documents_end_with_eos,
+            facts: self.facts,
             side_tensors: &[],
         }
     }

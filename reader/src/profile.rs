@@ -15,7 +15,7 @@
 //!     "mystack.toml",
 //!     None,
 //! )?;
-//! assert_eq!(p.pad_token_id, Some(0));
+//! assert_eq!(p.facts.pad_token_id, Some(0));
 //! assert_eq!(p.map["cumulative_len"], "cu_seq_lens_q");
 //! // An unknown field is an error naming the file, the line and the fields allowed.
 //! let err = Profile::parse("name = \"x\"\npading_segments = \"any\"\n", "x.toml", None).unwrap_err();
@@ -35,6 +35,11 @@ use std::sync::{Arc, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
+
+pub use rules::contract::{
+    Attention, BlockMaskFact, Contract, CpLayout, DocumentsFact, LabelsFact, MaskFact, Objective,
+    OffsetsEnd, OffsetsFact, PaddingSegments, TrailingRepeats,
+};
 
 /// The families of key names a batch file can use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
@@ -69,21 +74,6 @@ impl Dialect {
     }
 }
 
-/// What the loss trains, where the batch cannot say it (`--objective`, metadata `objective`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Objective {
-    /// Each document is its own example: a prediction of the next document's first token is a
-    /// leak (`cross-doc-label`). The default.
-    Sft,
-    /// The token stream is trained across documents on purpose (pretraining: OLMo-core,
-    /// axolotl's pretraining path): such predictions are noted, not flagged.
-    Pretrain,
-    /// Masked LM (ESM, BERT): labels are targets at their own position, never shifted across
-    /// a boundary (as `--mlm`).
-    Mlm,
-}
-
 /// The built-in profiles, in detection order: `(file name, text)`.
 const BUILTIN: &[(&str, &str)] = &[
     ("olmo_core.toml", include_str!("../profiles/olmo_core.toml")),
@@ -107,134 +97,6 @@ const BUILTIN: &[(&str, &str)] = &[
     ("nanotron.toml", include_str!("../profiles/nanotron.toml")),
     ("skyrl.toml", include_str!("../profiles/skyrl.toml")),
 ];
-
-/// How labels relate to the tokens (`labels`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LabelsFact {
-    /// `labels[t]` is token t; the loss shifts them (Hugging Face).
-    Unshifted,
-    /// Already rolled: `logits[t]` predicts `labels[t]` (Megatron, TE).
-    Shifted,
-    /// No labels tensor: the model derives them from `input_ids` across each row, under
-    /// `label_mask` / `attention_mask` / `instance_mask` (OLMo-core's `get_labels`).
-    FromInputIds,
-}
-
-/// What an `attention_mask` holds (`attention_mask`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MaskFact {
-    /// 1 on real tokens, 0 on padding (a value above 1 is still read as sample numbers).
-    Padding,
-    /// Any integer mask is the sample number within the row: 1, 2, 3 … per sample, 0 on
-    /// padding (a pack of one sample is all ones).
-    SampleNumbers,
-    /// One value per row is not a token mask: unused at cp = 1, and refused under CP, where
-    /// the split slices it along the tokens.
-    RowFlags,
-}
-
-/// How documents are delimited when the file has no key that delimits them (`documents`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DocumentsFact {
-    /// Offsets, `doc_lens`, sample numbers, position-id restarts or mask rows; without any of
-    /// them the file is unreadable.
-    Keys,
-    /// Without such a key: one document per row, its trailing pad ids the padding.
-    RowPadTail,
-    /// Every document ends with the EOS token (`eos_token_id`), and the model derives its
-    /// document mask from the token ids (Megatron-LM's `reset_attention_mask`): without a key
-    /// that delimits them, a document ends after every EOS; with one, a document that lacks its
-    /// EOS or holds one inside is flagged (`eos-delimited`).
-    Eos,
-}
-
-/// What `true` means in a boolean 4-D attention mask `[B, 1, S, S]` (`block_mask`); an additive
-/// float mask is unambiguous (0 attends, a large negative value masks).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum BlockMaskFact {
-    /// `true` lets the query see the key (PyTorch SDPA, transformers).
-    TrueAttends,
-    /// `true` masks the key out (Megatron-LM's `get_ltor_masks_and_position_ids`:
-    /// `attention_mask < 0.5`).
-    TrueMasks,
-}
-
-/// How a context-parallel split lays a sequence over the ranks (`cp_layout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CpLayout {
-    /// Every slot in `2·cp` chunks, rank r holding chunks r and 2·cp−1−r (TE, bionemo,
-    /// Megatron's `get_batch_on_this_cp_rank`): load-balanced causal attention.
-    Zigzag,
-    /// Every slot (or the whole pack) in `cp` contiguous pieces, rank r holding piece r
-    /// (Ulysses-style sequence parallelism, ring attention without load balancing).
-    Contiguous,
-    /// The whole sequence (a flattened pretraining row, its documents ignored) in `2·cp`
-    /// chunks, rank r holding r and 2·cp−1−r, the rank files keeping the global offsets
-    /// (Megatron-LM's per-sequence zigzag, `get_batch_on_this_cp_rank(use_per_sequence_balancing)`,
-    /// for inter-document masking).
-    ZigzagSequence,
-}
-
-/// Where padding may sit as segments of its own (`padding_segments`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PaddingSegments {
-    /// A padding segment is a mock segment: marked or flagged.
-    None,
-    /// One final padding segment per row, by design; one per pad token is flagged.
-    PerRow,
-    /// Final padding segments by design, one per pad token included.
-    Any,
-}
-
-/// How the offsets end before their sentinel entries (`offsets_end`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OffsetsEnd {
-    /// Trailing sentinel entries (`sentinel`) are dropped; `KEY_argmin` cuts them where given.
-    Sentinel,
-    /// Also cut at the first negative entry when there is no `KEY_argmin`.
-    FirstNegative,
-}
-
-/// What the offsets the kernel gets hold (`offsets`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OffsetsFact {
-    /// Each document's real tokens (a `_padded` key, when there is one, its storage slots):
-    /// the default.
-    Real,
-    /// Each document's storage slot, its real tokens first and then its padding, and no offsets
-    /// of real lengths: the real lengths are in the padding mask, one row per slot (its row
-    /// sums: verl's and SkyRL's `preprocess_packed_seqs` keep the `[B, S]` mask they packed)
-    /// or one entry per token (each slot's count of real tokens).
-    PaddedSlots,
-}
-
-/// What trailing zero-length repeats of the last offset are (`trailing_repeats`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TrailingRepeats {
-    /// Empty segments, judged by the rules.
-    Segments,
-    /// The padding of ragged rows: dropped, and noted.
-    RowPadding,
-}
-
-/// The attention the model computes (`attention`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Attention {
-    /// Causal: useful work is the triangle Σ s(s+1)/2.
-    Causal,
-    /// Bidirectional (encoders): useful work is Σ s².
-    Bidirectional,
-}
 
 /// Which collator requests ask for a static length (`[fuzz] static_length`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -471,8 +333,9 @@ impl LoggerFacts {
 
 /// A stack's contract. Every field but `name` is optional: unset, the format's reading and the
 /// defaults of packed training apply.
+// Not `deny_unknown_fields`: serde cannot have it beside `flatten`; [`Profile::parse`] refuses
+// an unknown field itself, naming its line.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Profile {
     /// The name `--profile` takes (lowercase, digits and `_`).
     pub name: String,
@@ -491,38 +354,10 @@ pub struct Profile {
     /// Renames applied only when a key is present: `[map_when.KEY]`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub map_when: BTreeMap<String, BTreeMap<String, String>>,
-    /// How labels relate to the tokens.
-    pub labels: Option<LabelsFact>,
-    /// A label value the loss ignores besides -100.
-    pub ignore_index: Option<i64>,
-    /// The tokenizer's pad id.
-    pub pad_token_id: Option<i64>,
-    /// The model's first position id.
-    pub position_base: Option<i64>,
-    /// The empty-slot sentinel of `seq_lens` and trailing offsets entries (default -1000).
-    pub sentinel: Option<i64>,
-    /// What an `attention_mask` holds.
-    pub attention_mask: Option<MaskFact>,
-    /// How documents are delimited without a key that delimits them.
-    pub documents: Option<DocumentsFact>,
-    /// What the offsets the kernel gets hold (default: real lengths).
-    pub offsets: Option<OffsetsFact>,
-    /// How the offsets end.
-    pub offsets_end: Option<OffsetsEnd>,
-    /// What trailing zero-length repeats of the last offset are.
-    pub trailing_repeats: Option<TrailingRepeats>,
-    /// What the loss trains.
-    pub objective: Option<Objective>,
-    /// The attention the model computes.
-    pub attention: Option<Attention>,
-    /// Where padding may sit as segments of its own.
-    pub padding_segments: Option<PaddingSegments>,
-    /// The tokenizer's EOS id (with `documents = "eos"`).
-    pub eos_token_id: Option<i64>,
-    /// What `true` means in a boolean 4-D attention mask.
-    pub block_mask: Option<BlockMaskFact>,
-    /// How a CP split lays a sequence over the ranks (default zigzag).
-    pub cp_layout: Option<CpLayout>,
+    /// Every fact of the contract the profile states (`labels`, `pad_token_id`, `offsets`,
+    /// `padding_segments` …: [`Contract::FACTS`]), at the top level of the file.
+    #[serde(flatten)]
+    pub facts: Contract,
     /// Per-token side tensors (log-probs, advantages, rolled targets) that must hold one entry
     /// per token.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -544,31 +379,31 @@ pub struct Profile {
     pub origin: String,
 }
 
-/// Every field a profile may set, in the order `show` prints them.
-pub const FIELDS: &[&str] = &[
-    "format",
-    "map",
-    "map_when",
-    "labels",
-    "ignore_index",
-    "pad_token_id",
-    "position_base",
-    "sentinel",
-    "attention_mask",
-    "documents",
-    "offsets",
-    "offsets_end",
-    "trailing_repeats",
-    "objective",
-    "attention",
-    "padding_segments",
-    "eos_token_id",
-    "block_mask",
-    "cp_layout",
-    "side_tensors",
-    "fuzz",
-    "loggers",
-];
+/// The fields of a profile besides its facts ([`Contract::FACTS`]), in the order `show` prints
+/// them: `format`, `map` and `map_when` before the facts, the rest after.
+pub const FIELDS: &[&str] = &["format", "map", "map_when", "side_tensors", "fuzz", "loggers"];
+
+/// Every field a profile's file may hold at its top level, for messages.
+fn top_level_fields() -> Vec<&'static str> {
+    let mut all = vec!["name", "stack", "extends", "format", "map", "map_when"];
+    all.extend(Contract::FACTS.iter().map(|f| f.name));
+    all.extend(["side_tensors", "detect", "fuzz", "loggers", "sources"]);
+    all
+}
+
+/// Whether `field` is one a profile sets (a fact, or one of [`FIELDS`]).
+pub fn is_field(field: &str) -> bool {
+    FIELDS.contains(&field) || Contract::FACTS.iter().any(|f| f.name == field)
+}
+
+/// The fields a profile sets, in the order `show` prints them.
+fn fields_in_order() -> impl Iterator<Item = &'static str> {
+    FIELDS[..3]
+        .iter()
+        .copied()
+        .chain(Contract::FACTS.iter().map(|f| f.name))
+        .chain(FIELDS[3..].iter().copied())
+}
 
 fn builtins() -> &'static [Arc<Profile>] {
     static CELL: OnceLock<Vec<Arc<Profile>>> = OnceLock::new();
@@ -662,6 +497,18 @@ pub fn read_small_file(path: &Path) -> Result<String> {
 }
 
 /// Where a TOML error sits: the 1-based line of byte `offset`.
+/// The line of the top-level key `key` (before the first table header), if written plainly.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .take_while(|l| !l.trim_start().starts_with('['))
+        .position(|l| {
+            let l = l.trim_start();
+            l.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('='))
+                || l.strip_prefix(&format!("\"{key}\"")).is_some()
+        })
+        .map(|i| i + 1)
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
 }
@@ -692,11 +539,38 @@ impl Profile {
     }
 
     fn parse_in(text: &str, origin: &str, dir: Option<&Path>, chain: &Chain) -> Result<Profile> {
-        let p: Profile = toml::from_str(text).map_err(|e| Error::Profile {
+        let err = |e: toml::de::Error| Error::Profile {
             origin: origin.to_owned(),
             line: e.span().map(|s| line_of(text, s.start)),
             message: e.message().trim().to_owned(),
-        })?;
+        };
+        let table: toml::Table = toml::from_str(text).map_err(err)?;
+        let allowed = top_level_fields();
+        if let Some(field) = table.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return Err(Error::Profile {
+                origin: origin.to_owned(),
+                line: key_line(text, field),
+                message: format!(
+                    "unknown field `{field}`, expected one of {}",
+                    allowed.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+        // Each fact alone first: a value serde refuses inside the flattened record would lose
+        // its line.
+        for (key, value) in
+            table.iter().filter(|(k, _)| Contract::FACTS.iter().any(|f| f.name == k.as_str()))
+        {
+            let one = toml::Table::from_iter([(key.clone(), value.clone())]);
+            if let Err(e) = one.try_into::<Contract>() {
+                return Err(Error::Profile {
+                    origin: origin.to_owned(),
+                    line: key_line(text, key),
+                    message: e.message().trim().to_owned(),
+                });
+            }
+        }
+        let p: Profile = toml::from_str(text).map_err(err)?;
         Self::finish(p, text, origin, dir, chain, None)
     }
 
@@ -755,13 +629,13 @@ impl Profile {
         }
         for key in p.sources.keys() {
             let field = key.split('.').next().unwrap_or(key);
-            if !FIELDS.contains(&field) && field != "detect" {
+            if !is_field(field) && field != "detect" {
                 return Err(Error::Profile {
                     origin: origin.to_owned(),
                     line: line(key),
                     message: format!(
                         "[sources] `{key}` is not a field; expected one of {}",
-                        FIELDS.join(", ")
+                        fields_in_order().collect::<Vec<_>>().join(", ")
                     ),
                 });
             }
@@ -975,22 +849,7 @@ impl Profile {
             format: top.format.or(self.format),
             map,
             map_when,
-            labels: top.labels.or(self.labels),
-            ignore_index: top.ignore_index.or(self.ignore_index),
-            pad_token_id: top.pad_token_id.or(self.pad_token_id),
-            position_base: top.position_base.or(self.position_base),
-            sentinel: top.sentinel.or(self.sentinel),
-            attention_mask: top.attention_mask.or(self.attention_mask),
-            documents: top.documents.or(self.documents),
-            offsets: top.offsets.or(self.offsets),
-            offsets_end: top.offsets_end.or(self.offsets_end),
-            trailing_repeats: top.trailing_repeats.or(self.trailing_repeats),
-            objective: top.objective.or(self.objective),
-            attention: top.attention.or(self.attention),
-            padding_segments: top.padding_segments.or(self.padding_segments),
-            eos_token_id: top.eos_token_id.or(self.eos_token_id),
-            block_mask: top.block_mask.or(self.block_mask),
-            cp_layout: top.cp_layout.or(self.cp_layout),
+            facts: top.facts.or(self.facts),
             side_tensors: if top.side_tensors.is_empty() {
                 self.side_tensors
             } else {
@@ -1019,11 +878,11 @@ impl Profile {
 
     /// The facts this profile sets, as `(field, value)` in [`FIELDS`] order (`profile show`,
     /// the contract table of `docs/batch-files.md`).
-    pub fn facts(&self) -> Vec<(&'static str, String)> {
+    pub fn stated_facts(&self) -> Vec<(&'static str, String)> {
         let value = toml::Value::try_from(self).unwrap_or(toml::Value::Table(Default::default()));
         let table = value.as_table().cloned().unwrap_or_default();
         let mut out = Vec::new();
-        for &field in FIELDS {
+        for field in fields_in_order() {
             if field == "loggers" {
                 // By name only: the keys are in the profile's file (docs/loggers.md).
                 if !self.loggers.is_empty() {
@@ -1048,7 +907,7 @@ impl Profile {
 
     /// Whether padding segments are by design.
     pub fn padding_segments(&self) -> PaddingSegments {
-        self.padding_segments.unwrap_or(PaddingSegments::None)
+        self.facts.padding_segments.unwrap_or(PaddingSegments::None)
     }
 }
 
@@ -1059,7 +918,7 @@ pub fn contract_table() -> String {
     let mut out = String::from("| profile | stack | facts | read from |\n|---|---|---|---|\n");
     for p in Profile::builtins() {
         let mut facts: Vec<String> =
-            p.facts().into_iter().map(|(f, v)| format!("`{f}` {v}")).collect();
+            p.stated_facts().into_iter().map(|(f, v)| format!("`{f}` {v}")).collect();
         for d in &p.detect {
             let mut keys: Vec<String> = d.present.iter().map(|k| format!("`{k}`")).collect();
             keys.extend(d.absent.iter().map(|k| format!("no `{k}`")));
@@ -1177,7 +1036,7 @@ mod tests {
     fn every_builtin_profile_parses_and_cites_every_fact() {
         for p in Profile::builtins() {
             assert!(!p.stack.is_empty(), "{}: no `stack`", p.name);
-            for (field, _) in p.facts() {
+            for (field, _) in p.stated_facts() {
                 assert!(
                     p.sources.keys().any(|k| k == field || k.starts_with(&format!("{field}."))),
                     "{}: `{field}` cites no source",
@@ -1241,7 +1100,11 @@ mod tests {
         assert_eq!(l.find("train/loss").unwrap().record, Err("needs the logits".to_owned()));
         // `extends` keeps the base's loggers beside its own; the facts name them only.
         assert!(p.loggers.contains_key("areal"));
-        assert!(p.facts().contains(&("loggers", "areal, mine".to_owned())), "{:?}", p.facts());
+        assert!(
+            p.stated_facts().contains(&("loggers", "areal, mine".to_owned())),
+            "{:?}",
+            p.stated_facts()
+        );
         for (body, want) in [
             (
                 "kind = \"ratio\" }",
@@ -1287,8 +1150,8 @@ mod tests {
         // that very initialisation forever (`thdcheck profile show bionemo_esm2` hung).
         let esm = Profile::builtin("bionemo_esm2").expect("a built-in");
         let base = Profile::builtin("bionemo").expect("a built-in");
-        assert_eq!(esm.pad_token_id, Some(1));
-        assert_eq!(esm.objective, Some(Objective::Mlm));
+        assert_eq!(esm.facts.pad_token_id, Some(1));
+        assert_eq!(esm.facts.objective, Some(Objective::Mlm));
         assert_eq!(esm.fuzz, base.fuzz, "the base's fuzz defaults are inherited");
         assert_eq!(esm.loggers.keys().collect::<Vec<_>>(), base.loggers.keys().collect::<Vec<_>>());
         // Every built-in that extends another comes after it in BUILTIN.
@@ -1309,9 +1172,9 @@ mod tests {
         )
         .unwrap();
         let base = Profile::builtin("axolotl").unwrap();
-        assert_eq!(p.attention_mask, base.attention_mask);
-        assert_eq!(p.padding_segments, base.padding_segments);
-        assert_eq!(p.pad_token_id, Some(7));
+        assert_eq!(p.facts.attention_mask, base.facts.attention_mask);
+        assert_eq!(p.facts.padding_segments, base.facts.padding_segments);
+        assert_eq!(p.facts.pad_token_id, Some(7));
         assert!(p.detect.is_empty());
     }
 }

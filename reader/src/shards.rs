@@ -15,7 +15,7 @@ use rules::checks::{IntSlice, KeyNames, ShardLayout, reassemble_shards};
 
 use crate::formats::{Dialect, ReadOptions, parse};
 use crate::pack::{BatchData, validate_offsets};
-use crate::profile::{CpLayout, Profile};
+use crate::profile::CpLayout;
 use crate::tensors::{BatchFile, Column};
 use crate::{Error, Result};
 
@@ -62,28 +62,9 @@ pub struct SplitOffsets {
     pub held: Vec<usize>,
 }
 
-/// The CP layout of a rank file: its metadata `cp_layout` (what the run's configuration says,
-/// slime's `--allgather-cp`), else its profile's `cp_layout`, else the zigzag.
-///
-/// # Errors
-/// [`Error::Value`] for a metadata value that is neither `zigzag` nor `contiguous`.
-pub fn cp_layout(meta: &BTreeMap<String, String>, profile: Option<&Profile>) -> Result<CpLayout> {
-    match meta.get("cp_layout").map(|v| v.trim()) {
-        Some("zigzag") => Ok(CpLayout::Zigzag),
-        Some("contiguous") => Ok(CpLayout::Contiguous),
-        Some("zigzag-sequence") => Ok(CpLayout::ZigzagSequence),
-        Some(_) => Err(Error::Value {
-            key: "__metadata__.cp_layout".into(),
-            index: 0,
-            value: meta["cp_layout"].clone(),
-            expected: "zigzag, contiguous or zigzag-sequence",
-        }),
-        None => Ok(profile.and_then(|p| p.cp_layout).unwrap_or(CpLayout::Zigzag)),
-    }
-}
-
 /// Reads the rank files of one CP group (`cp_rank`, `cp_size` of `size`, in `dir`) and
-/// reassembles them by their CP layout ([`cp_layout`]: [`reassemble`] for the zigzag,
+/// reassembles them by their CP layout (the fact `cp_layout`, the file's metadata over its
+/// profile, zigzag by default: [`reassemble`] for the zigzag,
 /// [`contiguous_pieces`] for contiguous pieces); a split that lost, duplicated or unevenly cut
 /// tokens is returned as such.
 ///
@@ -107,7 +88,7 @@ pub fn read_group(dir: &Path, size: usize, files: &[PathBuf], read: &ReadOptions
         dialect = parsed.dialect;
         format = parsed.format;
         let (rank, size) = parsed.cp_shard.unwrap_or((0, size));
-        layouts.push((rank, cp_layout(&meta, parsed.profile.as_deref())?));
+        layouts.push((rank, parsed.facts.contract.cp_layout.unwrap_or(CpLayout::Zigzag)));
         if let Some(pack) = parsed.packs.into_iter().next() {
             shards.push(Shard { rank, size, pack });
         }
@@ -393,18 +374,11 @@ fn contiguous_rows(group: &str, ranks: &[&Shard]) -> Result<BatchData> {
         input_ids: input_ids.into(),
         labels: labels.map(Column::from),
         convention: first.convention,
+        facts: first.facts,
         position_ids: Some(position_ids.into()),
         cu: cu.into(),
         real_mask: mask,
-        position_base: first.position_base,
-        pad_token_id: first.pad_token_id,
-        padding_segment_by_design: first.padding_segment_by_design,
-        padding_segment_per_row: first.padding_segment_per_row,
         boundaries_from_positions: true,
-        cross_doc_labels_by_design: first.cross_doc_labels_by_design,
-        bidirectional: first.bidirectional,
-        eos_token_id: first.eos_token_id,
-        documents_end_with_eos: first.documents_end_with_eos,
         notes: vec![format!(
             "reassembled from {cp} rank files (contiguous: rank r holds tokens [r·{w}, (r+1)·{w}) \
              of each of the {rows} rows; the documents where the position ids restart)"
@@ -539,13 +513,8 @@ fn build(
             ..KeyNames::default()
         },
         mask_is_padding: ranks[0].pack.mask_is_padding,
-        position_base: ranks[0].pack.position_base,
-        pad_token_id: ranks[0].pack.pad_token_id,
-        padding_segment_by_design: ranks[0].pack.padding_segment_by_design,
-        padding_segment_per_row: ranks[0].pack.padding_segment_per_row,
         boundaries_from_positions: ranks[0].pack.boundaries_from_positions,
         rows_are_sequences: ranks[0].pack.rows_are_sequences,
-        cross_doc_labels_by_design: ranks[0].pack.cross_doc_labels_by_design,
         rows: 1,
         input_ids: input_ids.into(),
         labels: labels.map(Column::from),
@@ -560,12 +529,10 @@ fn build(
         num_real_seqs: None,
         row_slots: None,
         cu_k: None,
-        bidirectional: ranks[0].pack.bidirectional,
-        eos_token_id: ranks[0].pack.eos_token_id,
-        documents_end_with_eos: ranks[0].pack.documents_end_with_eos,
         block_mask: None,
         loss_mask_targets: loss_mask.clone(),
         side_tensors: Vec::new(),
+        facts: ranks[0].pack.facts,
         notes: vec![format!(
             "reassembled from {cp} rank files ({}, {})",
             match layout {

@@ -21,6 +21,7 @@
 //! ```
 
 pub mod checks;
+pub mod contract;
 mod violation;
 
 pub use violation::{Checked, Invariant, Location, Verdict, Violation};

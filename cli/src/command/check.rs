@@ -323,7 +323,10 @@ fn cp_groups(
                         crate::checks::lost_tokens_report(&global, cp, &key)
                     }
                     crate::shards::GroupBatch::Whole(pack) => {
-                        let opts = crate::checks::with_metadata(*opts, &g.metadata)?;
+                        // The options over the facts the group was read under.
+                        let opts = crate::checks::check_options(
+                            &crate::checks::option_facts(opts).settled().or(pack.facts),
+                        );
                         let mut report = crate::checks::check_pack(&pack, &opts);
                         if read.picture {
                             report.picture = Some(reader::picture::PackPicture::of(&pack, &opts));

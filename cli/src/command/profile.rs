@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 
 use super::cli::ProfileCommand;
 use crate::formats::{Objective, ReadOptions, parse};
-use crate::profile::{OffsetsFact, PaddingSegments, Profile};
+use crate::profile::{Contract, OffsetsFact, PaddingSegments, Profile};
 use crate::tensors::BatchFile;
 use crate::{CheckOptions, check_file};
 
@@ -42,7 +42,7 @@ pub fn show(p: &Profile) -> String {
     if let Some(base) = &p.extends {
         let _ = writeln!(out, "  extends: {base}");
     }
-    let facts = p.facts();
+    let facts = p.stated_facts();
     if facts.is_empty() {
         out.push_str("  no facts: the defaults of packed training (docs/profiles.md)\n");
     }
@@ -125,7 +125,11 @@ pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
     // The defaults are an empty profile, stated: a file's metadata `profile` or a built-in
     // profile told by its keys would otherwise read it under facts the files did not show.
     let read_with = |offsets| ReadOptions {
-        profile: Some(Arc::new(Profile { name: name.to_owned(), offsets, ..Profile::default() })),
+        profile: Some(Arc::new(Profile {
+            name: name.to_owned(),
+            facts: Contract { offsets, ..Contract::default() },
+            ..Profile::default()
+        })),
         ..Default::default()
     };
     let (defaults, with_slots) = (read_with(None), read_with(Some(OffsetsFact::PaddedSlots)));
@@ -269,18 +273,21 @@ pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
     // silences, and the fact makes every file pass that rule.
     let verdict_facts: [VerdictFact; 3] = [
         ("padding_segments", "\"per-row\"", "mock-marked", |p| {
-            p.padding_segments = Some(PaddingSegments::PerRow)
+            p.facts.padding_segments = Some(PaddingSegments::PerRow)
         }),
         ("padding_segments", "\"any\"", "mock-marked", |p| {
-            p.padding_segments = Some(PaddingSegments::Any)
+            p.facts.padding_segments = Some(PaddingSegments::Any)
         }),
         ("objective", "\"pretrain\"", "cross-doc-label", |p| {
-            p.objective = Some(Objective::Pretrain)
+            p.facts.objective = Some(Objective::Pretrain)
         }),
     ];
     let base = Profile {
         name: name.to_owned(),
-        offsets: (slot_files == n && n > 0).then_some(OffsetsFact::PaddedSlots),
+        facts: Contract {
+            offsets: (slot_files == n && n > 0).then_some(OffsetsFact::PaddedSlots),
+            ..Contract::default()
+        },
         ..Profile::default()
     };
     let flagged = |profile: &Profile, rule: &str| -> Result<usize> {
@@ -327,7 +334,7 @@ pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
             },
         );
     }
-    never_fail_an_input(name, files, &needs_slots, base.offsets.is_some(), &mut facts)?;
+    never_fail_an_input(name, files, &needs_slots, base.facts.offsets.is_some(), &mut facts)?;
     let mut out = format!(
         "# Suggested by `thdcheck profile suggest` from {n} known-good batch file(s): review \
          every line,\n# and add a [sources] entry citing the upstream code for each fact you \
@@ -352,8 +359,8 @@ pub fn suggest(name: &str, files: &[PathBuf]) -> Result<String> {
 /// profile says nothing of its offsets.
 fn read_for(profile: &Profile, slots: bool) -> ReadOptions {
     let mut p = profile.clone();
-    if slots && p.offsets.is_none() {
-        p.offsets = Some(OffsetsFact::PaddedSlots);
+    if slots && p.facts.offsets.is_none() {
+        p.facts.offsets = Some(OffsetsFact::PaddedSlots);
     }
     ReadOptions { profile: Some(Arc::new(p)), ..Default::default() }
 }

@@ -103,7 +103,7 @@ impl Target for CollatorTarget {
         let mode = self.mode;
         let params = CollatorFuzzParams {
             pairs: mode == CollatorMode::Dpo,
-            pad_token_id: self.read.pad_token_id,
+            pad_token_id: self.read.facts().contract.pad_token_id,
             added_tokens: self.rewrites.added(),
             static_length: self.static_length.generated(),
             over_budget: self.over_budget,

@@ -365,12 +365,7 @@ fn expected(case: &LoggerFuzzCase, peak_tflops: f64) -> Result<BTreeMap<String, 
         let bytes = batch_to_safetensors(batch).map_err(|e| internal(e.to_string()))?;
         let file = BatchFile::from_bytes(bytes).map_err(|e| internal(e.to_string()))?;
         let parsed = parse(file, &ReadOptions::default()).map_err(|e| internal(e.to_string()))?;
-        mbs.push(MicroBatch {
-            label: format!("micro-batch {i}"),
-            packs: parsed.packs,
-            metadata: BTreeMap::new(),
-            cp: 1,
-        });
+        mbs.push(MicroBatch { label: format!("micro-batch {i}"), packs: parsed.packs, cp: 1 });
     }
     let step = step_metrics(&mbs, &spec(case, peak_tflops)).map_err(|e| internal(e.to_string()))?;
     Ok(flatten_record(&step.record))

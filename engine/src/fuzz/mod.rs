@@ -330,9 +330,10 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
     // The stack's profile carries its fuzz defaults; an option given on the command line wins.
     let mut read = args.batch.read_options()?;
     let profile = read.stated_profile().cloned();
-    // The generators need the profile's pad id before any batch is read (an example never
-    // holds it): the option wins, as when a file is read.
-    read.pad_token_id = read.pad_token_id.or(profile.as_ref().and_then(|p| p.pad_token_id));
+    // The facts before any batch is read (the generators need the pad id, which an example
+    // never holds): the options over the profile, resolved as when a file is read.
+    read.stated = read.stated.or(crate::checks::option_facts(&args.batch.check_options()));
+    let facts = read.facts().contract;
     let fuzz = profile.as_ref().map(|p| p.fuzz.clone()).unwrap_or_default();
     match args.target {
         FuzzTarget::Packer => {
@@ -391,7 +392,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                     rtol: args.rtol.unwrap_or(logger::DEFAULT_RTOL),
                     atol: 0.0,
                 },
-                pad: args.batch.pad_token_id.unwrap_or(0),
+                pad: facts.pad_token_id.unwrap_or(0),
                 max_micro_batches: args.max_micro_batches as usize,
                 max_cp: args.max_cp,
                 peak_tflops: 989.0,
@@ -411,12 +412,10 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                 applied: Applied::default(),
                 mode: args.mode.unwrap_or(crate::protocol::CollatorMode::Sft),
                 read: read.clone(),
-                opts: crate::checks::with_profile(args.batch.check_options(), profile.as_deref()),
+                opts: crate::checks::check_options(&facts),
                 rewrites: collator::Rewrites {
                     // `--mlm`, or a profile whose objective is masked LM (bionemo's ESM-2).
-                    mlm: args.batch.mlm
-                        || profile.as_deref().and_then(|p| p.objective)
-                            == Some(crate::profile::Objective::Mlm),
+                    mlm: facts.objective == Some(crate::profile::Objective::Mlm),
                     bos: args.add_bos,
                     eos: args.add_eos,
                 },

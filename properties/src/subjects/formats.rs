@@ -14,6 +14,7 @@ use super::{ThdSubject, failed};
 use crate::checks::{BlockMaskSummary, IntSlice, LayoutView, SideTensor, check_layout};
 use crate::strategies::{CollateCase, EosCase, MaskCase, SftCase};
 use crate::{Checked, Invariant};
+use rules::contract::{Attention, Contract, DocumentsFact};
 
 /// The real documents and the mock segments of a collated pack, as token ranges.
 pub(crate) fn documents(c: &Collated) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
@@ -103,7 +104,10 @@ pub fn run_block_mask(subject: &dyn MaskBuilder, case: &MaskCase) -> Checked {
     let summary = BlockMaskSummary::from_dense(1, t, &dense);
     let view = LayoutView {
         block_mask: Some(summary.view("attention_mask")),
-        bidirectional: case.bidirectional,
+        facts: Contract {
+            attention: case.bidirectional.then_some(Attention::Bidirectional),
+            ..pack.view(c.position_base).facts
+        },
         ..pack.view(c.position_base)
     };
     let how = if case.bidirectional { "bidirectional" } else { "causal" };
@@ -161,8 +165,11 @@ impl EosPack {
             rows: self.rows,
             input_ids: Some(IntSlice::from(self.input_ids.as_slice())),
             cu_seqlens: IntSlice::from(&self.cu_seqlens),
-            eos_token_id: Some(eos),
-            documents_end_with_eos: true,
+            facts: Contract {
+                eos_token_id: Some(eos),
+                documents: Some(DocumentsFact::Eos),
+                ..Contract::default()
+            },
             ..Default::default()
         }
     }

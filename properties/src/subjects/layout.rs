@@ -10,6 +10,7 @@ use super::{ThdSubject, failed, wide};
 use crate::checks::{IntSlice, LayoutView, check_documents, check_layout};
 use crate::strategies::{CollateCase, Padding};
 use crate::{Checked, Invariant};
+use rules::contract::Contract;
 
 /// A collated pack as plain data.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -55,7 +56,7 @@ impl Collated {
             labels: Some((&self.labels).into()),
             label_convention: self.label_convention,
             num_real_seqs: self.num_real_seqs,
-            position_base: Some(position_base),
+            facts: Contract { position_base: Some(position_base), ..Contract::default() },
             ..Default::default()
         }
     }

@@ -42,13 +42,13 @@ impl Format for BlockMask {
             && input.file.entry(KEY).is_some_and(|e| matches!(e.shape.len(), 3 | 4)))
     }
     fn read(&self, input: &Input<'_>) -> Result<Read> {
-        let (file, opts) = (input.file, input.opts);
+        let (file, facts) = (input.file, input.facts);
         let float = file
             .entry(KEY)
             .is_some_and(|e| matches!(e.dtype, Dtype::F64 | Dtype::F32 | Dtype::F16 | Dtype::BF16));
-        let inverted = !float && opts.fact(|p| p.block_mask) == Some(BlockMaskFact::TrueMasks);
+        let inverted = !float && facts.block_mask == Some(BlockMaskFact::TrueMasks);
         let eos = eos_id(input);
-        let pad = opts.pad_token_id;
+        let pad = facts.pad_token_id;
         let mut summary = None;
         let mut read = hf::read_single(input, |file, rows, tokens, ids| {
             let (mask_rows, width, raw) = file.block_mask(KEY)?;

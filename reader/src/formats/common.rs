@@ -2,9 +2,10 @@
 //! under a loss mask, the profile's renames and the CP shard a file states.
 
 use rules::checks::IntSlice;
+use rules::contract::{Contract, LabelsFact};
 use thd::LabelConvention;
 
-use super::{Dialect, ReadOptions};
+use super::Dialect;
 use crate::pack::{BatchData, validate_offsets};
 use crate::profile::Profile;
 use crate::tensors::{BatchFile, Column, Ints};
@@ -181,12 +182,15 @@ pub(super) fn ignore_extra(labels: Option<Column>, extra: Option<i64>) -> Option
 pub(super) fn labels_from_loss_mask(
     file: &BatchFile,
     pack: &mut BatchData,
-    opts: &ReadOptions,
+    facts: &Contract,
 ) -> Result<()> {
     let Some(mask) = opt_mask(file, "loss_mask", "input_ids", pack.input_ids.len(), false)? else {
         return Ok(());
     };
-    let convention = match (opts.labels, file.metadata().get("loss_mask_convention")) {
+    let convention = match (
+        facts.labels.and_then(LabelsFact::convention),
+        file.metadata().get("loss_mask_convention"),
+    ) {
         (Some(c), _) => c,
         (None, Some(v)) => match v.trim() {
             "unshifted" => LabelConvention::Unshifted,

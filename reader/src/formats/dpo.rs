@@ -3,11 +3,12 @@
 //! length (open-instruct #1420).
 
 use rules::checks::{DpoConcat, KeyNames};
+use rules::contract::{Contract, LabelsFact};
 use thd::LabelConvention;
 
 use super::common::{first_present, opt_tokens, scalar, token_tensor};
 use super::hf::{self};
-use super::{Dialect, Format, Input, Read, ReadOptions};
+use super::{Dialect, Format, Input, Read};
 use crate::Result;
 use crate::pack::{BatchData, validate_offsets};
 use crate::tensors::{BatchFile, Column};
@@ -29,7 +30,7 @@ impl Format for Dpo {
         Ok(true)
     }
     fn read(&self, input: &Input<'_>) -> Result<Read> {
-        let (file, opts) = (input.file, input.opts);
+        let (file, facts) = (input.file, input.facts);
         let part = |prefix: &str, name: &str| -> Result<BatchData> {
             let ids = hf::input_ids(file, prefix, Dialect::Dpo)?;
             if !file.contains(&format!("{prefix}cu_seq_lens_q")) {
@@ -40,12 +41,12 @@ impl Format for Dpo {
                 ));
             }
             let b = hf::offsets_boundaries(file, prefix, ids.1.len(), 1)?;
-            hf::pack(file, prefix, Some(name), opts, 1, ids, b)
+            hf::pack(file, prefix, Some(name), facts, 1, ids, b)
         };
         let chosen = part("chosen_", "chosen")?;
         let rejected = part("rejected_", "rejected")?;
         let mut notes = Vec::new();
-        let (concat, dpo) = dpo_concatenated(file, &chosen, &rejected, opts, &mut notes)?;
+        let (concat, dpo) = dpo_concatenated(file, &chosen, &rejected, facts, &mut notes)?;
         let mut packs = vec![chosen, rejected];
         packs.extend(concat);
         Ok(Read { packs, dpo, notes })
@@ -58,7 +59,7 @@ fn dpo_concatenated(
     file: &BatchFile,
     chosen: &BatchData,
     rejected: &BatchData,
-    opts: &ReadOptions,
+    facts: &Contract,
     notes: &mut Vec<String>,
 ) -> Result<(Option<BatchData>, Option<DpoConcat>)> {
     let off_key =
@@ -130,18 +131,16 @@ fn dpo_concatenated(
             ..KeyNames::default()
         },
         mask_is_padding: false,
-        position_base: opts.position_base,
-        pad_token_id: opts.pad_token_id,
         rows: 1,
         labels: read("concatenated_labels")?,
-        convention: opts.labels.unwrap_or(LabelConvention::Unshifted),
+        convention: facts
+            .labels
+            .and_then(LabelsFact::convention)
+            .unwrap_or(LabelConvention::Unshifted),
         position_ids: read("concatenated_position_ids")?,
         absorbed: false,
-        padding_segment_by_design: false,
-        padding_segment_per_row: false,
         boundaries_from_positions: false,
         rows_are_sequences: false,
-        cross_doc_labels_by_design: false,
         cu_padded: (slots != cu).then(|| Column::from(slots)),
         cu: cu.into(),
         cu_k: None,

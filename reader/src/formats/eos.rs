@@ -16,8 +16,8 @@ pub struct Eos;
 
 /// The EOS id of a profile whose documents are EOS-delimited.
 pub(super) fn eos_id(input: &Input<'_>) -> Option<i64> {
-    (input.opts.fact(|p| p.documents) == Some(DocumentsFact::Eos))
-        .then_some(input.opts.eos_token_id)
+    (input.facts.documents == Some(DocumentsFact::Eos))
+        .then_some(input.facts.eos_token_id)
         .flatten()
 }
 
@@ -36,7 +36,7 @@ impl Format for Eos {
     }
     fn read(&self, input: &Input<'_>) -> Result<Read> {
         let eos = eos_id(input).unwrap_or_default();
-        let pad = input.opts.pad_token_id.filter(|&p| p != eos);
+        let pad = input.facts.pad_token_id.filter(|&p| p != eos);
         hf::read_single(input, |_, rows, _, ids| {
             let (cu, storage) = eos_offsets(ids, rows, eos, pad);
             let note = format!(

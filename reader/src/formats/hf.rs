@@ -3,15 +3,15 @@
 //! document boundaries one of the family's formats read ([`Boundaries`]).
 
 use rules::checks::{IntSlice, KeyNames};
+use rules::contract::{Contract, LabelsFact};
 use thd::LabelConvention;
 
 use super::common::{
     count, counted_tokens, derived_input_labels, first_present, masked_labels, max_doc_len,
     missing, offsets, opt_mask, padded_count, scalar, shard_bound, token_column,
 };
-use super::{Dialect, Format, Input, Read, ReadOptions};
+use super::{Dialect, Format, Input, Read};
 use crate::pack::BatchData;
-use crate::profile::{LabelsFact, PaddingSegments};
 use crate::tensors::{BatchFile, Column};
 use crate::{Error, Result};
 
@@ -78,7 +78,7 @@ impl Format for CuSeqLens {
             };
         let ids = input_ids(file, prefix, Dialect::Hf)?;
         let b = offsets_boundaries(file, prefix, ids.1.len(), input.scale)?;
-        let pack = pack(file, prefix, None, input.opts, input.scale, ids, b)?;
+        let pack = pack(file, prefix, None, input.facts, input.scale, ids, b)?;
         Ok(Read { packs: vec![pack], dpo: None, notes })
     }
 }
@@ -109,7 +109,7 @@ pub(super) fn read_single(
 ) -> Result<Read> {
     let (rows, ids) = input_ids(input.file, "", Dialect::Hf)?;
     let b = boundaries(input.file, rows, ids.len(), ids.ints())?;
-    let pack = pack(input.file, "", None, input.opts, input.scale, (rows, ids), b)?;
+    let pack = pack(input.file, "", None, input.facts, input.scale, (rows, ids), b)?;
     Ok(Read { packs: vec![pack], dpo: None, notes: Vec::new() })
 }
 
@@ -154,7 +154,7 @@ pub(super) fn pack(
     file: &BatchFile,
     prefix: &str,
     part: Option<&str>,
-    opts: &ReadOptions,
+    facts: &Contract,
     scale: usize,
     (rows, input_ids): (usize, Column),
     b: Boundaries,
@@ -176,8 +176,7 @@ pub(super) fn pack(
     } = b;
     let cu_key = k("cu_seq_lens_q");
     let pos_key = k("position_ids");
-    let derived_labels =
-        part.is_none() && opts.fact(|p| p.labels) == Some(LabelsFact::FromInputIds);
+    let derived_labels = part.is_none() && facts.labels == Some(LabelsFact::FromInputIds);
     // Per-token tensors of another length: judged by `token-counts`.
     let mut counted = Vec::new();
     let cu_k_key = k("cu_seq_lens_k");
@@ -240,11 +239,9 @@ pub(super) fn pack(
             num_real_seqs: k("num_real_seqs"),
         },
         mask_is_padding: false,
-        position_base: opts.position_base,
-        pad_token_id: opts.pad_token_id,
         rows,
         labels,
-        convention: opts.labels.unwrap_or(convention),
+        convention: facts.labels.and_then(LabelsFact::convention).unwrap_or(convention),
         position_ids: match source_positions {
             Some(p) => Some(p.into()),
             None => counted_tokens(file, &pos_key, tokens, &mut counted)?,
@@ -265,11 +262,8 @@ pub(super) fn pack(
         side_tensors: counted,
         notes,
         input_ids,
-        padding_segment_by_design: opts.padding_segments() != PaddingSegments::None,
-        padding_segment_per_row: opts.padding_segments() == PaddingSegments::PerRow,
         boundaries_from_positions: from_positions,
         rows_are_sequences,
-        cross_doc_labels_by_design: opts.pretrain(),
         ..BatchData::default()
     })
 }

@@ -40,13 +40,15 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use rules::checks::DpoConcat;
-use thd::LabelConvention;
 
 pub use common::MAX_CP;
 pub use position_restarts::restarts;
 
+use rules::contract::Contract;
+
+use crate::facts::{Facts, Origin};
 use crate::pack::BatchData;
-use crate::profile::{LabelsFact, PaddingSegments, Profile};
+use crate::profile::Profile;
 use crate::tensors::BatchFile;
 use crate::{Error, Result};
 
@@ -57,8 +59,9 @@ pub use crate::profile::{Dialect, Objective};
 pub struct Input<'a> {
     /// The file, its keys renamed to the family's names.
     pub file: &'a BatchFile,
-    /// How to read it, the profile's facts filled in.
-    pub opts: &'a ReadOptions,
+    /// The facts in force: the options over the file's metadata over the profile
+    /// ([`crate::facts::Facts`]).
+    pub facts: &'a Contract,
     /// The CP size of a rank's shard, whose offsets may be the global ones; 1 otherwise.
     pub scale: usize,
     /// The CP rank of a rank's shard; 0 otherwise.
@@ -150,156 +153,35 @@ pub struct ReadOptions {
     pub dialect: Option<Dialect>,
     /// Renames applied before anything else: `(key in the file, name the dialect uses)`.
     pub map: Vec<(String, String)>,
-    /// Force a label convention instead of the dialect's.
-    pub labels: Option<LabelConvention>,
-    /// The empty-slot sentinel of `seq_lens` / trailing `cu_seqlens` entries (default -1000).
-    pub sentinel: Option<i64>,
-    /// The model's first position id (`padding_idx + 1` for RoBERTa/ESM); `None`: 0, or one
-    /// base shared by every segment, noted.
-    pub position_base: Option<i64>,
-    /// The tokenizer's pad id: without a mask or `num_real_seqs`, a segment made only of it with
-    /// every label -100 is a mock segment (bionemo's `pad_to_multiple_of` remainder, #1561).
-    pub pad_token_id: Option<i64>,
-    /// The tokenizer's EOS id (documents delimited by EOS: the profile's `documents = "eos"`);
-    /// a tokenizer fact, so metadata `eos_token_id` states it beside the stack's profile.
-    pub eos_token_id: Option<i64>,
-    /// A label value the loss ignores besides -100 (TE's `pad_thd_sequences_for_cp` takes any
-    /// `padding_label_id`): read as -100.
-    pub ignore_index: Option<i64>,
+    /// The facts the options state (`--pad-token-id`, `--labels`, a Python keyword): over
+    /// the file's metadata and the profile ([`crate::facts::Facts::resolve`]).
+    pub stated: Contract,
     /// The stack's contract (`--profile`, metadata `profile`; `None`: detected from the keys
     /// where they tell, else the defaults of packed training).
     pub profile: Option<Arc<Profile>>,
     /// The profile to use when neither the options nor the file name one (the `[tool.thdcheck]`
     /// table of `pyproject.toml`); key detection comes after it.
     pub default_profile: Option<Arc<Profile>>,
-    /// What the loss trains (`None`: the profile's, else `sft`).
-    pub objective: Option<Objective>,
     /// Gather what a picture of each pack needs ([`crate::picture::PackPicture`]) into its
     /// report (`check --html`, the Python package's `_repr_html_`): O(T) more work.
     pub picture: bool,
 }
 
 impl ReadOptions {
-    /// Whether the objective trains across documents by design: stated, or the profile's.
-    pub fn pretrain(&self) -> bool {
-        self.objective.or(self.fact(|p| p.objective)) == Some(Objective::Pretrain)
-    }
-
     /// The profile named by the options or the project (`pyproject.toml`), before any file is
     /// read: what `fuzz` takes its defaults from.
     pub fn stated_profile(&self) -> Option<&Arc<Profile>> {
         self.profile.as_ref().or(self.default_profile.as_ref())
     }
 
-    /// A fact of the profile, if one is in force and states it.
-    pub fn fact<T>(&self, f: impl Fn(&Profile) -> Option<T>) -> Option<T> {
-        self.profile.as_deref().and_then(f)
-    }
-
-    /// Where the profile puts padding segments.
-    fn padding_segments(&self) -> PaddingSegments {
-        self.profile.as_deref().map_or(PaddingSegments::None, Profile::padding_segments)
-    }
-
-    /// Fills what neither the command line nor the file's metadata set from the profile's
-    /// facts (the resolution order of `docs/profiles.md`).
-    fn fill_from_profile(&mut self) {
-        let Some(p) = self.profile.clone() else { return };
-        self.dialect = self.dialect.or(p.format);
-        self.position_base = self.position_base.or(p.position_base);
-        self.pad_token_id = self.pad_token_id.or(p.pad_token_id);
-        self.eos_token_id = self.eos_token_id.or(p.eos_token_id);
-        self.ignore_index = self.ignore_index.or(p.ignore_index);
-        self.sentinel = self.sentinel.or(p.sentinel);
-        self.labels = self.labels.or(match p.labels {
-            Some(LabelsFact::Unshifted) => Some(LabelConvention::Unshifted),
-            Some(LabelsFact::Shifted) => Some(LabelConvention::Shifted),
-            Some(LabelsFact::FromInputIds) | None => None,
-        });
-    }
-
-    /// Fills what the command line left unset from the file's `__metadata__`: `position_base`,
-    /// `pad_token_id` and `labels` (`unshifted` / `shifted`), as a dump states what the
-    /// model's configuration knows and the tensors do not.
-    ///
-    /// # Errors
-    /// [`Error::Value`] naming the metadata key for a value that does not parse.
-    pub fn with_metadata(
-        &self,
-        meta: &std::collections::BTreeMap<String, String>,
-        dir: Option<&std::path::Path>,
-    ) -> Result<Self> {
-        let mut o = self.clone();
-        let int = |key: &str| -> Result<Option<i64>> {
-            meta.get(key)
-                .map(|v| {
-                    v.trim().parse::<i64>().map_err(|_| Error::Value {
-                        key: format!("__metadata__.{key}"),
-                        index: 0,
-                        value: v.clone(),
-                        expected: "an integer",
-                    })
-                })
-                .transpose()
-        };
-        if o.position_base.is_none() {
-            o.position_base = int("position_base")?;
+    /// The facts in force before any file is read: the options over the stated profile's
+    /// (what `fuzz` and the Python package resolve for their generators).
+    pub fn facts(&self) -> Facts {
+        let mut layers = vec![(Origin::Option, self.stated.settled())];
+        if let Some(p) = self.stated_profile() {
+            layers.push((Origin::Profile(p.name.clone()), p.facts.settled()));
         }
-        if o.pad_token_id.is_none() {
-            o.pad_token_id = int("pad_token_id")?;
-        }
-        if o.ignore_index.is_none() {
-            o.ignore_index = int("ignore_index")?;
-        }
-        if o.eos_token_id.is_none() {
-            o.eos_token_id = int("eos_token_id")?;
-        }
-        // A named choice (`profile`, `objective`): one of the option's values.
-        fn choice<T: clap::ValueEnum>(
-            meta: &std::collections::BTreeMap<String, String>,
-            key: &str,
-            expected: &'static str,
-        ) -> Result<Option<T>> {
-            meta.get(key)
-                .map(|v| {
-                    T::from_str(v.trim(), true).map_err(|_| Error::Value {
-                        key: format!("__metadata__.{key}"),
-                        index: 0,
-                        value: v.clone(),
-                        expected,
-                    })
-                })
-                .transpose()
-        }
-        if o.profile.is_none()
-            && let Some(v) = meta.get("profile")
-        {
-            o.profile = Some(Profile::from_metadata(v, dir)?);
-        }
-        if o.objective.is_none() {
-            o.objective = choice(meta, "objective", "sft, pretrain or mlm")?;
-        }
-        if o.labels.is_none()
-            && let Some(v) = meta.get("labels")
-        {
-            o.labels = Some(match v.trim() {
-                "unshifted" => LabelConvention::Unshifted,
-                "shifted" => LabelConvention::Shifted,
-                _ => {
-                    return Err(Error::Value {
-                        key: "__metadata__.labels".into(),
-                        index: 0,
-                        value: v.clone(),
-                        expected: "unshifted or shifted",
-                    });
-                }
-            });
-        }
-        if o.profile.is_none() {
-            o.profile = o.default_profile.clone();
-        }
-        o.fill_from_profile();
-        Ok(o)
+        Facts::layered(layers)
     }
 }
 
@@ -320,6 +202,8 @@ pub struct Parsed {
     pub notes: Vec<String>,
     /// The stack's contract the file was read under, if any.
     pub profile: Option<Arc<Profile>>,
+    /// The facts it was read under, each with its origin.
+    pub facts: Facts,
     /// The file's keys (after renaming) whose values no format or rule read.
     pub unread: Vec<String>,
     /// The sources of the profile's `[map]` that the file does not have.
@@ -373,7 +257,15 @@ pub fn detect<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<Dialect> {
 /// Any [`Error`]: a `--map` key that is missing, no recognisable dialect, a missing key, a
 /// dtype or shape that does not fit, offsets that are not offsets.
 pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
-    let mut opts = opts.with_metadata(file.metadata(), file.dir())?;
+    // The metadata's facts first: a value that does not parse is the file's first error.
+    Facts::metadata(file.metadata())?;
+    let mut profile = opts.profile.clone();
+    if profile.is_none()
+        && let Some(v) = file.metadata().get("profile")
+    {
+        profile = Some(Profile::from_metadata(v, file.dir())?);
+    }
+    let mut profile = profile.or_else(|| opts.default_profile.clone());
     let mut notes = Vec::new();
     for (from, to) in &opts.map {
         if file.contains(to) && !opts.map.iter().any(|(f, _)| f == to) {
@@ -382,22 +274,21 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
         file.rename(from, to)?;
     }
     // A stack told by its keys (its profile's `[[detect]]`), when nothing names one.
-    if opts.profile.is_none()
+    if profile.is_none()
         && let Some((p, why)) = Profile::detect(|k| file.contains(k))
     {
         notes.push(format!(
             "read under the `{}` profile, told by its keys ({why}): {}",
             p.name, p.stack
         ));
-        opts.profile = Some(p);
-        opts.fill_from_profile();
+        profile = Some(p);
     }
-    let map_missing = match opts.profile.clone() {
+    let map_missing = match profile.clone() {
         Some(p) => common::apply_profile_map(&mut file, &p, &mut notes)?,
         None => Vec::new(),
     };
-    let opts = &opts;
-    let dialect = match opts.dialect {
+    let facts = Facts::resolve(opts.stated, file.metadata(), profile.as_deref())?;
+    let dialect = match opts.dialect.or(profile.as_ref().and_then(|p| p.format)) {
         Some(d) => d,
         None => detect(file.keys())?,
     };
@@ -405,7 +296,7 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
     // A shard's offsets may be the global ones (Automodel keeps cu_seqlens_padded).
     let input = Input {
         file: &file,
-        opts,
+        facts: &facts.contract,
         scale: cp_shard.map_or(1, |(_, s)| s),
         rank: cp_shard.map_or(0, |(r, _)| r),
     };
@@ -413,7 +304,7 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
     let read = format.read(&input)?;
     notes.extend(read.notes);
     let (mut packs, dpo) = (read.packs, read.dpo);
-    contract_facts(dialect, &file, opts, &mut packs, &mut notes)?;
+    contract_facts(dialect, &file, &facts.contract, profile.as_deref(), &mut packs, &mut notes);
     Ok(Parsed {
         dialect,
         format: format.name(),
@@ -421,35 +312,32 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
         dpo,
         cp_shard,
         notes,
-        profile: opts.profile.clone(),
+        profile,
+        facts,
         unread: file.unread(),
         map_missing,
     })
 }
 
-/// What the profile states beyond the format, set on every pack the same way whatever read it:
-/// the attention direction, EOS-delimited documents, and the per-token side tensors it names
-/// (their entries counted here, judged by `token-counts`).
+/// The facts in force, set on every pack the same way whatever format read it, and the
+/// per-token side tensors the profile names (their entries counted here, judged by
+/// `token-counts`).
 fn contract_facts(
     dialect: Dialect,
     file: &BatchFile,
-    opts: &ReadOptions,
+    facts: &Contract,
+    profile: Option<&Profile>,
     packs: &mut [BatchData],
     notes: &mut Vec<String>,
-) -> Result<()> {
-    let bidirectional = opts.fact(|p| p.attention)
-        == Some(crate::profile::Attention::Bidirectional)
-        || opts.objective.or(opts.fact(|p| p.objective)) == Some(Objective::Mlm);
-    let eos_docs = opts.fact(|p| p.documents) == Some(crate::profile::DocumentsFact::Eos);
-    let eos = opts.eos_token_id;
-    if eos_docs && eos.is_none() {
+) {
+    if facts.documents_end_with_eos() && facts.eos_token_id.is_none() {
         notes.push(
             "the profile's documents end with EOS, but it names no `eos_token_id`: not checked"
                 .into(),
         );
     }
     let mut sides = Vec::new();
-    for key in opts.profile.iter().flat_map(|p| p.side_tensors.iter()) {
+    for key in profile.iter().flat_map(|p| p.side_tensors.iter()) {
         match file.entry(key) {
             Some(e) => {
                 file.mark_read(key);
@@ -458,17 +346,21 @@ fn contract_facts(
             None => notes.push(format!("side tensor `{key}` of the profile is not in the file")),
         }
     }
-    // DPO's branches are judged by their own rules; side tensors belong to a plain batch.
-    if dialect == Dialect::Dpo {
-        return Ok(());
-    }
     for p in packs.iter_mut() {
-        p.bidirectional = bidirectional;
-        p.eos_token_id = eos;
-        p.documents_end_with_eos = eos_docs;
-        p.side_tensors.extend(sides.iter().cloned());
+        p.facts = if dialect == Dialect::Dpo {
+            // DPO's branches are judged by their own rules: of the contract, only what reads
+            // their tokens (the pad id, the first position id); side tensors belong to a plain
+            // batch.
+            Contract {
+                pad_token_id: facts.pad_token_id,
+                position_base: facts.position_base,
+                ..Contract::default()
+            }
+        } else {
+            p.side_tensors.extend(sides.iter().cloned());
+            *facts
+        };
     }
-    Ok(())
 }
 
 #[cfg(test)]

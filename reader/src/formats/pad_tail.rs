@@ -24,11 +24,10 @@ impl Format for PadTail {
         "no offsets, no mask: one document per row, its trailing pad ids the padding (profile fact `documents = \"row-pad-tail\"`)"
     }
     fn claims(&self, input: &Input<'_>) -> Result<bool> {
-        Ok(hf::no_offsets(input.file)
-            && input.opts.fact(|p| p.documents) == Some(DocumentsFact::RowPadTail))
+        Ok(hf::no_offsets(input.file) && input.facts.documents == Some(DocumentsFact::RowPadTail))
     }
     fn read(&self, input: &Input<'_>) -> Result<Read> {
-        let pad = input.opts.pad_token_id;
+        let pad = input.facts.pad_token_id;
         hf::read_single(input, |_, rows, tokens, ids| {
             let (real, storage) = pad_tail_rows(ids, rows, pad);
             let width = tokens / rows.max(1);

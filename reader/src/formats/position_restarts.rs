@@ -35,7 +35,7 @@ impl Format for PositionRestarts {
     }
     fn read(&self, input: &Input<'_>) -> Result<Read> {
         let (scale, rank) = (input.scale, input.rank);
-        let contiguous = input.opts.fact(|p| p.cp_layout) == Some(CpLayout::Contiguous);
+        let contiguous = input.facts.cp_layout == Some(CpLayout::Contiguous);
         let mut global_note = None;
         let mut read = hf::read_single(input, |file, rows, tokens, _| {
             let pos_key = "position_ids";

@@ -21,7 +21,7 @@ fn numbered(input: &Input<'_>) -> Result<Option<(String, Vec<i64>, i64)>> {
         input.file,
         "input_ids",
         tokens,
-        input.opts.fact(|p| p.attention_mask) == Some(MaskFact::SampleNumbers),
+        input.facts.attention_mask == Some(MaskFact::SampleNumbers),
     )
 }
 

@@ -4,15 +4,16 @@
 //! shifted.
 
 use rules::checks::KeyNames;
+use rules::contract::{Contract, LabelsFact};
 use thd::LabelConvention;
 
 use super::common::{
     count, counted_tokens, first_present, ignore_extra, labels_from_loss_mask, masked_labels,
     missing, offsets, opt_mask, padded_count, scalar, shard_bound, token_column,
 };
-use super::{Dialect, Format, Input, Read, ReadOptions};
+use super::{Dialect, Format, Input, Read};
 use crate::pack::{BatchData, validate_offsets};
-use crate::profile::{MaskFact, OffsetsEnd, OffsetsFact, PaddingSegments, TrailingRepeats};
+use crate::profile::{MaskFact, OffsetsEnd, OffsetsFact, TrailingRepeats};
 use crate::tensors::{BatchFile, Column, Ints};
 use crate::words::plural;
 use crate::{Error, Result};
@@ -46,7 +47,7 @@ impl Format for Chunks {
         let rows = chunks(file).unwrap_or(1);
         let packs = (0..rows)
             .map(|r| {
-                let mut p = te_pack(&file.row(r, rows)?, sentinel(input.opts), input.opts, 1)?;
+                let mut p = te_pack(&file.row(r, rows)?, sentinel(input.facts), input.facts, 1)?;
                 p.part = Some(format!("chunk {r}"));
                 Ok(p)
             })
@@ -73,7 +74,7 @@ impl Format for CuSeqlens {
         Ok(first_present(input.file, &["cu_seqlens", "cu_seqlens_q"]).is_some())
     }
     fn read(&self, input: &Input<'_>) -> Result<Read> {
-        let pack = te_pack(input.file, sentinel(input.opts), input.opts, input.scale)?;
+        let pack = te_pack(input.file, sentinel(input.facts), input.facts, input.scale)?;
         Ok(Read { packs: vec![pack], dpo: None, notes: Vec::new() })
     }
 }
@@ -92,14 +93,14 @@ impl Format for SeqLens {
         Ok(input.file.contains("seq_lens"))
     }
     fn read(&self, input: &Input<'_>) -> Result<Read> {
-        let pack = te_pack(input.file, sentinel(input.opts), input.opts, input.scale)?;
+        let pack = te_pack(input.file, sentinel(input.facts), input.facts, input.scale)?;
         Ok(Read { packs: vec![pack], dpo: None, notes: Vec::new() })
     }
 }
 
 /// The empty-slot sentinel (default -1000, Automodel's).
-fn sentinel(opts: &ReadOptions) -> i64 {
-    opts.sentinel.unwrap_or(-1000)
+fn sentinel(facts: &Contract) -> i64 {
+    facts.sentinel.unwrap_or(-1000)
 }
 
 /// The error of a file none of the family's formats reads.
@@ -112,8 +113,8 @@ pub(super) fn unread(file: &BatchFile) -> Error {
 }
 
 /// A TE / Megatron / Automodel pack.
-fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) -> Result<BatchData> {
-    let mb = opts.fact(|p| p.offsets_end) == Some(OffsetsEnd::FirstNegative);
+fn te_pack(file: &BatchFile, sentinel: i64, facts: &Contract, scale: usize) -> Result<BatchData> {
+    let mb = facts.offsets_end == Some(OffsetsEnd::FirstNegative);
     let d = Dialect::Te;
     if !file.contains("input_ids") {
         return Err(missing(file, "input_ids", d));
@@ -166,7 +167,7 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         None => None,
     };
     let (mut cu, mut cu_padded) = (cu, cu_padded);
-    if opts.fact(|p| p.trailing_repeats) == Some(TrailingRepeats::RowPadding) {
+    if facts.trailing_repeats == Some(TrailingRepeats::RowPadding) {
         // The profile's ragged rows are padded with zero-length repeats of the last offset
         // (Megatron-Bridge #5400).
         let mut repeats = 0;
@@ -199,7 +200,7 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
     };
     // Megatron-Bridge's legacy collate_fn returns `attention_mask = [1] * batch size` (sft.py,
     // until fb9ec5f85): unused at cp = 1, sliced along the tokens under CP (#4519).
-    if opts.fact(|p| p.attention_mask) == Some(MaskFact::RowFlags)
+    if facts.attention_mask == Some(MaskFact::RowFlags)
         && mask_key == Some("attention_mask")
         && let Some(e) = file.entry("attention_mask")
         && e.shape.len() == 1
@@ -227,7 +228,7 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         mask_key = None;
     }
     let (mut cu_name, mut padded_name) = (cu_name, padded_name);
-    if opts.fact(|p| p.offsets) == Some(OffsetsFact::PaddedSlots) {
+    if facts.offsets == Some(OffsetsFact::PaddedSlots) {
         // The profile's offsets hold storage slots, with no offsets of real lengths (verl's and
         // SkyRL's `preprocess_packed_seqs`): the real lengths are the padding mask's.
         let Some(key) = mask_key else {
@@ -283,8 +284,6 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
             num_real_seqs: "num_real_seqs".into(),
         },
         mask_is_padding: invert,
-        position_base: opts.position_base,
-        pad_token_id: opts.pad_token_id,
         rows,
         labels: ignore_extra(
             masked_labels(
@@ -297,9 +296,12 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
                 tokens,
                 &mut notes,
             )?,
-            opts.ignore_index,
+            facts.ignore_index,
         ),
-        convention: opts.labels.unwrap_or(LabelConvention::Shifted),
+        convention: facts
+            .labels
+            .and_then(LabelsFact::convention)
+            .unwrap_or(LabelConvention::Shifted),
         position_ids: counted_tokens(file, "position_ids", tokens, &mut counted)?,
         absorbed: false,
         cu,
@@ -316,15 +318,12 @@ fn te_pack(file: &BatchFile, sentinel: i64, opts: &ReadOptions, scale: usize) ->
         side_tensors: counted,
         notes,
         input_ids,
-        padding_segment_by_design: opts.padding_segments() != PaddingSegments::None,
-        padding_segment_per_row: opts.padding_segments() == PaddingSegments::PerRow,
         boundaries_from_positions: false,
         rows_are_sequences: false,
-        cross_doc_labels_by_design: opts.pretrain(),
         ..BatchData::default()
     };
     if pack.labels.is_none() {
-        labels_from_loss_mask(file, &mut pack, opts)?;
+        labels_from_loss_mask(file, &mut pack, facts)?;
     }
     unabsorb(&mut pack);
     Ok(pack)

@@ -109,7 +109,7 @@ pub fn mock_segments(view: &LayoutView<'_>) -> Vec<bool> {
 /// id) and carry no label.
 fn all_padding(view: &LayoutView<'_>, i: usize) -> bool {
     let r = view.real(i);
-    let padding = match (view.mask, view.pad_token_id, view.input_ids) {
+    let padding = match (view.mask, view.facts.pad_token_id, view.input_ids) {
         (Some(mask), _, _) => mask[r.clone()].iter().all(|&m| !m),
         (None, Some(pad), Some(ids)) => ids.slice(r.clone()).iter().all(|x| x == pad),
         _ => return false,
@@ -117,7 +117,7 @@ fn all_padding(view: &LayoutView<'_>, i: usize) -> bool {
     // Where the stack puts its padding as a segment of its own (a profile's `padding_segments`),
     // a row's final segment of pad ids is that padding whatever its labels: trained labels on it
     // are `pad-labels`' violation, not a document of pad tokens.
-    let by_design = view.padding_segment_by_design
+    let by_design = view.facts.padding_segment_by_design()
         && view.mask.is_none()
         && (r.end == view.num_tokens || view.row_width().is_some_and(|w| r.end.is_multiple_of(w)));
     !r.is_empty()
@@ -130,10 +130,10 @@ fn all_padding(view: &LayoutView<'_>, i: usize) -> bool {
 /// whose last label is -100 anyway), i.e. the row's padding absorbed into its last document
 /// instead of a segment of its own: `(segment, first pad token, end)`.
 fn absorbed_padding(view: &LayoutView<'_>, mock: &[bool]) -> Option<(usize, usize, usize)> {
-    let (Some(pad), Some(ids), None) = (view.pad_token_id, view.input_ids, view.mask) else {
+    let (Some(pad), Some(ids), None) = (view.facts.pad_token_id, view.input_ids, view.mask) else {
         return None;
     };
-    if !(view.padding_segment_by_design && view.padding_segment_per_row) {
+    if !(view.facts.padding_segment_by_design() && view.facts.padding_segment_per_row()) {
         return None;
     }
     let width = view.row_width().unwrap_or(view.num_tokens.max(1));
@@ -338,7 +338,7 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
             // rather than collected (a batch may hold 10⁸ segments).
             let mocks = || (0..n).filter(|&i| mock[i]);
             if let Some((seg, start, end)) = absorbed_padding(view, mock) {
-                let pad = view.pad_token_id.unwrap_or_default();
+                let pad = view.facts.pad_token_id.unwrap_or_default();
                 return MOCK_MARKED.violated(
                     MOCK_MARKED
                         .violation()
@@ -352,7 +352,7 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                 );
             }
             let Some(i) = mocks().next() else {
-                return if view.mask.is_none() && view.pad_token_id.is_none() {
+                return if view.mask.is_none() && view.facts.pad_token_id.is_none() {
                     MOCK_MARKED.skipped(
                         "no mask, no num_real_seqs and no pad id: a mock segment cannot be told \
                          apart (state --pad-token-id or metadata pad_token_id)",
@@ -373,7 +373,7 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                     "mock segments are not all at the end of the pack or of their row".into(),
                 );
             }
-            if view.padding_segment_by_design && view.padding_segment_per_row {
+            if view.facts.padding_segment_by_design() && view.facts.padding_segment_per_row() {
                 // One padding segment per row, ending the row: a second one in a row is the
                 // padding cut into pieces (axolotl #2739: one FlashAttention sequence per pad).
                 let mut seen = std::collections::BTreeSet::new();
@@ -407,7 +407,7 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                     }
                 }
             }
-            if view.padding_segment_by_design {
+            if view.facts.padding_segment_by_design() {
                 return MOCK_MARKED
                     .ok(format!(
                         "{} of padding (tokens {}..{} first), by design: the stack gives the \
@@ -428,7 +428,7 @@ pub fn mock_marked(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                             "segment {i} (tokens {}..{}) is all padding ({}, labels -100) and unmarked",
                             r.start,
                             r.end,
-                            match (view.mask, view.pad_token_id) {
+                            match (view.mask, view.facts.pad_token_id) {
                                 (None, Some(pad)) => format!("every token the pad id {pad}"),
                                 _ => "mask 0".into(),
                             }

@@ -162,13 +162,13 @@ pub fn block_mask(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
         let Some(i) = owner[t] else { continue };
         queries += 1;
         let r = view.real(i);
-        let want = [r.start as i64, if view.bidirectional { r.end } else { t + 1 } as i64];
+        let want = [r.start as i64, if view.facts.bidirectional() { r.end } else { t + 1 } as i64];
         if m.spans[t] != want || gap[t] {
             bad += 1;
             first.get_or_insert((t, i, want));
         }
     }
-    let how = if view.bidirectional { "bidirectional" } else { "causal, up to itself" };
+    let how = if view.facts.bidirectional() { "bidirectional" } else { "causal, up to itself" };
     let Some((t, i, want)) = first else {
         return BLOCK_MASK.ok(format!(
             "`{}`: each of {} sees exactly its own document ({how})",
@@ -184,7 +184,7 @@ pub fn block_mask(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
         at = at.pack(t / w);
         query += &format!(" (row {}, column {})", t / w, t % w);
     }
-    let expected = if view.bidirectional {
+    let expected = if view.facts.bidirectional() {
         format!("keys [{}, {}): all of segment {i}'s tokens (bidirectional)", want[0], want[1])
     } else {
         format!(
@@ -255,10 +255,10 @@ fn reasons(
     }
     if !(lo..hi).contains(&(t as i64)) {
         why.push("the token cannot see itself".into());
-    } else if !view.bidirectional && hi > t as i64 + 1 && (hi as usize) <= own.end {
+    } else if !view.facts.bidirectional() && hi > t as i64 + 1 && (hi as usize) <= own.end {
         why.push("it sees later tokens of its own document: the mask is not causal".into());
     }
-    if lo > own.start as i64 || (view.bidirectional && hi < own.end as i64) {
+    if lo > own.start as i64 || (view.facts.bidirectional() && hi < own.end as i64) {
         why.push(format!("it misses tokens of its own document ({}..{})", own.start, own.end));
     }
     if gap {
@@ -270,6 +270,14 @@ fn reasons(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The contract of a bidirectional (encoder) or a causal model.
+    fn both_ways(bidirectional: bool) -> crate::contract::Contract {
+        crate::contract::Contract {
+            attention: bidirectional.then_some(crate::contract::Attention::Bidirectional),
+            ..Default::default()
+        }
+    }
     use crate::checks::IntSlice;
 
     fn view<'a>(cu: &'a [i64], padded: Option<&'a [i64]>, m: BlockMask<'a>) -> LayoutView<'a> {
@@ -298,18 +306,19 @@ mod tests {
         let (cu, padded) = ([0, 3, 5], [0, 4, 7]);
         for bidirectional in [false, true] {
             let s = blocks(7, &[(0, 3), (4, 6)], bidirectional);
-            let v = LayoutView { bidirectional, ..view(&cu, Some(&padded), s.view("mask")) };
+            let base = view(&cu, Some(&padded), s.view("mask"));
+            let v = LayoutView { facts: both_ways(bidirectional), ..base };
             let o = block_mask(&v, &[false, false]);
             assert_eq!(o.status, crate::checks::Status::Ok, "{o:?}");
             assert!(o.detail.contains("each of 5 real tokens"), "{o:?}");
             // The other profile's mask is wrong: causal where bidirectional is due, and back.
-            let other = LayoutView { bidirectional: !bidirectional, ..v };
+            let other = LayoutView { facts: both_ways(!bidirectional), ..v };
             let v = block_mask(&other, &[false, false]).violation.unwrap();
             assert_eq!((v.at.segment, v.at.token), (Some(0), Some(0)), "{v}");
         }
         // Causal given to a bidirectional profile: token 0 misses the rest of its document.
         let s = blocks(7, &[(0, 3), (4, 6)], false);
-        let v = LayoutView { bidirectional: true, ..view(&cu, Some(&padded), s.view("mask")) };
+        let v = LayoutView { facts: both_ways(true), ..view(&cu, Some(&padded), s.view("mask")) };
         let v = block_mask(&v, &[false, false]).violation.unwrap();
         assert_eq!(v.expected, "keys [0, 3): all of segment 0's tokens (bidirectional)");
         assert!(v.note.as_deref().unwrap().contains("misses tokens of its own document"), "{v}");

@@ -28,13 +28,17 @@ use crate::{Location, Violation};
 /// # Example
 /// ```
 /// use rules::checks::{IntSlice, LayoutView, eos_delimited};
+/// use rules::contract::{Contract, DocumentsFact};
 /// // EOS = 2: the first document lost its EOS, the last one (cut by the pack length) is fine.
 /// let view = LayoutView {
 ///     num_tokens: 6,
 ///     input_ids: Some(IntSlice::from(&[5, 6, 7, 2, 8, 9])),
 ///     cu_seqlens: IntSlice::from(&[0, 2, 4, 6]),
-///     eos_token_id: Some(2),
-///     documents_end_with_eos: true,
+///     facts: Contract {
+///         eos_token_id: Some(2),
+///         documents: Some(DocumentsFact::Eos),
+///         ..Default::default()
+///     },
 ///     ..Default::default()
 /// };
 /// let v = eos_delimited(&view, &[false; 3]).violation.unwrap();
@@ -49,11 +53,11 @@ use crate::{Location, Violation};
 /// );
 /// ```
 pub fn eos_delimited(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
-    if !view.documents_end_with_eos {
+    if !view.facts.documents_end_with_eos() {
         return EOS_DELIMITED.skipped("");
     }
     let k = view.keys();
-    let Some(eos) = view.eos_token_id else {
+    let Some(eos) = view.facts.eos_token_id else {
         return EOS_DELIMITED.skipped(
             "documents end with the EOS token, but its id is unknown (state the EOS token id)",
         );
@@ -76,7 +80,7 @@ pub fn eos_delimited(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
         // A row's last segment may hold the row's padding after its document's EOS (Megatron
         // folds a short sample's padding into its last document): with the pad id stated, the
         // document ends before those pad tokens.
-        if last_of_row && let Some(pad) = view.pad_token_id.filter(|&p| p != eos) {
+        if last_of_row && let Some(pad) = view.facts.pad_token_id.filter(|&p| p != eos) {
             let tail = ids.slice(r.clone()).iter().rev().take_while(|&x| x == pad).count();
             if tail > 0 && tail < r.len() && ids.at(r.end - tail - 1) == eos {
                 r.end -= tail;
@@ -100,7 +104,7 @@ pub fn eos_delimited(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
                         r.start, r.end
                     )),
             )
-        } else if ids.at(last) != eos && (last_of_row || view.cross_doc_labels_by_design) {
+        } else if ids.at(last) != eos && (last_of_row || view.facts.cross_doc_labels_by_design()) {
             // Pretraining cuts documents wherever a sample ends, and a flattened batch
             // (Megatron's flatten_batch_for_packed_sequences) no longer shows its samples: a
             // segment without its EOS is a cut document there, noted.
@@ -143,7 +147,7 @@ pub fn eos_delimited(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
         o.notes.push(format!(
             "{} the row's padding (pad id {}) after its EOS",
             plural(folded, "row's last document") + if folded == 1 { " holds" } else { " hold" },
-            view.pad_token_id.unwrap_or_default()
+            view.facts.pad_token_id.unwrap_or_default()
         ));
     }
     if let Some(&(i, r)) = cut.first() {
@@ -159,6 +163,12 @@ pub fn eos_delimited(view: &LayoutView<'_>, mock: &[bool]) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::{Contract, DocumentsFact, Objective};
+
+    /// `facts` with a pretraining objective: labels cross documents by design.
+    fn pretrain(facts: Contract) -> Contract {
+        Contract { objective: Some(Objective::Pretrain), ..facts }
+    }
     use crate::checks::{IntSlice, Status};
 
     const EOS: i64 = 2;
@@ -168,8 +178,11 @@ mod tests {
             num_tokens: ids.len(),
             input_ids: Some(IntSlice::from(ids)),
             cu_seqlens: IntSlice::from(cu),
-            eos_token_id: Some(EOS),
-            documents_end_with_eos: true,
+            facts: Contract {
+                eos_token_id: Some(EOS),
+                documents: Some(DocumentsFact::Eos),
+                ..Default::default()
+            },
             ..Default::default()
         }
     }
@@ -200,11 +213,12 @@ mod tests {
         let ids = [5, 6, 2, 7, 8, 2, 9, 2];
         let cu = [0, 3, 4, 6, 8];
         assert_eq!(eos_delimited(&view(&ids, &cu), &[false; 4]).status, Status::Violated);
-        let v = LayoutView { cross_doc_labels_by_design: true, ..view(&ids, &cu) };
+        let v = LayoutView { facts: pretrain(view(&ids, &cu).facts), ..view(&ids, &cu) };
         let o = eos_delimited(&v, &[false; 4]);
         assert_eq!(o.status, Status::Ok, "{o:?}");
         // An EOS inside a segment is two documents merged, pretraining or not.
-        let v = LayoutView { cross_doc_labels_by_design: true, ..view(&ids, &[0, 4, 8]) };
+        let v =
+            LayoutView { facts: pretrain(view(&ids, &[0, 4, 8]).facts), ..view(&ids, &[0, 4, 8]) };
         assert_eq!(eos_delimited(&v, &[false; 2]).status, Status::Violated);
     }
 
@@ -215,13 +229,19 @@ mod tests {
         let cu = [0, 2, 7];
         let o = eos_delimited(&view(&ids, &cu), &[false; 2]);
         assert_eq!(o.status, Status::Violated, "without the pad id: {o:?}");
-        let v = LayoutView { pad_token_id: Some(0), ..view(&ids, &cu) };
+        let v = LayoutView {
+            facts: Contract { pad_token_id: Some(0), ..view(&ids, &cu).facts },
+            ..view(&ids, &cu)
+        };
         let o = eos_delimited(&v, &[false; 2]);
         assert_eq!(o.status, Status::Ok, "{o:?}");
         assert!(o.notes[0].contains("padding (pad id 0) after its EOS"), "{o:?}");
         // Not inside a row: a segment followed by another holds no padding.
         let ids = [5, 2, 0, 31, 2];
-        let v = LayoutView { pad_token_id: Some(0), ..view(&ids, &[0, 3, 5]) };
+        let v = LayoutView {
+            facts: Contract { pad_token_id: Some(0), ..view(&ids, &cu).facts },
+            ..view(&ids, &[0, 3, 5])
+        };
         assert_eq!(eos_delimited(&v, &[false; 2]).status, Status::Violated);
     }
 
@@ -261,9 +281,15 @@ mod tests {
     fn skipped_unless_stated_and_readable() {
         let ids = [5, 6];
         let v = view(&ids, &[0, 1, 2]);
-        let o = eos_delimited(&LayoutView { documents_end_with_eos: false, ..v }, &[false; 2]);
+        let o = eos_delimited(
+            &LayoutView { facts: Contract { documents: None, ..v.facts }, ..v },
+            &[false; 2],
+        );
         assert_eq!((o.status, o.detail.as_str()), (Status::Skipped, ""));
-        let o = eos_delimited(&LayoutView { eos_token_id: None, ..v }, &[false; 2]);
+        let o = eos_delimited(
+            &LayoutView { facts: Contract { eos_token_id: None, ..v.facts }, ..v },
+            &[false; 2],
+        );
         assert!(o.status == Status::Skipped && o.detail.contains("id is unknown"), "{o:?}");
         let o = eos_delimited(&LayoutView { input_ids: None, ..v }, &[false; 2]);
         assert!(o.status == Status::Skipped && o.detail.starts_with("no input_ids"), "{o:?}");

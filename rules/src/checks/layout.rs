@@ -15,6 +15,7 @@ use crate::checks::rules::{
     PADDED_SLOTS, POSITION_IDS, QK_OFFSETS, ROW_SLOTS, SEQ_IDX, STATIC_SHAPE, TOKEN_COUNTS,
     first_violation,
 };
+use crate::contract::Contract;
 use crate::{Checked, Location, Violation};
 
 /// The names of a batch's tensors, as the user's file spells them: messages quote these.
@@ -140,41 +141,17 @@ pub struct LayoutView<'a> {
     pub num_real_seqs: Option<usize>,
     /// Automodel BSHD rows: per row, the sum of its slots (checked against `S = T / rows`).
     pub row_slots: Option<&'a [i64]>,
-    /// The first position id of every sequence: 0 for most models, `padding_idx + 1` for
-    /// RoBERTa-family models (transformers #47496). `None`: 0, or one base shared by every
-    /// segment, which is noted.
-    pub position_base: Option<i64>,
-    /// The tokenizer's pad id, when known: without a mask, a segment made only of it with every
-    /// label -100 is a mock segment (bionemo `pad_to_multiple_of`, #1561).
-    pub pad_token_id: Option<i64>,
-    /// The stack puts its pack padding in a final segment on purpose (Megatron-Bridge): an
-    /// unmarked all-padding segment is then noted by `mock-marked`, not flagged.
-    pub padding_segment_by_design: bool,
-    /// With `padding_segment_by_design`: only one padding segment per row is by design, at the
-    /// row's end (axolotl after #2739); one per pad token is flagged.
-    pub padding_segment_per_row: bool,
+    /// What the batch cannot show and its rules read: the resolved contract (the pad id, the
+    /// first position id, the objective, the attention, where padding sits, EOS-delimited
+    /// documents; [`crate::contract::Contract`]).
+    pub facts: Contract,
     /// The documents were read from where the position ids restart (no offsets in the batch):
     /// a 2-D attention mask beside them is what the attention implementations would use.
     pub boundaries_from_positions: bool,
-    /// The objective trains each row's token stream across its documents on purpose
-    /// (pretraining: OLMo-core's `get_labels` shifts the whole row, axolotl's pretraining
-    /// path copies `input_ids`): a boundary label that is the next document's first token is
-    /// then noted by `cross-doc-label`, not flagged. The batch cannot say this; the stack's
-    /// profile or `--objective pretrain` does.
-    pub cross_doc_labels_by_design: bool,
     /// The 4-D attention mask (`[B, 1, S, S]`, Megatron's `reset_attention_mask`, a Hugging
     /// Face boolean or additive mask), summarised per query token; judged by `block-mask`.
     /// `None`: the batch has none.
     pub block_mask: Option<BlockMask<'a>>,
-    /// Every real token attends to its whole document (an MLM / encoder profile); `false`:
-    /// causal, each token up to itself. Only the `block-mask` rule reads it.
-    pub bidirectional: bool,
-    /// The token id that ends a document (Megatron's EOD, the tokenizer's `eos_token_id`), when
-    /// the stack delimits documents with it. Read by `eos-delimited`.
-    pub eos_token_id: Option<i64>,
-    /// The stack appends `eos_token_id` to every document before packing (the profile states
-    /// it): `eos-delimited` then checks that every document ends with it and none holds one.
-    pub documents_end_with_eos: bool,
     /// Per-token tensors shipped beside the tokens (log-probs, advantages, rolled targets, loss
     /// masks of RL trainers): each must have `T` entries (`token-counts`).
     pub side_tensors: &'a [SideTensor<'a>],
@@ -623,7 +600,7 @@ pub fn mock_nonempty(view: &LayoutView<'_>) -> Outcome {
         // A stack whose last segment is its padding by design (AReaL) must not append one that
         // is empty; elsewhere a trailing zero-length sequence is legal (TE pads `[0, 3, 3]`).
         if view.num_real_seqs.is_none()
-            && view.padding_segment_by_design
+            && view.facts.padding_segment_by_design()
             && b > 1
             && empty(b - 1)
             && storage.at(b) > 0
@@ -654,7 +631,7 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
     let k = view.keys();
     let Some(pos) = view.position_ids else { return POSITION_IDS.skipped("no position_ids") };
     let b = view.segments();
-    let base = view.position_base.unwrap_or_else(|| {
+    let base = view.facts.position_base.unwrap_or_else(|| {
         // Streamed, not collected: a batch of 10⁸ one-token segments holds no per-segment vector.
         let mut firsts =
             (0..b).filter(|&i| !view.real(i).is_empty()).map(|i| pos.at(view.real(i).start));
@@ -677,7 +654,7 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
         None => {
             let mut o =
                 POSITION_IDS.ok(format!("restart at {base} in each of {}", plural(b, "segment")));
-            if base != 0 && view.position_base.is_none() {
+            if base != 0 && view.facts.position_base.is_none() {
                 o.notes.push(format!(
                     "`{}` start at {base} in every segment (RoBERTa/ESM-style padding_idx + 1); \
                      pass the position base to pin it",
@@ -760,7 +737,7 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
             trained += 1;
             continue;
         }
-        if view.cross_doc_labels_by_design {
+        if view.facts.cross_doc_labels_by_design() {
             by_design += 1;
             continue;
         }
@@ -1135,7 +1112,13 @@ mod tests {
         };
         let o = cross_doc_label(&stream);
         assert!(o.is_violated(), "{o:?}");
-        let o = cross_doc_label(&LayoutView { cross_doc_labels_by_design: true, ..stream });
+        let o = cross_doc_label(&LayoutView {
+            facts: Contract {
+                objective: Some(crate::contract::Objective::Pretrain),
+                ..Contract::default()
+            },
+            ..stream
+        });
         assert!(!o.is_violated(), "{o:?}");
         assert!(o.notes.iter().any(|n| n.contains("of 1 segment targets")), "{o:?}");
     }
@@ -1151,7 +1134,13 @@ mod tests {
         let o = position_ids(&roberta);
         assert_eq!(o.status, crate::checks::Status::Ok);
         assert!(o.notes[0].contains("start at 2"), "{o:?}");
-        assert!(position_ids(&LayoutView { position_base: Some(0), ..roberta }).is_violated());
+        assert!(
+            position_ids(&LayoutView {
+                facts: Contract { position_base: Some(0), ..roberta.facts },
+                ..roberta
+            })
+            .is_violated()
+        );
         // Positions that never restart are not a base.
         let running =
             LayoutView { position_ids: Some(IntSlice::from(&[2, 3, 4, 5, 6])), ..roberta };
