@@ -85,6 +85,7 @@ pub fn check_file(
                 packs: vec![checks::broken_offsets_report(&key, &values, tokens)],
                 checks: Vec::new(),
                 notes: Vec::new(),
+                contract: Vec::new(),
                 unread_keys: Vec::new(),
                 map_missing: Vec::new(),
             });

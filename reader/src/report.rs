@@ -7,6 +7,7 @@ use serde::Serialize;
 use rules::checks::Outcome;
 
 use crate::checks::{CheckOptions, PackReport, Status, check_pack, dpo_outcomes};
+use crate::facts::FactInForce;
 use crate::formats::{Dialect, Parsed};
 use crate::words::plural;
 
@@ -26,6 +27,10 @@ pub struct FileReport {
     pub checks: Vec<Outcome>,
     /// Notes about the file as a whole.
     pub notes: Vec<String>,
+    /// The facts the file was read and judged under, each with where it came from (an option,
+    /// its metadata, its profile): what the verdict rests on besides the tensors.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub contract: Vec<FactInForce>,
     /// The file's keys (after renaming) whose values nothing read: labels under a key of the
     /// stack's own are listed here, not silently ignored.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -52,6 +57,7 @@ impl FileReport {
                     "CP shard of rank {rank} of {size}: its checks run on the reassembled batch \
                      (`cp-group` of its directory)"
                 )],
+                contract: Vec::new(),
                 unread_keys: Vec::new(),
                 map_missing: parsed.map_missing.clone(),
             };
@@ -63,6 +69,7 @@ impl FileReport {
             packs: parsed.packs.iter().map(|p| check_pack(p, opts)).collect(),
             checks: parsed.dpo.as_ref().map(dpo_outcomes).unwrap_or_default(),
             notes: parsed.notes.clone(),
+            contract: parsed.facts.in_force(),
             unread_keys: parsed.unread.clone(),
             map_missing: parsed.map_missing.clone(),
         }

@@ -8,11 +8,11 @@
 //! `[r·T/cp, (r+1)·T/cp)`: Ulysses, slime's `--allgather-cp`); rank files whose offsets are local
 //! (`global / cp`) hold piece r of every slot (ring-flash-attn's varlen ring).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rules::checks::{IntSlice, KeyNames, ShardLayout, reassemble_shards};
 
+use crate::facts::Facts;
 use crate::formats::{Dialect, ReadOptions, parse};
 use crate::pack::{BatchData, validate_offsets};
 use crate::profile::CpLayout;
@@ -26,8 +26,9 @@ pub struct Group {
     pub dialect: Dialect,
     /// The format that read them (the last one read).
     pub format: &'static str,
-    /// The first file's `__metadata__`.
-    pub metadata: BTreeMap<String, String>,
+    /// The facts the first file was read under, each with its origin (the ranks of a group
+    /// share their metadata and profile).
+    pub facts: Facts,
     /// The global batch, or what the split lost.
     pub batch: GroupBatch,
 }
@@ -75,16 +76,13 @@ pub struct SplitOffsets {
 pub fn read_group(dir: &Path, size: usize, files: &[PathBuf], read: &ReadOptions) -> Result<Group> {
     let mut shards = Vec::new();
     let mut layouts: Vec<(usize, CpLayout)> = Vec::new();
-    let mut metadata = BTreeMap::new();
+    let mut facts: Option<Facts> = None;
     let mut dialect = Dialect::Te;
     let mut format = "cu-seqlens";
     for path in files {
         let file = BatchFile::read(path)?;
-        let meta = file.metadata().clone();
-        if metadata.is_empty() {
-            metadata = meta.clone();
-        }
         let parsed = parse(file, read)?;
+        facts.get_or_insert_with(|| parsed.facts.clone());
         dialect = parsed.dialect;
         format = parsed.format;
         let (rank, size) = parsed.cp_shard.unwrap_or((0, size));
@@ -125,7 +123,7 @@ pub fn read_group(dir: &Path, size: usize, files: &[PathBuf], read: &ReadOptions
             None => GroupBatch::Whole(Box::new(reassemble(&group, &shards)?)),
         },
     };
-    Ok(Group { dialect, format, metadata, batch })
+    Ok(Group { dialect, format, facts: facts.unwrap_or_default(), batch })
 }
 
 fn name(layout: CpLayout) -> &'static str {

@@ -341,6 +341,7 @@ fn cp_groups(
                     packs: vec![pack],
                     checks: Vec::new(),
                     notes: Vec::new(),
+                    contract: g.facts.in_force(),
                     unread_keys: Vec::new(),
                     map_missing: Vec::new(),
                 })
