@@ -1072,6 +1072,45 @@ mod tests {
         );
     }
 
+    /// Every fact of the contract is documented in `docs/profiles.md`'s fields table with its
+    /// values, and every row of that table names a field a profile has: adding a fact is its
+    /// line in `rules::contract`, the code that reads it, and this row.
+    #[test]
+    fn the_fields_table_of_the_docs_is_the_contract() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/profiles.md");
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let rows: BTreeMap<&str, &str> = doc
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split_once("` | "))
+            .collect();
+        for f in Contract::FACTS {
+            let Some(values) = rows.get(f.name) else {
+                panic!("docs/profiles.md has no row for the fact `{}` ({})", f.name, f.doc)
+            };
+            // Each value the fact takes is in its row (an enum's names; an integer's word).
+            let want: Vec<&str> = f
+                .expected
+                .split([',', ' '])
+                .filter(|w| !w.is_empty() && *w != "or" && *w != "an" && *w != "in")
+                .filter(|w| !w.contains("..="))
+                .collect();
+            for w in want {
+                assert!(values.contains(w), "docs/profiles.md: `{}` row lacks {w:?}", f.name);
+            }
+        }
+        let known = top_level_fields();
+        for name in rows.keys() {
+            let field =
+                name.trim_start_matches("[fuzz] ").trim_start_matches("[[").trim_end_matches("]]");
+            let top = field.split(['.', ' ']).next().unwrap_or(field).trim_start_matches('[');
+            assert!(
+                known.contains(&top) || name.starts_with("[fuzz] ") || name.starts_with('['),
+                "docs/profiles.md documents `{name}`, which no profile has"
+            );
+        }
+    }
+
     #[test]
     fn bad_values_name_the_line_field_and_values() {
         let err = Profile::parse("name = \"x\"\n\nlabels = \"rolled\"\n", "x.toml", None)
