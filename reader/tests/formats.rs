@@ -226,3 +226,43 @@ fn position_ids_of_another_count_are_judged_by_token_counts_not_refused() {
     assert_eq!(r.violated(), ["token-counts"], "{}", r.text("5665", true));
     assert!(r.text("5665", true).contains("`position_ids` has 14 entries for 10 tokens"));
 }
+
+/// The fact `loss_mask` (a batch without labels, its targets what its `loss_mask` trains): a
+/// mask pre-rolled (`shifted`) that trains the last token of a document trains the prediction of
+/// the next document's first token, flagged; the same mask read `unshifted` trains each
+/// document's own tokens. Stated in the profile or the metadata (its older name too), with its
+/// origin in the report; `--labels` states it only where `loss_mask` does not.
+#[test]
+fn the_loss_mask_fact_says_what_a_loss_mask_trains_and_hides_no_leak() {
+    let batch = vec![
+        ints("input_ids", &[1, 5], &[11, 12, 13, 21, 22]),
+        ints("position_ids", &[1, 5], &[0, 1, 2, 0, 1]),
+        ints("loss_mask", &[1, 5], &[0, 1, 1, 0, 1]),
+    ];
+    let read = |toml: &str| ReadOptions { profile: profile(toml), ..ReadOptions::default() };
+    let shifted = check(&batch, &[], &read("name = \"rl\"\nloss_mask = \"shifted\"\n"));
+    assert_eq!(shifted.violated(), ["cross-doc-label"], "{}", shifted.text("x", false));
+    let from = serde_json::to_value(&shifted.contract).unwrap();
+    assert_eq!(
+        from[0],
+        serde_json::json!({"fact": "loss_mask", "value": "shifted", "from": "profile", "profile": "rl"})
+    );
+    let unshifted = check(&batch, &[], &read("name = \"rl\"\nloss_mask = \"unshifted\"\n"));
+    assert!(unshifted.violated().is_empty(), "{}", unshifted.text("x", false));
+    // The metadata, under the fact's name or its older one, over the profile.
+    for key in ["loss_mask", "loss_mask_convention"] {
+        let r =
+            check(&batch, &[(key, "shifted")], &read("name = \"rl\"\nloss_mask = \"unshifted\"\n"));
+        assert_eq!(r.violated(), ["cross-doc-label"], "{key}");
+        assert_eq!(serde_json::to_value(&r.contract).unwrap()[0]["from"], "metadata", "{key}");
+    }
+    // Without it, the labels fact says it; without either, the targets are unknown (noted).
+    let labels = check(&batch, &[("labels", "shifted")], &ReadOptions::default());
+    assert_eq!(labels.violated(), ["cross-doc-label"]);
+    let unknown = check(&batch, &[], &ReadOptions::default());
+    assert!(unknown.violated().is_empty());
+    assert!(
+        unknown.packs[0].notes.iter().any(|n| n.contains("the fact `loss_mask`")),
+        "{unknown:?}"
+    );
+}

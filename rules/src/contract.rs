@@ -147,6 +147,17 @@ impl LabelsFact {
 }
 
 fact_enum! {
+    /// What a `loss_mask` trains when the batch has no labels (`loss_mask`).
+    LossMaskFact, "unshifted or shifted" {
+        /// `loss_mask[t]` trains token `t` as a target; the loss rolls it.
+        Unshifted = "unshifted",
+        /// Pre-rolled: `loss_mask[t]` trains the prediction at `t`, whose target is token
+        /// `t + 1` (AReaL from `d58cca56f`).
+        Shifted = "shifted",
+    }
+}
+
+fact_enum! {
     /// What an `attention_mask` holds (`attention_mask`).
     MaskFact, "padding, sample-numbers or row-flags" {
         /// 1 on real tokens, 0 on padding (a value above 1 is still read as sample numbers).
@@ -371,6 +382,9 @@ contract! {
     block_mask: BlockMaskFact,
     /// How a CP split lays a sequence over the ranks (default `zigzag`).
     cp_layout: CpLayout,
+    /// Without labels, what a `loss_mask` trains: token `t` itself (`unshifted`) or the
+    /// prediction at `t` (`shifted`); default: the `labels` fact.
+    loss_mask: LossMaskFact,
     /// The CP size a whole batch is meant for: it must shard over that many ranks.
     cp_size: Count,
     /// The token count `T` must be a multiple of this.
@@ -437,6 +451,11 @@ impl Contract {
                     Some(true) => c.attention = c.attention.or(Some(Attention::Causal)),
                     Some(false) => c.attention = c.attention.or(Some(Attention::Bidirectional)),
                     None => return Err(bad("true or false")),
+                },
+                // Its name in the dumps written before it was a fact.
+                "loss_mask_convention" => match LossMaskFact::parse(value) {
+                    Ok(v) => c.loss_mask = c.loss_mask.or(Some(v)),
+                    Err(why) => return Err(bad(why)),
                 },
                 "mlm" => match flag(value) {
                     Some(true) => c.objective = c.objective.or(Some(Objective::Mlm)),

@@ -2,7 +2,7 @@
 //! under a loss mask, the profile's renames and the CP shard a file states.
 
 use rules::checks::IntSlice;
-use rules::contract::{Contract, LabelsFact};
+use rules::contract::{Contract, LabelsFact, LossMaskFact};
 use thd::LabelConvention;
 
 use super::Dialect;
@@ -177,7 +177,7 @@ pub(super) fn ignore_extra(labels: Option<Column>, extra: Option<i64>) -> Option
 /// being the next tokens (`torch.roll(input_ids, -1)` in `compute_packed_sft_loss`). Before
 /// AReaL `d58cca56f` the mask was per token and rolled by the loss (`unshifted`: `loss_mask[t]`
 /// trains token `t` as a target); from it on, it is pre-rolled per row (`shifted`: it trains
-/// the prediction at `t`). The file's metadata `loss_mask_convention` (or `--labels`) says
+/// the prediction at `t`). The fact `loss_mask` (metadata, profile; `labels` when stated) says
 /// which; without it the labels stay unknown.
 pub(super) fn labels_from_loss_mask(
     file: &BatchFile,
@@ -187,27 +187,15 @@ pub(super) fn labels_from_loss_mask(
     let Some(mask) = opt_mask(file, "loss_mask", "input_ids", pack.input_ids.len(), false)? else {
         return Ok(());
     };
-    let convention = match (
-        facts.labels.and_then(LabelsFact::convention),
-        file.metadata().get("loss_mask_convention"),
-    ) {
-        (Some(c), _) => c,
-        (None, Some(v)) => match v.trim() {
-            "unshifted" => LabelConvention::Unshifted,
-            "shifted" => LabelConvention::Shifted,
-            _ => {
-                return Err(Error::Value {
-                    key: "__metadata__.loss_mask_convention".into(),
-                    index: 0,
-                    value: v.clone(),
-                    expected: "unshifted or shifted",
-                });
-            }
-        },
+    // The `labels` fact says it when `loss_mask` does not.
+    let convention = match (facts.loss_mask, facts.labels.and_then(LabelsFact::convention)) {
+        (Some(LossMaskFact::Unshifted), _) => LabelConvention::Unshifted,
+        (Some(LossMaskFact::Shifted), _) => LabelConvention::Shifted,
+        (None, Some(c)) => c,
         (None, None) => {
             pack.notes.push(
-                "`loss_mask` without `labels`: state its convention (metadata \
-                 loss_mask_convention, or --labels) to check the targets"
+                "`loss_mask` without `labels`: state what it trains (the fact `loss_mask`, or \
+                 --labels) to check the targets"
                     .into(),
             );
             return Ok(());

@@ -7,8 +7,9 @@ use rules::contract::{Contract, LabelsFact};
 use thd::LabelConvention;
 
 use super::common::{
-    count, counted_tokens, derived_input_labels, first_present, masked_labels, max_doc_len,
-    missing, offsets, opt_mask, padded_count, scalar, shard_bound, token_column,
+    count, counted_tokens, derived_input_labels, first_present, labels_from_loss_mask,
+    masked_labels, max_doc_len, missing, offsets, opt_mask, padded_count, scalar, shard_bound,
+    token_column,
 };
 use super::{Dialect, Format, Input, Read};
 use crate::pack::BatchData;
@@ -220,7 +221,7 @@ pub(super) fn pack(
     let mask_key = k("attention_mask");
     let max_key = k("max_length_q");
     let (cu_key, padded_key) = names.unwrap_or((cu_key, padded_key));
-    Ok(BatchData {
+    let mut pack = BatchData {
         part: part.map(str::to_owned),
         keys: KeyNames {
             input_ids: ids_key.clone(),
@@ -265,5 +266,11 @@ pub(super) fn pack(
         boundaries_from_positions: from_positions,
         rows_are_sequences,
         ..BatchData::default()
-    })
+    };
+    // A batch without labels whose `loss_mask` says what is trained (RL trainers), read as in
+    // the TransformerEngine family.
+    if part.is_none() && pack.labels.is_none() {
+        labels_from_loss_mask(file, &mut pack, facts)?;
+    }
+    Ok(pack)
 }
