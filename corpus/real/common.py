@@ -32,7 +32,7 @@ CHECK_IDS = {
     "pad-labels", "mask", "seq-idx", "mock-marked", "label-targets", "pad-multiple", "cp-shard",
     "dpo-offsets", "dpo-concat", "error",
     # ids the tool reports that docs/batch-files.md does not list yet (rules/src/checks/batch.rs)
-    "offsets", "token-counts", "num-real-seqs", "mock-nonempty",
+    "offsets", "token-counts", "num-real-seqs", "mock-nonempty", "eos-delimited",
 }
 
 
@@ -148,6 +148,7 @@ def save_case(stack: str, case: str, batch: dict, *, repo: str, commit: str, fil
     path = (PENDING if pending else OUT) / stack / f"{case}.safetensors"
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {k: str(v) for k, v in (metadata or {}).items()}
+    place_profile(stack, path.parent, meta.get("profile", ""))
     save_file(tensors, str(path), metadata=meta or None)
     record = {
         "case": f"{stack}/{case}",
@@ -175,18 +176,36 @@ def save_case(stack: str, case: str, batch: dict, *, repo: str, commit: str, fil
 
 
 def expect_group(stack: str, group: str, *, expected, why: str, bug: str | None = None,
-                 repo: str, commit: str, file: str, function: str) -> None:
+                 repo: str, commit: str, file: str, function: str,
+                 pending: str | None = None) -> None:
     """The verdict of the CP rank files saved under `STACK/GROUP/` (each with `cp_rank` and
     `cp_size`), which `thdcheck check` reassembles and reports as `STACK/GROUP/cp-group`.
-    The rank files themselves are read alone too; their own records say what they expect."""
-    path = OUT / stack / group / "cp-group.json"
+    The rank files themselves are read alone too; their own records say what they expect.
+    `pending` (why thdcheck gets it wrong) writes the record under `pending/` instead."""
+    path = (PENDING if pending else OUT) / stack / group / "cp-group.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"case": f"{stack}/{group}/cp-group", "path": f"{stack}/{group}/cp-group",
               "repo": repo, "commit": full_sha(repo, commit), "commit_as_given": commit,
               "file": file, "function": function, "expected": expected, "why": why, "bug": bug,
+              **({"pending": pending} if pending else {}),
               "versions": versions()}
     path.write_text(json.dumps(record, indent=1) + "\n")
     RECORDS.append(record)
+
+
+def place_profile(stack: str, folder: Path, name: str) -> None:
+    """A batch's metadata `profile` may name a file only inside the batch's own folder (thdcheck
+    never reads a file elsewhere). A stack whose profile is a file (`batches/STACK/NAME.toml`,
+    the blind profiles of issue 39, kept there by generate.py) gets a byte-identical copy in any
+    other folder a case of it is saved in (a CP group's folder, `pending/STACK/`)."""
+    if not name.endswith(".toml") or "/" in name:
+        return
+    canonical = OUT / stack / name
+    if not canonical.is_file():
+        sys.exit(f"{stack}: metadata profile {name!r} names no file {canonical}")
+    target = folder / name
+    if target.resolve() != canonical.resolve():
+        target.write_bytes(canonical.read_bytes())
 
 
 def versions() -> dict:

@@ -102,8 +102,14 @@ def main(argv: list[str]) -> None:
     for stack in stacks:
         if stack not in STACKS:
             sys.exit(f"unknown stack {stack!r}; known: {', '.join(STACKS)}")
+        # A stack's profile files (batches/STACK/*.toml: the blind profiles of issue 39, named by
+        # its batches' metadata) are inputs, not output: kept across the regeneration.
+        kept = {p.name: p.read_bytes() for p in (common.OUT / stack).glob("*.toml")}
         shutil.rmtree(common.OUT / stack, ignore_errors=True)
         shutil.rmtree(common.PENDING / stack, ignore_errors=True)
+        for name, data in kept.items():
+            (common.OUT / stack).mkdir(parents=True, exist_ok=True)
+            (common.OUT / stack / name).write_bytes(data)
         module = importlib.import_module(f"stacks.{stack}")
         before = len(common.RECORDS)
         module.generate()
