@@ -266,3 +266,27 @@ fn the_loss_mask_fact_says_what_a_loss_mask_trains_and_hides_no_leak() {
         "{unknown:?}"
     );
 }
+
+/// Position ids beside a 0/1 padding mask: only real tokens restart a document. ROLL's FSDP2
+/// rows (`clip(cumsum(mask) - 1, 0)`: the last position repeated over the padding) are one
+/// sequence per row; a real token whose position restarts is still a new document (the mask
+/// hides no packing).
+#[test]
+fn a_padding_mask_says_which_positions_can_restart_a_document() {
+    let rows = |pos: &[i64], mask: &[i64]| {
+        let t = vec![
+            ints("input_ids", &[2, 7], &[5, 6, 7, 8, 9, 0, 0, 5, 6, 7, 8, 9, 4, 0]),
+            ints("attention_mask", &[2, 7], mask),
+            ints("position_ids", &[2, 7], pos),
+        ];
+        check(&t, &[], &ReadOptions::default())
+    };
+    let mask = [1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0];
+    let roll = rows(&[0, 1, 2, 3, 4, 4, 4, 0, 1, 2, 3, 4, 5, 5], &mask);
+    assert_eq!(roll.format, "padded-rows", "{}", roll.text("roll", false));
+    assert!(roll.violated().is_empty(), "{}", roll.text("roll", false));
+    assert_eq!((roll.packs[0].facts.real_segments, roll.packs[0].facts.real_tokens), (2, 11));
+    // Two documents in the first row: its positions restart on a real token.
+    let packed = rows(&[0, 1, 2, 0, 1, 1, 1, 0, 1, 2, 3, 4, 5, 5], &mask);
+    assert_eq!(packed.format, "position-restarts", "{}", packed.text("packed", false));
+}

@@ -103,8 +103,8 @@ impl Format for PositionRestarts {
 }
 
 /// Whether `position_ids` restart only where a row starts (`arange(S)` per row) beside an
-/// `attention_mask`: a padded batch of one sequence per row (BSHD), whose mask, not its
-/// positions, tells the padding. Read as packed documents, each row's padding would count as
+/// `attention_mask`, the padding's positions aside: a padded batch of one sequence per row
+/// (BSHD), whose mask, not its positions, tells the padding. Read as packed documents, each row's padding would count as
 /// real tokens of its one segment.
 ///
 /// # Errors
@@ -119,11 +119,29 @@ pub(super) fn rows_only(
         return Ok(false);
     }
     let (_, pos) = token_tensor(file, pos_key)?;
-    let cu = restarts(&pos, rows, pos.len());
     let width = pos.len() / rows;
-    Ok(width > 0
-        && cu.len() == rows + 1
-        && cu.iter().enumerate().all(|(r, &c)| c == (r * width) as i64))
+    if width == 0 || !pos.len().is_multiple_of(rows) {
+        return Ok(false);
+    }
+    // A 0/1 padding mask says which tokens are padding, whatever positions they carry (ROLL's
+    // `clip(cumsum(mask) - 1, 0)` repeats the last position over the padding, left padding
+    // holds 0s): only real tokens can restart a document. A mask of other values (sample
+    // numbers) tells nothing here.
+    let real = file.mask(mask_key).ok().map(|(_, m)| m).filter(|m| m.len() == pos.len());
+    // Across masked tokens (a hole in the mask, xtuner #567) the positions may have moved on:
+    // there a real token continues its row when its position only grows.
+    Ok(pos.chunks(width).enumerate().all(|(r, row)| {
+        let (mut last, mut gap): (Option<i64>, bool) = (None, false);
+        row.iter().enumerate().all(|(i, &p)| {
+            if real.as_ref().is_some_and(|m| !m[r * width + i]) {
+                gap = true;
+                return true;
+            }
+            let continues = last.is_none_or(|l| if gap { p > l } else { p == l.wrapping_add(1) });
+            (last, gap) = (Some(p), false);
+            continues
+        })
+    }))
 }
 
 /// Document offsets from position ids: a document starts at token 0, at every row start of a
