@@ -277,7 +277,7 @@ pub fn contiguous_pieces(group: &str, shards: &[Shard]) -> Result<GroupBatch> {
     let bad = |detail: String| Error::Shards { group: group.to_owned(), detail };
     let ranks = in_rank_order(group, shards)?;
     let cp = ranks.len();
-    if ranks[0].pack.rows > 1 && ranks[0].pack.boundaries_from_positions {
+    if ranks[0].pack.boundaries_from_positions {
         return Ok(GroupBatch::Whole(Box::new(contiguous_rows(group, &ranks)?)));
     }
     let stored = ranks[0].pack.storage().to_vec();
