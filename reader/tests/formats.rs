@@ -290,3 +290,29 @@ fn a_padding_mask_says_which_positions_can_restart_a_document() {
     let packed = rows(&[0, 1, 2, 0, 1, 1, 1, 0, 1, 2, 3, 4, 5, 5], &mask);
     assert_eq!(packed.format, "position-restarts", "{}", packed.text("packed", false));
 }
+
+/// One document per row before its pad tail (`documents = "row-pad-tail"`), the pad id also the
+/// EOS (LitGPT over a Pythia tokenizer): the first trailing pad id, trained, is the document's
+/// EOS. Padding labelled past it (a collator padding its labels with the pad id) is still
+/// padding, and `pad-labels` flags it.
+#[test]
+fn a_trained_eos_equal_to_the_pad_id_ends_its_document_and_hides_no_labelled_padding() {
+    let read = ReadOptions {
+        profile: profile(
+            "name = \"p\"\nformat = \"hf\"\ndocuments = \"row-pad-tail\"\npad_token_id = 0\n",
+        ),
+        ..ReadOptions::default()
+    };
+    let ids = [5, 6, 0, 0, 0, 7, 8, 9, 0, 0];
+    let valid = [-100, 6, 0, -100, -100, -100, 8, 9, 0, -100];
+    let r = check(&[ints("input_ids", &[2, 5], &ids), ints("labels", &[2, 5], &valid)], &[], &read);
+    assert!(r.violated().is_empty(), "{}", r.text("eos", false));
+    assert_eq!(r.packs[0].facts.real_tokens, 7, "{}", r.text("eos", false));
+    let labelled_padding = [-100, 6, 0, 0, 0, -100, 8, 9, 0, -100];
+    let r = check(
+        &[ints("input_ids", &[2, 5], &ids), ints("labels", &[2, 5], &labelled_padding)],
+        &[],
+        &read,
+    );
+    assert_eq!(r.violated(), ["pad-labels"], "{}", r.text("padded labels", false));
+}
