@@ -147,6 +147,19 @@ impl LabelsFact {
 }
 
 fact_enum! {
+    /// Whether the loss reads the label of each document's last prediction (`boundary_labels`).
+    BoundaryLabelsFact, "read or masked-by-loss" {
+        /// The loss reads every label the batch carries: a label at a document's last
+        /// prediction that is the next document's first token is a leak. The default.
+        Read = "read",
+        /// The loss masks each document's last prediction itself, from the offsets (Unsloth's
+        /// `mask_packed_sequence_boundaries` over `packed_seq_lengths`): a label there is never
+        /// read, so one that crosses into the next document is noted, not flagged.
+        MaskedByLoss = "masked-by-loss",
+    }
+}
+
+fact_enum! {
     /// What a `loss_mask` trains when the batch has no labels (`loss_mask`).
     LossMaskFact, "unshifted or shifted" {
         /// `loss_mask[t]` trains token `t` as a target; the loss rolls it.
@@ -372,6 +385,8 @@ contract! {
     trailing_repeats: TrailingRepeats,
     /// What the loss trains (default `sft`).
     objective: Objective,
+    /// Whether the loss reads the label of each document's last prediction (default `read`).
+    boundary_labels: BoundaryLabelsFact,
     /// The attention the model computes (default: neither stated, so useful work is Σ s²).
     attention: Attention,
     /// Where padding may sit as segments of its own (default `none`).

@@ -15,7 +15,7 @@ use crate::checks::rules::{
     PADDED_SLOTS, POSITION_IDS, QK_OFFSETS, ROW_SLOTS, SEQ_IDX, STATIC_SHAPE, TOKEN_COUNTS,
     first_violation,
 };
-use crate::contract::Contract;
+use crate::contract::{BoundaryLabelsFact, Contract};
 use crate::{Checked, Location, Violation};
 
 /// The names of a batch's tensors, as the user's file spells them: messages quote these.
@@ -705,7 +705,7 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
         return CROSS_DOC_LABEL
             .skipped("no input_ids: a boundary label cannot be compared with the next document");
     };
-    let (mut trained, mut by_design) = (0usize, 0usize);
+    let (mut trained, mut by_design, mut masked) = (0usize, 0usize, 0usize);
     let n = view.segments();
     // Padding is not a document, even as a segment of its own (bionemo's mock, Megatron-Bridge's
     // pack tail, whose pad id may be the EOS that a segment's last label rightly targets).
@@ -741,6 +741,10 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
             by_design += 1;
             continue;
         }
+        if view.facts.boundary_labels == Some(BoundaryLabelsFact::MaskedByLoss) {
+            masked += 1;
+            continue;
+        }
         let what = match view.label_convention {
             LabelConvention::Unshifted => "the label the segment's last prediction reads",
             LabelConvention::Shifted => "the label of the segment's last token",
@@ -762,6 +766,8 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
     }
     let mut o = CROSS_DOC_LABEL.ok(if by_design > 0 {
         "predictions of the next document's first token are the objective's (pretraining)"
+    } else if masked > 0 {
+        "the labels that cross into the next document are at predictions the loss masks itself"
     } else {
         "no prediction targets the next segment's first token"
     });
@@ -770,6 +776,14 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
             "{} a trained label at the boundary that is not the next document's token (a per-sample \
              EOS target or a separator)",
             plural(trained, "segment") + if trained == 1 { " ends with" } else { " end with" }
+        ));
+    }
+    if masked > 0 {
+        o.notes.push(format!(
+            "the last prediction of {} the next document's first token, a label the loss never \
+             reads: it masks each document's last prediction itself (boundary_labels = \
+             \"masked-by-loss\")",
+            plural(masked, "segment") + if masked == 1 { " targets" } else { " target" }
         ));
     }
     if by_design > 0 {
@@ -1121,6 +1135,41 @@ mod tests {
         });
         assert!(!o.is_violated(), "{o:?}");
         assert!(o.notes.iter().any(|n| n.contains("of 1 segment targets")), "{o:?}");
+    }
+
+    /// `boundary_labels = "masked-by-loss"` (the loss masks each document's last prediction
+    /// itself): a live label there is noted, not flagged; the same batch under the default is a
+    /// leak, and a wrong label inside a document is still `label-targets`' violation.
+    #[test]
+    fn a_loss_that_masks_the_boundaries_itself_excuses_only_the_boundary_label() {
+        let ids = [5, 6, 7, 8, 9];
+        let stream = LayoutView {
+            num_tokens: 5,
+            cu_seqlens: IntSlice::from(&[0, 3, 5]),
+            input_ids: Some(IntSlice::from(&ids)),
+            labels: Some(IntSlice::from(&ids)),
+            ..Default::default()
+        };
+        assert!(cross_doc_label(&stream).is_violated());
+        let masked = LayoutView {
+            facts: Contract {
+                boundary_labels: Some(BoundaryLabelsFact::MaskedByLoss),
+                ..Contract::default()
+            },
+            ..stream
+        };
+        let o = cross_doc_label(&masked);
+        assert!(!o.is_violated(), "{o:?}");
+        assert!(o.notes.iter().any(|n| n.contains("masked-by-loss")), "{o:?}");
+        // A label inside a document that is not the token it predicts: not a boundary, still
+        // flagged.
+        let wrong = [5, 6, 9, 8, 9];
+        let inside = LayoutView { labels: Some(IntSlice::from(&wrong)), ..masked };
+        let opts = crate::checks::BatchOptions { causal: true, ..Default::default() };
+        let report = crate::checks::check_batch(&inside, &opts);
+        let violated: Vec<&str> =
+            report.outcomes.iter().filter(|o| o.is_violated()).map(|o| o.rule).collect();
+        assert_eq!(violated, ["label-targets"], "{report:?}");
     }
 
     #[test]
