@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 
-use crate::Dialect;
-use crate::profile::Profile;
+use reader::Dialect;
+use reader::profile::Profile;
 
 /// `thdcheck metrics --help`: exit codes and the record's keys.
 pub const METRICS_AFTER_HELP: &str = "Exit codes: 0 the record was printed (and every logged value \
@@ -217,7 +217,7 @@ pub struct FuzzArgs {
     /// `packer-drops` violation, any other loss `packer-conservation`. Default: the profile's
     /// `[fuzz] drops`, else over-length.
     #[arg(long, value_enum, value_name = "KIND")]
-    pub drops: Vec<crate::profile::DropFact>,
+    pub drops: Vec<reader::profile::DropFact>,
     /// Packer: it asserts a non-empty request (every push of a session), so none is generated.
     /// Also the profile's `[fuzz] non_empty = true`.
     #[arg(long)]
@@ -334,7 +334,7 @@ impl FuzzArgs {
     /// profile's `cp_layout`, else the zigzag (as `--static-length` falls back on the profile's
     /// `[fuzz] static_length`).
     pub fn cp_split_layout(&self, profile: Option<&Profile>) -> CpSplitLayout {
-        use crate::profile::CpLayout;
+        use reader::profile::CpLayout;
         if let Some(l) = self.cp_layout {
             return l;
         }
@@ -354,7 +354,7 @@ fn parse_profile(s: &str) -> Result<Arc<Profile>, String> {
 /// `--cp-slot-align K`: the bound and the message of a profile's `[fuzz] cp_slot_align`.
 fn parse_cp_slot_align(s: &str) -> Result<u32, String> {
     let v: i128 = s.trim().parse().map_err(|e| format!("{s:?} is not a whole number: {e}"))?;
-    crate::profile::cp_slot_align(v)
+    reader::profile::cp_slot_align(v)
 }
 
 /// Label conventions, for `--labels`.
@@ -410,7 +410,7 @@ pub struct BatchOpts {
     /// olmo_core profile implies pretrain): `pretrain` trains across documents on purpose, so
     /// a label that is the next document's first token is noted, not flagged.
     #[arg(long, value_enum)]
-    pub objective: Option<crate::formats::Objective>,
+    pub objective: Option<reader::formats::Objective>,
     /// Check that each batch shards over this many context-parallel ranks (zigzag), at most
     /// 65536 (what a file may state).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
@@ -436,17 +436,17 @@ impl BatchOpts {
     /// pad id, second ignore value, profile.
     ///
     /// # Errors
-    /// [`crate::Error::Profile`] for a `pyproject.toml` whose `[tool.thdcheck]` profile does
+    /// [`reader::Error::Profile`] for a `pyproject.toml` whose `[tool.thdcheck]` profile does
     /// not parse (read only when `--profile` is not given).
-    pub fn read_options(&self) -> crate::Result<crate::ReadOptions> {
+    pub fn read_options(&self) -> reader::Result<reader::ReadOptions> {
         let default_profile = match self.profile {
             Some(_) => None,
             None => match std::env::current_dir() {
-                Ok(dir) => crate::profile::from_pyproject(&dir)?,
+                Ok(dir) => reader::profile::from_pyproject(&dir)?,
                 Err(_) => None,
             },
         };
-        Ok(crate::ReadOptions {
+        Ok(reader::ReadOptions {
             dialect: self.dialect,
             map: self.map.clone(),
             labels: self.labels.map(|l| match l {
@@ -466,12 +466,12 @@ impl BatchOpts {
     }
 
     /// The options of the batch rules: CP size, pad multiple, causal or masked LM.
-    pub fn check_options(&self) -> crate::CheckOptions {
-        crate::CheckOptions {
+    pub fn check_options(&self) -> reader::CheckOptions {
+        reader::CheckOptions {
             cp_size: self.cp_size.map(|c| c as usize),
             pad_to_multiple_of: self.pad_to_multiple_of.map(|m| m as usize),
             causal: self.causal,
-            masked_lm: self.mlm || self.objective == Some(crate::formats::Objective::Mlm),
+            masked_lm: self.mlm || self.objective == Some(reader::formats::Objective::Mlm),
         }
     }
 }

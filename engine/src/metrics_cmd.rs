@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::checks::{check_pack, with_metadata};
-use crate::formats::{ReadOptions, parse};
 use crate::loggers::Logger;
-use crate::pack::BatchData;
-use crate::shards::{GroupBatch, read_group};
-use crate::tensors::BatchFile;
 use anyhow::{Context, Result, bail};
+use reader::checks::{check_pack, with_metadata};
+use reader::formats::{ReadOptions, parse};
+use reader::pack::BatchData;
+use reader::shards::{GroupBatch, read_group};
+use reader::tensors::BatchFile;
 use rules::checks::{Factor, LoggedKind, LoggedTolerance, Number, check_logged, check_logged_text};
 use serde_json::{Map, Value, json};
 use thd::SeqLens;
@@ -321,7 +321,7 @@ pub(crate) struct StepSpec {
     /// The batches are one of this many data-parallel ranks'.
     pub dp: u64,
     /// How the batch rules read the packs.
-    pub check: crate::CheckOptions,
+    pub check: reader::CheckOptions,
 }
 
 impl StepSpec {

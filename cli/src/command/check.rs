@@ -5,17 +5,17 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::expect::{Expectations, Expected, matches};
-use crate::tensors::BatchFile;
-use crate::{CheckOptions, FileReport, ReadOptions, check_file};
 use anyhow::{Context, Result, bail};
+use reader::tensors::BatchFile;
+use reader::{CheckOptions, FileReport, ReadOptions, check_file};
 use serde_json::json;
 
-use super::cli::CheckArgs;
+use crate::args::CheckArgs;
 
 /// What happened to one file.
 struct Outcome {
     path: PathBuf,
-    result: Result<FileReport, crate::Error>,
+    result: Result<FileReport, reader::Error>,
     expected: Expected,
     expect_source: Option<PathBuf>,
 }
@@ -178,7 +178,7 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
             if !args.no_expect && args.expect.is_none() && std::fs::symlink_metadata(&e).is_ok() {
                 expectations.push(Expectations::load(&e)?);
             }
-            crate::files::walk(path, &mut files, &mut unreadable_dirs)?;
+            engine::files::walk(path, &mut files, &mut unreadable_dirs)?;
         } else if meta.is_file() {
             files.push(path.clone());
         } else {
@@ -225,7 +225,7 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         let o = Outcome {
             expected: Expected::Pass,
             expect_source: None,
-            result: Err(crate::Error::Io { path: path.clone(), source }),
+            result: Err(reader::Error::Io { path: path.clone(), source }),
             path,
         };
         printer.outcome(&o)?;
@@ -270,7 +270,7 @@ fn run_warnings(kept: &[Kept], strict: bool) -> Vec<String> {
         out.push(format!(
             "no rule applied to {} ({}): not a pass; a profile or options state what the \
              batch holds",
-            crate::words::plural(unchecked.len(), "file"),
+            reader::words::plural(unchecked.len(), "file"),
             unchecked.join(", ")
         ));
     }
@@ -280,7 +280,7 @@ fn run_warnings(kept: &[Kept], strict: bool) -> Vec<String> {
         out.push(format!(
             "no labels read in {}: the label rules were skipped (labels under a key of the \
              stack's own need `[map] KEY = \"labels\"` or `--map KEY=labels`)",
-            crate::words::plural(unlabelled, "file")
+            reader::words::plural(unlabelled, "file")
         ));
     }
     let mut read = kept.iter().filter_map(|k| k.map_missing.as_ref()).peekable();
@@ -317,14 +317,14 @@ fn cp_groups(
         .into_iter()
         .map(|((dir, size), files)| {
             let path = dir.join("cp-group");
-            let result = crate::shards::read_group(&dir, size, &files, read).and_then(|g| {
+            let result = reader::shards::read_group(&dir, size, &files, read).and_then(|g| {
                 let pack = match g.batch {
-                    crate::shards::GroupBatch::Lost { global, cp, key } => {
-                        crate::checks::lost_tokens_report(&global, cp, &key)
+                    reader::shards::GroupBatch::Lost { global, cp, key } => {
+                        reader::checks::lost_tokens_report(&global, cp, &key)
                     }
-                    crate::shards::GroupBatch::Whole(pack) => {
-                        let opts = crate::checks::with_metadata(*opts, &g.metadata)?;
-                        let mut report = crate::checks::check_pack(&pack, &opts);
+                    reader::shards::GroupBatch::Whole(pack) => {
+                        let opts = reader::checks::with_metadata(*opts, &g.metadata)?;
+                        let mut report = reader::checks::check_pack(&pack, &opts);
                         if read.picture {
                             report.picture = Some(reader::picture::PackPicture::of(&pack, &opts));
                         }

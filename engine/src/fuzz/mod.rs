@@ -9,12 +9,9 @@
 mod adapter;
 mod attention;
 mod collator;
-mod logger;
-pub use crate::args::Generation;
-pub use collator::StaticLength;
-pub use logger::{Formula, LayoutKind};
 mod cp_batch;
 mod cp_split;
+mod logger;
 mod loss;
 mod packer;
 pub mod picture;
@@ -32,9 +29,9 @@ use proptest::strategy::BoxedStrategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use serde_json::{Value, json};
 
-use crate::args::{CpSplitLayout, FuzzArgs, FuzzTarget};
-use crate::profile::StaticLengthFact;
+use crate::args::{CpSplitLayout, FuzzArgs, FuzzTarget, LayoutKind, StaticLength};
 use adapter::{Adapter, Reply};
+use reader::profile::StaticLengthFact;
 
 /// Why a case failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -411,12 +408,12 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                 applied: Applied::default(),
                 mode: args.mode.unwrap_or(crate::protocol::CollatorMode::Sft),
                 read: read.clone(),
-                opts: crate::checks::with_profile(args.batch.check_options(), profile.as_deref()),
+                opts: reader::checks::with_profile(args.batch.check_options(), profile.as_deref()),
                 rewrites: collator::Rewrites {
                     // `--mlm`, or a profile whose objective is masked LM (bionemo's ESM-2).
                     mlm: args.batch.mlm
                         || profile.as_deref().and_then(|p| p.objective)
-                            == Some(crate::profile::Objective::Mlm),
+                            == Some(reader::profile::Objective::Mlm),
                     bos: args.add_bos,
                     eos: args.add_eos,
                 },
@@ -460,7 +457,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                 .cp_slot_align
                 .or_else(|| profile.as_deref().and_then(|p| p.fuzz.cp_slot_align));
             // Both ways in check it already; a profile built in code is held to it too.
-            if let Some(Err(why)) = align.map(|k| crate::profile::cp_slot_align(k.into())) {
+            if let Some(Err(why)) = align.map(|k| reader::profile::cp_slot_align(k.into())) {
                 bail!("{why}");
             }
             match align {
@@ -492,8 +489,8 @@ fn target_name(target: FuzzTarget) -> String {
 
 /// `--drops` (or the profile's `[fuzz] drops`) as the packer target holds it; nothing stated:
 /// over-length drops only.
-fn declared_drops(stated: Option<&[crate::profile::DropFact]>) -> Result<packer::DropsDeclared> {
-    use crate::profile::DropFact;
+fn declared_drops(stated: Option<&[reader::profile::DropFact]>) -> Result<packer::DropsDeclared> {
+    use reader::profile::DropFact;
     let Some(kinds) = stated else { return Ok(packer::DropsDeclared::default()) };
     if kinds.contains(&DropFact::None) && kinds.len() > 1 {
         anyhow::bail!("--drops none says nothing is dropped: it cannot be given with other kinds");
