@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 
 use reader::Dialect;
 use reader::profile::Profile;
+use rules::checks::FuzzTarget;
 
 /// `thdcheck metrics --help`: exit codes and the record's keys.
 pub const METRICS_AFTER_HELP: &str = "Exit codes: 0 the record was printed (and every logged value \
@@ -85,32 +86,6 @@ Attention: every case is also sent with some documents' inputs perturbed (isolat
 causal, with each document's last token perturbed; --cp-size N sends every zigzag rank's shard, \
 --causal only causal requests, --dtype the dtype.\n\
 Example: thdcheck fuzz attention --dtype bf16 -- python3 adapters/python/examples/attention.py";
-
-/// What `fuzz` drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FuzzTarget {
-    /// A packer: examples with lengths in, packs of ids out.
-    Packer,
-    /// A collator: examples' tokens in, a batch (the keys a dumped file has) out.
-    Collator,
-    /// A throughput logger: a step's micro-batches (with model, CP, DP, GPUs, step time) in,
-    /// the values it would log (record names of `thdcheck metrics`) out.
-    Logger,
-    /// A CP-local loss: one global batch as every rank's shard (zigzag, or contiguous with
-    /// --cp-layout; f64 logits, labels rolled before the split), at cp 1, 2, 4 and 8, in; the
-    /// reported loss (and optionally each rank's Σ NLL and count, and the valid-token count it
-    /// logs) out.
-    Loss,
-    /// A CP splitter: a packed batch and a CP size in, every rank's input_ids, labels and
-    /// position_ids out (zigzag, or contiguous with --cp-layout; labels rolled before the
-    /// split), or a refusal.
-    CpSplit,
-    /// A packed attention: q, k, v of a packed layout (offsets, padded offsets, position ids;
-    /// with --cp-size every zigzag rank's shard) in the --dtype, causal or not, in; the output
-    /// (and optionally the log-sum-exp) out, judged against the oracle's f64 attention per
-    /// document.
-    Attention,
-}
 
 /// `fuzz attention --dtype`: the dtype of q, k, v (every value is exactly representable in it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]

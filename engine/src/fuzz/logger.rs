@@ -203,7 +203,7 @@ impl Target for LoggerTarget {
     }
 
     fn invariants(&self) -> String {
-        self.applied.text(FuzzTarget::Logged)
+        self.applied.text(FuzzTarget::Logger)
     }
 
     /// [`arb_logger_fuzz_case`] with the command's layouts, formula, pad id, micro-batches and

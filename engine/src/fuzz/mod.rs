@@ -45,10 +45,11 @@ use proptest::strategy::BoxedStrategy;
 use proptest::test_runner::TestError;
 use serde_json::Value;
 
-use crate::args::{CpSplitLayout, FuzzArgs, FuzzTarget, LayoutKind, StaticLength};
+use crate::args::{CpSplitLayout, FuzzArgs, LayoutKind, StaticLength};
 use crate::protocol::BadResponse;
 use adapter::Adapter;
 use reader::profile::StaticLengthFact;
+use rules::checks::FuzzTarget;
 use runner::Run;
 use supervisor::{Supervisor, Transport};
 
@@ -181,7 +182,7 @@ impl Applied {
     }
 
     /// The ids of `target`'s rules that applied, comma separated, in registry order.
-    pub(crate) fn text(&self, target: rules::checks::FuzzTarget) -> String {
+    pub(crate) fn text(&self, target: FuzzTarget) -> String {
         use rules::checks::Fuzz;
         let applied = self.0.borrow();
         rules::checks::rules_of(target)
