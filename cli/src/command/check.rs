@@ -12,15 +12,15 @@ use serde_json::json;
 
 use crate::args::CheckArgs;
 
-/// What happened to one file.
-struct Outcome {
+/// What happened to one file: its report or its error, and the verdict expected of it.
+struct FileOutcome {
     path: PathBuf,
     result: Result<FileReport, reader::Error>,
     expected: Expected,
     expect_source: Option<PathBuf>,
 }
 
-impl Outcome {
+impl FileOutcome {
     fn violated(&self) -> Option<Vec<&'static str>> {
         self.result.as_ref().ok().map(FileReport::violated)
     }
@@ -53,7 +53,7 @@ struct Kept {
 }
 
 impl Kept {
-    fn of(o: &Outcome) -> Self {
+    fn of(o: &FileOutcome) -> Self {
         let as_expected = o.as_expected();
         Self {
             path: o.path.clone(),
@@ -98,7 +98,7 @@ impl<W: Write> Printer<'_, W> {
         Ok(())
     }
 
-    fn outcome(&mut self, o: &Outcome) -> Result<()> {
+    fn outcome(&mut self, o: &FileOutcome) -> Result<()> {
         if let Some(h) = &mut self.html {
             crate::render::check_section(
                 h,
@@ -217,12 +217,12 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         // checked before anything else is read.
         let result = BatchFile::read(&path).and_then(|file| check_file(file, &read, &opts));
         let (expected, expect_source) = expected(&path);
-        let o = Outcome { path, result, expected, expect_source };
+        let o = FileOutcome { path, result, expected, expect_source };
         printer.outcome(&o)?;
         kept.push(Kept::of(&o));
     }
     for (path, source) in unreadable_dirs {
-        let o = Outcome {
+        let o = FileOutcome {
             expected: Expected::Pass,
             expect_source: None,
             result: Err(reader::Error::Io { path: path.clone(), source }),
@@ -304,7 +304,7 @@ fn cp_groups(
     read: &ReadOptions,
     opts: &CheckOptions,
     expectations: &[Expectations],
-) -> Vec<Outcome> {
+) -> Vec<FileOutcome> {
     use std::collections::BTreeMap;
     let mut groups: BTreeMap<(PathBuf, usize), Vec<PathBuf>> = BTreeMap::new();
     for k in kept {
@@ -343,7 +343,7 @@ fn cp_groups(
                 })
             });
             let covering = expectations.iter().find(|e| e.covers(&path));
-            Outcome {
+            FileOutcome {
                 expected: covering.map_or(Expected::Pass, |e| e.expected(&path)),
                 expect_source: covering.map(|e| e.source.clone()),
                 path,
@@ -353,7 +353,7 @@ fn cp_groups(
         .collect()
 }
 
-fn verdict_line(o: &Outcome) -> String {
+fn verdict_line(o: &FileOutcome) -> String {
     let base = match &o.result {
         Ok(r) => r.verdict(),
         Err(_) => "UNREADABLE".to_owned(),
@@ -365,7 +365,7 @@ fn verdict_line(o: &Outcome) -> String {
     }
 }
 
-fn print_text(out: &mut impl Write, o: &Outcome, args: &CheckArgs) -> Result<()> {
+fn print_text(out: &mut impl Write, o: &FileOutcome, args: &CheckArgs) -> Result<()> {
     match &o.result {
         Ok(r) => {
             if args.quiet {
@@ -429,7 +429,7 @@ fn print_summary(out: &mut impl Write, kept: &[Kept], exp: &[Expectations]) -> R
     Ok(())
 }
 
-fn file_json(o: &Outcome) -> serde_json::Value {
+fn file_json(o: &FileOutcome) -> serde_json::Value {
     let mut v = json!({
         "path": o.path.display().to_string(),
         "expected": o.expected.to_string(),
