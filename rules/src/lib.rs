@@ -22,5 +22,6 @@
 
 pub mod checks;
 mod violation;
+pub mod words;
 
 pub use violation::{Checked, Invariant, Location, Verdict, Violation};

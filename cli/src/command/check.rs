@@ -270,7 +270,7 @@ fn run_warnings(kept: &[Kept], strict: bool) -> Vec<String> {
         out.push(format!(
             "no rule applied to {} ({}): not a pass; a profile or options state what the \
              batch holds",
-            reader::words::plural(unchecked.len(), "file"),
+            rules::words::plural(unchecked.len(), "file"),
             unchecked.join(", ")
         ));
     }
@@ -280,7 +280,7 @@ fn run_warnings(kept: &[Kept], strict: bool) -> Vec<String> {
         out.push(format!(
             "no labels read in {}: the label rules were skipped (labels under a key of the \
              stack's own need `[map] KEY = \"labels\"` or `--map KEY=labels`)",
-            reader::words::plural(unlabelled, "file")
+            rules::words::plural(unlabelled, "file")
         ));
     }
     let mut read = kept.iter().filter_map(|k| k.map_missing.as_ref()).peekable();

@@ -8,8 +8,8 @@ use super::{Dialect, ReadOptions};
 use crate::pack::{BatchData, validate_offsets};
 use crate::profile::Profile;
 use crate::tensors::{BatchFile, Column, Ints};
-use crate::words::plural;
 use crate::{Error, Result};
+use rules::words::plural;
 
 /// The largest CP size a file may state (no real job comes near it; it bounds allocations).
 pub const MAX_CP: i64 = 1 << 16;

@@ -8,7 +8,7 @@ use super::hf::{self, Boundaries};
 use super::{Format, Input, Read};
 use crate::Result;
 use crate::profile::{Dialect, DocumentsFact};
-use crate::words::plural;
+use rules::words::plural;
 
 /// One document per row before its trailing pad ids.
 pub struct PadTail;
