@@ -387,8 +387,16 @@ pub struct BatchOpts {
     #[arg(long, value_enum)]
     pub objective: Option<reader::formats::Objective>,
     /// Check that each batch shards over this many context-parallel ranks (zigzag), at most
-    /// 65536 (what a file may state).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    /// [`rules::MAX_CP_SIZE`] (what a file may state).
+    #[arg(
+        long,
+        help = concat!(
+            "Check that each batch shards over this many context-parallel ranks (zigzag), at most ",
+            rules::max_cp_size!(),
+            " (what a file may state)"
+        ),
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(rules::MAX_CP_SIZE))
+    )]
     pub cp_size: Option<u32>,
     /// Check that the token count is a multiple of this (the collator's pad_to_multiple_of).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]

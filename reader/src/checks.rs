@@ -31,12 +31,12 @@ pub fn with_metadata(
         match meta.get(key) {
             None => Ok(None),
             Some(v) => match v.trim().parse::<usize>() {
-                Ok(n) if n > 0 && n <= 1 << 16 => Ok(Some(n)),
+                Ok(n) if n > 0 && n <= rules::MAX_CP_SIZE as usize => Ok(Some(n)),
                 _ => Err(crate::Error::Value {
                     key: format!("__metadata__.{key}"),
                     index: 0,
                     value: v.clone(),
-                    expected: "an integer in 1..=65536",
+                    expected: concat!("an integer in 1..=", rules::max_cp_size!()),
                 }),
             },
         }

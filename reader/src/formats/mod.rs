@@ -42,7 +42,6 @@ use std::sync::Arc;
 use rules::checks::DpoConcat;
 use thd::LabelConvention;
 
-pub use common::MAX_CP;
 pub use position_restarts::restarts;
 
 use crate::pack::BatchData;
