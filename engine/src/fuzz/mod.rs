@@ -503,7 +503,12 @@ fn drive<T: Target>(
             let minimized = minimize::minimize(&mut run, shrunk, given.is_some());
             let replayed = replay::replay(&mut run, &minimized.case);
             let runs = run.adapter.executed;
-            let (scan_runs, budget_left) = runner::scan_budget(&run, &replayed, given.is_some());
+            let (scan_runs, budget_left) = runner::scan_budget(
+                &run,
+                &replayed.failure,
+                replayed.shrunk_as.as_ref(),
+                given.is_some(),
+            );
             let also = if scan_runs > 0 {
                 runner::scan(&mut run, &config, scan_runs, &replayed.failure.signature())
             } else {

@@ -14,7 +14,6 @@ use proptest::test_runner::{
 use serde_json::Value;
 
 use super::ignore::IgnoreFilter;
-use super::replay::Replayed;
 use super::supervisor::Supervisor;
 use super::{Failure, Signature, Target, two_answers};
 use crate::args::FuzzArgs;
@@ -228,15 +227,16 @@ pub(super) fn search<T: Target>(
     result
 }
 
-/// How many runs the scan gets, and what the shrink budget leaves for it: `(scan runs, budget
-/// left)`. The scan is part of the shrink budget (`--max-shrink-runs` counts every run after the
+/// How many runs the scan gets after `failure` (shrunk as `shrunk_as` when the replay failed
+/// otherwise), and what the shrink budget leaves for it: `(scan runs, budget left)`. The scan is part of the shrink budget (`--max-shrink-runs` counts every run after the
 /// first failure), and is skipped for `--first-failure`, for the case of `--request` (`given`),
 /// and after a failure that says nothing about the rules: a crash (every run restarts the
 /// adapter), a hang (a timeout each), an answer too long or not JSON (every answer likely is),
 /// an answer written twice (every later answer is out of step).
 pub(super) fn scan_budget<T: Target>(
     run: &Run<'_, '_, T>,
-    replayed: &Replayed,
+    failure: &Failure,
+    shrunk_as: Option<&Failure>,
     given: bool,
 ) -> (u64, u64) {
     let args = run.args;
@@ -245,13 +245,12 @@ pub(super) fn scan_budget<T: Target>(
         .min(u64::from(args.cases.min(256)))
         .min(u64::from(args.also_failing));
     let blind = ["crash", "hang", "too-long", "not-json"];
-    let failure = &replayed.failure;
     let skipped = args.first_failure
         || given
         || run.hung
         || blind.contains(&failure.kind)
         || two_answers(failure)
-        || replayed.shrunk_as.as_ref().is_some_and(|g| blind.contains(&g.kind));
+        || shrunk_as.is_some_and(|g| blind.contains(&g.kind));
     (if skipped { 0 } else { budget_left }, budget_left)
 }
 
