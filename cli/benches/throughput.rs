@@ -12,10 +12,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use thdcheck::checks::check_pack;
-use thdcheck::formats::{ReadOptions, parse};
-use thdcheck::tensors::{BatchFile, write_ints};
-use thdcheck::{CheckOptions, check_bytes};
+use reader::checks::check_pack;
+use reader::formats::{ReadOptions, parse};
+use reader::tensors::{BatchFile, write_ints};
+use reader::{CheckOptions, check_bytes};
 
 const TOKENS: usize = 1 << 20;
 
@@ -77,7 +77,7 @@ fn main() {
     let pack = &parsed.packs[0];
     let opts = CheckOptions::default();
     let report = check_pack(pack, &opts);
-    assert!(report.checks.iter().all(|c| c.status != thdcheck::checks::Status::Violated));
+    assert!(report.checks.iter().all(|c| c.status != reader::checks::Status::Violated));
     println!(
         "batch: {} tokens, {} segments, {:.1} MiB safetensors",
         pack.tokens(),

@@ -1,12 +1,10 @@
-//! Command-line arguments of the subcommands (clap derive). The options of `fuzz`, `metrics` and
-//! of reading a batch are the engine's ([`engine::args`], shared with the Python package);
-//! `check`'s own are here.
+//! `check`'s command-line arguments (clap derive). The options of `fuzz`, `metrics` and of
+//! reading a batch are the engine's ([`engine::args`], shared with the Python package).
 
 use std::path::PathBuf;
 
 use clap::Args;
-
-pub use engine::args::*;
+use engine::args::BatchOpts;
 
 /// `thdcheck check --help`: exit codes.
 pub const CHECK_AFTER_HELP: &str = "Exit codes: 0 every file got its expected verdict (pass unless \

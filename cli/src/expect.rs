@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::{Error, Result};
+use reader::{Error, Result};
 
 /// The conventional file name, found at the root of a directory argument.
 pub const FILE_NAME: &str = "expected.toml";

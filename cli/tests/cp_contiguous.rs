@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use thdcheck::tensors::write_ints;
+use reader::tensors::write_ints;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -256,7 +256,7 @@ fn slime_allgather_rank_files_pass_as_contiguous() {
     let copy = tempfile::tempdir().unwrap();
     for r in 0..2 {
         let file =
-            thdcheck::tensors::BatchFile::read(&repo().join(format!("{dir}/rank{r}.safetensors")))
+            reader::tensors::BatchFile::read(&repo().join(format!("{dir}/rank{r}.safetensors")))
                 .unwrap();
         let tensors: Vec<(String, Vec<usize>, Vec<i64>)> = file
             .keys()

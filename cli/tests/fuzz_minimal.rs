@@ -458,12 +458,12 @@ fn a_request_is_judged_as_given() {
 /// requests are the packer's own calls. Each shrinks to a 1-minimal request, and the one-shot
 /// ones are judged again one reduction at a time, through `--request`, in this process too.
 mod zoo {
+    use engine::args::FuzzArgs;
     use properties::zoo::{
         DropsCarryAtEpochEnd, DropsOverflow, KeepsOverLongExample, StarvedBestFit, UnseededShuffle,
     };
     use serde_json::{Value, json};
     use thd::pack::{Example, Pack, Packer};
-    use thdcheck::args::FuzzArgs;
 
     use super::single_reductions;
 
@@ -543,7 +543,7 @@ mod zoo {
     fn fuzz(argv: &[&str], make: Make) -> Value {
         let mut out = Vec::new();
         let mut answer = adapter(make);
-        thdcheck::fuzz::run_in_process(&parse(argv), &mut answer, &mut out).expect("the run");
+        engine::fuzz::run_in_process(&parse(argv), &mut answer, &mut out).expect("the run");
         serde_json::from_slice(&out).expect("a JSON report")
     }
 

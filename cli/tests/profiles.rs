@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use thdcheck::profile::Profile;
-use thdcheck::tensors::BatchFile;
-use thdcheck::{CheckOptions, ReadOptions, check_file};
+use reader::profile::Profile;
+use reader::tensors::BatchFile;
+use reader::{CheckOptions, ReadOptions, check_file};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -33,7 +33,7 @@ fn text(o: &Output) -> String {
 fn corpus_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut bad = Vec::new();
-    thdcheck::files::walk(&repo().join("corpus/real/batches"), &mut files, &mut bad).unwrap();
+    engine::files::walk(&repo().join("corpus/real/batches"), &mut files, &mut bad).unwrap();
     assert!(bad.is_empty() && files.len() > 90, "{} files, {bad:?}", files.len());
     files
 }
@@ -359,7 +359,7 @@ fn padded_slot_offsets_take_their_real_lengths_from_the_mask() {
         keys.iter().map(|(k, s, v)| (k.as_str(), s.clone(), v.clone())).collect();
     let bad = tmp.path().join("hole.safetensors");
     let meta = [("profile", "skyrl"), ("causal", "true")];
-    std::fs::write(&bad, thdcheck::tensors::write_ints(&refs, &meta).unwrap()).unwrap();
+    std::fs::write(&bad, reader::tensors::write_ints(&refs, &meta).unwrap()).unwrap();
     let o = thdcheck_in(&repo(), ["check", bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("VIOLATED mask"), "{}", text(&o));
@@ -368,7 +368,7 @@ fn padded_slot_offsets_take_their_real_lengths_from_the_mask() {
     let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
         refs.into_iter().filter(|(k, _, _)| *k != "mtp_packed_mask").collect();
     let maskless = tmp.path().join("maskless.safetensors");
-    std::fs::write(&maskless, thdcheck::tensors::write_ints(&refs, &meta).unwrap()).unwrap();
+    std::fs::write(&maskless, reader::tensors::write_ints(&refs, &meta).unwrap()).unwrap();
     let o = thdcheck_in(&repo(), ["check", maskless.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("attention_mask"), "{}", text(&o));
@@ -409,7 +409,7 @@ fn rewrite_with_metadata(path: &Path, to: &Path, meta: &[(&str, &str)]) {
         .collect();
     let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
         ints.iter().map(|(k, s, v)| (k.as_str(), s.clone(), v.clone())).collect();
-    std::fs::write(to, thdcheck::tensors::write_ints(&refs, meta).unwrap()).unwrap();
+    std::fs::write(to, reader::tensors::write_ints(&refs, meta).unwrap()).unwrap();
 }
 
 /// Runs thdcheck in `dir`, killed after a minute: a profile path must never make it wait on a
@@ -495,7 +495,7 @@ fn a_profile_larger_than_the_bound_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big.toml");
     let mut body = String::from("name = \"big\"\n");
-    while (body.len() as u64) <= thdcheck::profile::MAX_PROFILE_BYTES {
+    while (body.len() as u64) <= reader::profile::MAX_PROFILE_BYTES {
         body.push_str("# a comment line of padding, as a generated file might carry\n");
     }
     std::fs::write(&big, body).unwrap();
@@ -562,7 +562,7 @@ fn a_batchs_metadata_names_a_profile_only_in_its_own_folder_and_never_echoes_it(
 fn an_extends_chain_tells_a_cycle_from_its_depth() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let n = thdcheck::profile::MAX_EXTENDS_DEPTH;
+    let n = reader::profile::MAX_EXTENDS_DEPTH;
     for i in 0..n {
         let parent = if i + 1 < n { format!("p{}.toml", i + 1) } else { "transformers".into() };
         std::fs::write(

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 
-use crate::Dialect;
-use crate::profile::Profile;
+use reader::Dialect;
+use reader::profile::Profile;
+use rules::checks::FuzzTarget;
 
 /// `thdcheck metrics --help`: exit codes and the record's keys.
 pub const METRICS_AFTER_HELP: &str = "Exit codes: 0 the record was printed (and every logged value \
@@ -85,32 +86,6 @@ Attention: every case is also sent with some documents' inputs perturbed (isolat
 causal, with each document's last token perturbed; --cp-size N sends every zigzag rank's shard, \
 --causal only causal requests, --dtype the dtype.\n\
 Example: thdcheck fuzz attention --dtype bf16 -- python3 adapters/python/examples/attention.py";
-
-/// What `fuzz` drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FuzzTarget {
-    /// A packer: examples with lengths in, packs of ids out.
-    Packer,
-    /// A collator: examples' tokens in, a batch (the keys a dumped file has) out.
-    Collator,
-    /// A throughput logger: a step's micro-batches (with model, CP, DP, GPUs, step time) in,
-    /// the values it would log (record names of `thdcheck metrics`) out.
-    Logger,
-    /// A CP-local loss: one global batch as every rank's shard (zigzag, or contiguous with
-    /// --cp-layout; f64 logits, labels rolled before the split), at cp 1, 2, 4 and 8, in; the
-    /// reported loss (and optionally each rank's Σ NLL and count, and the valid-token count it
-    /// logs) out.
-    Loss,
-    /// A CP splitter: a packed batch and a CP size in, every rank's input_ids, labels and
-    /// position_ids out (zigzag, or contiguous with --cp-layout; labels rolled before the
-    /// split), or a refusal.
-    CpSplit,
-    /// A packed attention: q, k, v of a packed layout (offsets, padded offsets, position ids;
-    /// with --cp-size every zigzag rank's shard) in the --dtype, causal or not, in; the output
-    /// (and optionally the log-sum-exp) out, judged against the oracle's f64 attention per
-    /// document.
-    Attention,
-}
 
 /// `fuzz attention --dtype`: the dtype of q, k, v (every value is exactly representable in it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
@@ -217,7 +192,7 @@ pub struct FuzzArgs {
     /// `packer-drops` violation, any other loss `packer-conservation`. Default: the profile's
     /// `[fuzz] drops`, else over-length.
     #[arg(long, value_enum, value_name = "KIND")]
-    pub drops: Vec<crate::profile::DropFact>,
+    pub drops: Vec<reader::profile::DropFact>,
     /// Packer: it asserts a non-empty request (every push of a session), so none is generated.
     /// Also the profile's `[fuzz] non_empty = true`.
     #[arg(long)]
@@ -334,7 +309,7 @@ impl FuzzArgs {
     /// profile's `cp_layout`, else the zigzag (as `--static-length` falls back on the profile's
     /// `[fuzz] static_length`).
     pub fn cp_split_layout(&self, profile: Option<&Profile>) -> CpSplitLayout {
-        use crate::profile::CpLayout;
+        use reader::profile::CpLayout;
         if let Some(l) = self.cp_layout {
             return l;
         }
@@ -354,7 +329,7 @@ fn parse_profile(s: &str) -> Result<Arc<Profile>, String> {
 /// `--cp-slot-align K`: the bound and the message of a profile's `[fuzz] cp_slot_align`.
 fn parse_cp_slot_align(s: &str) -> Result<u32, String> {
     let v: i128 = s.trim().parse().map_err(|e| format!("{s:?} is not a whole number: {e}"))?;
-    crate::profile::cp_slot_align(v)
+    reader::profile::cp_slot_align(v)
 }
 
 /// How a batch is read and checked: shared by `check` (dumped files) and `fuzz collator`
@@ -369,7 +344,7 @@ pub struct BatchOpts {
     pub map: Vec<(String, String)>,
     /// Label convention, if not the dialect's (hf, dpo: unshifted; te: shifted).
     #[arg(long, value_enum)]
-    pub labels: Option<crate::profile::LabelsFact>,
+    pub labels: Option<reader::profile::LabelsFact>,
     /// Empty-slot sentinel of seq_lens and trailing cu_seqlens entries (default -1000, or the
     /// profile's).
     #[arg(long, allow_hyphen_values = true)]
@@ -401,10 +376,18 @@ pub struct BatchOpts {
     /// olmo_core profile implies pretrain): `pretrain` trains across documents on purpose, so
     /// a label that is the next document's first token is noted, not flagged.
     #[arg(long, value_enum)]
-    pub objective: Option<crate::formats::Objective>,
+    pub objective: Option<reader::formats::Objective>,
     /// Check that each batch shards over this many context-parallel ranks (zigzag), at most
-    /// 65536 (what a file may state).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    /// [`rules::MAX_CP_SIZE`] (what a file may state).
+    #[arg(
+        long,
+        help = concat!(
+            "Check that each batch shards over this many context-parallel ranks (zigzag), at most ",
+            rules::max_cp_size!(),
+            " (what a file may state)"
+        ),
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(rules::MAX_CP_SIZE))
+    )]
     pub cp_size: Option<u32>,
     /// Check that the token count is a multiple of this (the collator's pad_to_multiple_of).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
@@ -427,20 +410,20 @@ impl BatchOpts {
     /// pad id, second ignore value, profile.
     ///
     /// # Errors
-    /// [`crate::Error::Profile`] for a `pyproject.toml` whose `[tool.thdcheck]` profile does
+    /// [`reader::Error::Profile`] for a `pyproject.toml` whose `[tool.thdcheck]` profile does
     /// not parse (read only when `--profile` is not given).
-    pub fn read_options(&self) -> crate::Result<crate::ReadOptions> {
+    pub fn read_options(&self) -> reader::Result<reader::ReadOptions> {
         let default_profile = match self.profile {
             Some(_) => None,
             None => match std::env::current_dir() {
-                Ok(dir) => crate::profile::from_pyproject(&dir)?,
+                Ok(dir) => reader::profile::from_pyproject(&dir)?,
                 Err(_) => None,
             },
         };
-        Ok(crate::ReadOptions {
+        Ok(reader::ReadOptions {
             dialect: self.dialect,
             map: self.map.clone(),
-            stated: crate::profile::Contract {
+            stated: reader::profile::Contract {
                 labels: self.labels,
                 sentinel: self.sentinel,
                 position_base: self.position_base,
@@ -457,12 +440,12 @@ impl BatchOpts {
     }
 
     /// The options of the batch rules: CP size, pad multiple, causal or masked LM.
-    pub fn check_options(&self) -> crate::CheckOptions {
-        crate::CheckOptions {
+    pub fn check_options(&self) -> reader::CheckOptions {
+        reader::CheckOptions {
             cp_size: self.cp_size.map(|c| c as usize),
             pad_to_multiple_of: self.pad_to_multiple_of.map(|m| m as usize),
             causal: self.causal,
-            masked_lm: self.mlm || self.objective == Some(crate::formats::Objective::Mlm),
+            masked_lm: self.mlm || self.objective == Some(reader::formats::Objective::Mlm),
         }
     }
 }

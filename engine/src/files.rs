@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use crate::{Error, Result};
+use reader::{Error, Result};
 
 /// Every regular `*.safetensors` file under `dir`, sorted, recursively. A directory reached
 /// twice (a symlink to itself or to an ancestor, two links to one place) is walked once, and

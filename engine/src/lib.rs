@@ -9,8 +9,8 @@
 //! args ──▶ metrics_cmd::run / record_json ──▶ golden's record of a recipe, beside what a logger logged
 //! ```
 //!
-//! Batches are read by the `reader` crate and judged by the rules of `properties`; nothing here
-//! decides a verdict of its own.
+//! Batches are read by the `reader` crate and judged by the `rules` crate (each crate named
+//! where it is used: no re-exports); nothing here decides a verdict of its own.
 
 pub mod args;
 pub mod files;
@@ -18,9 +18,3 @@ pub mod fuzz;
 pub mod loggers;
 pub mod metrics_cmd;
 pub mod protocol;
-
-// The reader's modules under the names the engine's code uses.
-pub(crate) use reader::{
-    CheckOptions, Dialect, Error, FileReport, ReadOptions, Result, checks, formats, pack, profile,
-    shards, tensors,
-};

@@ -7,13 +7,7 @@
 
 use anyhow::{Result, bail};
 
-use crate::profile::{LoggerFacts, Profile};
-
-/// What kind of number a key holds (picks the rule of `rules::checks::check_logged`).
-pub use rules::checks::LoggedKind;
-
-/// One key a logger writes: its record key (or why it is not recomputed) and its kind.
-pub use crate::profile::LoggedKey;
+use reader::profile::{LoggedKey, LoggerFacts, Profile};
 
 /// A training logger whose keys are known: a `[loggers.NAME]` table of a profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +29,8 @@ impl Logger {
     ///
     /// # Example
     /// ```
-    /// use engine::loggers::{Logger, LoggedKind};
+    /// use engine::loggers::Logger;
+    /// use rules::checks::LoggedKind;
     /// let l = Logger::resolve("bionemo", None)?;
     /// let k = l.find("train/mfu_pct").unwrap();
     /// assert_eq!(k.record.as_deref(), Ok("batch.mfu_pct.useful"));

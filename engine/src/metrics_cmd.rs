@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::checks::{check_options, check_pack, option_facts};
-use crate::formats::{ReadOptions, parse};
 use crate::loggers::Logger;
-use crate::pack::BatchData;
-use crate::shards::{GroupBatch, read_group};
-use crate::tensors::BatchFile;
 use anyhow::{Context, Result, bail};
+use reader::checks::{check_options, check_pack, option_facts};
+use reader::formats::{ReadOptions, parse};
+use reader::pack::BatchData;
+use reader::shards::{GroupBatch, read_group};
+use reader::tensors::BatchFile;
 use rules::checks::{Factor, LoggedKind, LoggedTolerance, Number, check_logged, check_logged_text};
 use serde_json::{Map, Value, json};
 use thd::SeqLens;
@@ -314,7 +314,7 @@ pub(crate) struct StepSpec {
     /// The batches are one of this many data-parallel ranks'.
     pub dp: u64,
     /// How the batch rules read the packs.
-    pub check: crate::CheckOptions,
+    pub check: reader::CheckOptions,
 }
 
 impl StepSpec {
@@ -553,9 +553,10 @@ fn big(x: u128) -> Value {
     u64::try_from(x).map_or_else(|_| json!(x as f64), Value::from)
 }
 
-/// How one logged value came out.
+/// How one logged value (`--expect`) came out against the recomputed record: its `status` in
+/// the JSON report.
 #[derive(Debug, Clone, PartialEq)]
-enum Status {
+enum LoggedStatus {
     Ok,
     Mismatch(Box<rules::Violation>),
     /// The logger writes it, but it cannot be recomputed from batches: why.
@@ -566,9 +567,9 @@ enum Status {
     NoValue,
 }
 
-impl Status {
+impl LoggedStatus {
     fn compared(&self) -> bool {
-        matches!(self, Status::Ok | Status::Mismatch(_))
+        matches!(self, LoggedStatus::Ok | LoggedStatus::Mismatch(_))
     }
 }
 
@@ -579,12 +580,12 @@ struct Compared {
     record: Option<String>,
     logged: Value,
     expected: Option<Value>,
-    status: Status,
+    status: LoggedStatus,
 }
 
 impl Compared {
     fn is_mismatch(&self) -> bool {
-        matches!(self.status, Status::Mismatch(_))
+        matches!(self.status, LoggedStatus::Mismatch(_))
     }
 
     fn line(&self) -> String {
@@ -594,26 +595,26 @@ impl Compared {
         };
         let key = format!("{}{via}", self.key);
         match &self.status {
-            Status::Ok => format!(
+            LoggedStatus::Ok => format!(
                 "  ok       {key:<52} logged {:<24} expected {}",
                 self.logged.to_string(),
                 self.expected.clone().unwrap_or_default()
             ),
-            Status::Mismatch(v) => format!(
+            LoggedStatus::Mismatch(v) => format!(
                 "  MISMATCH {key:<52} logged {:<24} expected {}\n           {}: {}",
                 self.logged.to_string(),
                 self.expected.clone().unwrap_or_default(),
                 v.id,
                 v.note.as_deref().unwrap_or(&v.rule)
             ),
-            Status::NotRecomputed(why) => {
+            LoggedStatus::NotRecomputed(why) => {
                 format!("  n/a      {key:<52} logged {:<24} not recomputed: {why}", self.logged)
             }
-            Status::NoValue => format!(
+            LoggedStatus::NoValue => format!(
                 "  n/a      {key:<52} logged {:<24} not recomputed: no value for these batches",
                 self.logged
             ),
-            Status::Unknown => format!(
+            LoggedStatus::Unknown => format!(
                 "  unknown  {key:<52} logged {:<24} not a key thdcheck knows: ignored",
                 self.logged
             ),
@@ -622,15 +623,17 @@ impl Compared {
 
     fn to_json(&self) -> Value {
         let (status, detail) = match &self.status {
-            Status::Ok => ("ok", Value::Null),
-            Status::Mismatch(v) => ("mismatch", serde_json::to_value(v).unwrap_or(Value::Null)),
-            Status::NotRecomputed(why) => ("not-recomputed", json!(why)),
-            Status::NoValue => ("not-recomputed", json!("no value for these batches")),
-            Status::Unknown => ("unknown", Value::Null),
+            LoggedStatus::Ok => ("ok", Value::Null),
+            LoggedStatus::Mismatch(v) => {
+                ("mismatch", serde_json::to_value(v).unwrap_or(Value::Null))
+            }
+            LoggedStatus::NotRecomputed(why) => ("not-recomputed", json!(why)),
+            LoggedStatus::NoValue => ("not-recomputed", json!("no value for these batches")),
+            LoggedStatus::Unknown => ("unknown", Value::Null),
         };
         json!({
             "key": self.key, "record": self.record, "logged": self.logged,
-            "expected": self.expected, "ok": matches!(self.status, Status::Ok),
+            "expected": self.expected, "ok": matches!(self.status, LoggedStatus::Ok),
             "status": status, "detail": detail,
         })
     }
@@ -682,7 +685,7 @@ fn compare_file(
                         record: None,
                         logged: value,
                         expected: None,
-                        status: Status::NotRecomputed(why.clone()),
+                        status: LoggedStatus::NotRecomputed(why.clone()),
                     });
                     continue;
                 }
@@ -693,7 +696,7 @@ fn compare_file(
                     record: None,
                     logged: value,
                     expected: None,
-                    status: Status::Unknown,
+                    status: LoggedStatus::Unknown,
                 });
                 continue;
             }
@@ -702,25 +705,25 @@ fn compare_file(
                 (key.clone(), kind)
             }
         };
-        let status_for = |e: &Value| -> Status {
+        let status_for = |e: &Value| -> LoggedStatus {
             match (number(&value), number(e)) {
                 (Some(l), Some(x)) => match check_logged(&key, kind, l, x, tol, factors) {
-                    Ok(()) => Status::Ok,
-                    Err(v) => Status::Mismatch(Box::new(v)),
+                    Ok(()) => LoggedStatus::Ok,
+                    Err(v) => LoggedStatus::Mismatch(Box::new(v)),
                 },
                 _ => match check_logged_text(&key, kind, &value.to_string(), &e.to_string()) {
-                    Ok(()) => Status::Ok,
-                    Err(v) => Status::Mismatch(Box::new(v)),
+                    Ok(()) => LoggedStatus::Ok,
+                    Err(v) => LoggedStatus::Mismatch(Box::new(v)),
                 },
             }
         };
         let (expected, status) = match expected.get(&record_key) {
             None if logger.is_none() => match expected_why(doc, &record_key) {
-                Some(why) => (None, Status::NotRecomputed(why)),
-                None => (None, Status::Unknown),
+                Some(why) => (None, LoggedStatus::NotRecomputed(why)),
+                None => (None, LoggedStatus::Unknown),
             },
-            None => (None, Status::NoValue),
-            Some(Value::Null) => (None, Status::NoValue),
+            None => (None, LoggedStatus::NoValue),
+            Some(Value::Null) => (None, LoggedStatus::NoValue),
             Some(e) => (Some(e.clone()), status_for(e)),
         };
         out.push(Compared { key, record: Some(record_key), logged: value, expected, status });

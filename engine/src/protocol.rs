@@ -21,8 +21,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::tensors::write_raw;
-use crate::{Error, Result};
+use reader::tensors::write_raw;
+use reader::{Error, Result};
 
 /// The protocol version every request and response carries under the key `thdcheck`.
 pub const VERSION: u64 = 1;

@@ -1,5 +1,5 @@
 //! The batch reader on arbitrary bytes: parse, detect the dialect, build the packs and run every
-//! check. Any panic is a bug: malformed input must come back as a `thdcheck::Error` (exit 2).
+//! check. Any panic is a bug: malformed input must come back as a `reader::Error` (exit 2).
 //!
 //! The first byte picks the options, so the fuzzer also explores forced dialects, label
 //! conventions and the CP / padding checks.
@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use thdcheck::{CheckOptions, Dialect, ReadOptions, check_bytes};
+use reader::{CheckOptions, Dialect, ReadOptions, check_bytes};
 
 fuzz_target!(|data: &[u8]| {
     let (opts, bytes) = match data.split_first() {
@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-fn serde_json_len(report: &thdcheck::FileReport) -> usize {
+fn serde_json_len(report: &reader::FileReport) -> usize {
     let mut s = String::new();
     report.render(&mut s, true);
     s.len()

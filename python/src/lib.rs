@@ -188,8 +188,11 @@ fn check(
 ) -> PyResult<(String, String, Vec<String>, Picture)> {
     let shared = shared_tensors(tensors)?;
     for (what, v) in [("cp_size", cp_size), ("pad_to_multiple_of", pad_to_multiple_of)] {
-        if v.is_some_and(|n| n == 0 || n > 1 << 16) {
-            return Err(PyValueError::new_err(format!("{what}={v:?}: expected 1..=65536")));
+        if v.is_some_and(|n| n == 0 || n > rules::MAX_CP_SIZE as usize) {
+            return Err(PyValueError::new_err(format!(
+                "{what}={v:?}: expected 1..={}",
+                rules::MAX_CP_SIZE
+            )));
         }
     }
     let (profile, default_profile) = profiles(profile, profile_json)?;

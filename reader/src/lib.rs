@@ -44,7 +44,6 @@ pub mod profile;
 pub mod report;
 pub mod shards;
 pub mod tensors;
-pub mod words;
 
 pub use checks::CheckOptions;
 pub use error::{Error, Result};

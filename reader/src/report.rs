@@ -9,7 +9,7 @@ use rules::checks::Outcome;
 use crate::checks::{CheckOptions, PackReport, Status, check_pack, dpo_outcomes};
 use crate::facts::FactInForce;
 use crate::formats::{Dialect, Parsed};
-use crate::words::plural;
+use rules::words::plural;
 
 /// Everything checked in one file.
 #[derive(Debug, Clone, Serialize)]

@@ -23,8 +23,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The most CP ranks a batch may state (`cp_size`), and the largest `pad_to_multiple_of`.
-pub const MAX_CP_SIZE: usize = 1 << 16;
+use crate::MAX_CP_SIZE;
 
 /// A value a fact can hold: read from a string (metadata, a Python keyword) and shown.
 pub trait FactValue: Sized + Copy {
@@ -57,7 +56,7 @@ pub struct Count(usize);
 impl Count {
     /// The count, if it is from 1 to [`MAX_CP_SIZE`].
     pub fn new(n: usize) -> Option<Self> {
-        (1..=MAX_CP_SIZE).contains(&n).then_some(Self(n))
+        (1..=MAX_CP_SIZE as usize).contains(&n).then_some(Self(n))
     }
 
     /// The count.
@@ -80,7 +79,7 @@ impl From<Count> for i64 {
 }
 
 impl FactValue for Count {
-    const EXPECTED: &'static str = "an integer in 1..=65536";
+    const EXPECTED: &'static str = concat!("an integer in 1..=", crate::max_cp_size!());
     fn parse(s: &str) -> Result<Self, &'static str> {
         s.trim().parse::<usize>().ok().and_then(Self::new).ok_or(Self::EXPECTED)
     }
@@ -477,10 +476,11 @@ impl Contract {
                     Some(false) => {}
                     None => return Err(bad("true or false")),
                 },
-                _ => match c.set(key, value) {
-                    Some(Err(why)) => return Err(bad(why)),
-                    Some(Ok(())) | None => {}
-                },
+                _ => {
+                    if let Some(Err(why)) = c.set(key, value) {
+                        return Err(bad(why));
+                    }
+                }
             }
         }
         Ok(c.settled())

@@ -23,5 +23,26 @@
 pub mod checks;
 pub mod contract;
 mod violation;
+pub mod words;
 
 pub use violation::{Checked, Invariant, Location, Verdict, Violation};
+
+/// [`MAX_CP_SIZE`] as a literal, for the messages that must be a `&'static str`
+/// (`concat!("at most ", rules::max_cp_size!())`) and for clap help texts.
+#[macro_export]
+macro_rules! max_cp_size {
+    () => {
+        65536
+    };
+}
+
+/// The largest context-parallel size thdcheck accepts anywhere: a file's `cp_size` tensor, its
+/// `__metadata__`, `--cp-size`, the Python binding's `cp_size=`. No real job comes near it; it
+/// bounds what reading a CP group allocates.
+///
+/// # Example
+/// ```
+/// assert_eq!(rules::MAX_CP_SIZE, 1 << 16);
+/// assert_eq!(concat!("1..=", rules::max_cp_size!()), "1..=65536");
+/// ```
+pub const MAX_CP_SIZE: u32 = max_cp_size!();

@@ -5,22 +5,22 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::expect::{Expectations, Expected, matches};
-use crate::tensors::BatchFile;
-use crate::{CheckOptions, FileReport, ReadOptions, check_file};
 use anyhow::{Context, Result, bail};
+use reader::tensors::BatchFile;
+use reader::{CheckOptions, FileReport, ReadOptions, check_file};
 use serde_json::json;
 
-use super::cli::CheckArgs;
+use crate::args::CheckArgs;
 
-/// What happened to one file.
-struct Outcome {
+/// What happened to one file: its report or its error, and the verdict expected of it.
+struct FileOutcome {
     path: PathBuf,
-    result: Result<FileReport, crate::Error>,
+    result: Result<FileReport, reader::Error>,
     expected: Expected,
     expect_source: Option<PathBuf>,
 }
 
-impl Outcome {
+impl FileOutcome {
     fn violated(&self) -> Option<Vec<&'static str>> {
         self.result.as_ref().ok().map(FileReport::violated)
     }
@@ -53,7 +53,7 @@ struct Kept {
 }
 
 impl Kept {
-    fn of(o: &Outcome) -> Self {
+    fn of(o: &FileOutcome) -> Self {
         let as_expected = o.as_expected();
         Self {
             path: o.path.clone(),
@@ -98,7 +98,7 @@ impl<W: Write> Printer<'_, W> {
         Ok(())
     }
 
-    fn outcome(&mut self, o: &Outcome) -> Result<()> {
+    fn outcome(&mut self, o: &FileOutcome) -> Result<()> {
         if let Some(h) = &mut self.html {
             crate::render::check_section(
                 h,
@@ -178,7 +178,7 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
             if !args.no_expect && args.expect.is_none() && std::fs::symlink_metadata(&e).is_ok() {
                 expectations.push(Expectations::load(&e)?);
             }
-            crate::files::walk(path, &mut files, &mut unreadable_dirs)?;
+            engine::files::walk(path, &mut files, &mut unreadable_dirs)?;
         } else if meta.is_file() {
             files.push(path.clone());
         } else {
@@ -217,15 +217,15 @@ pub fn run(args: &CheckArgs) -> Result<u8> {
         // checked before anything else is read.
         let result = BatchFile::read(&path).and_then(|file| check_file(file, &read, &opts));
         let (expected, expect_source) = expected(&path);
-        let o = Outcome { path, result, expected, expect_source };
+        let o = FileOutcome { path, result, expected, expect_source };
         printer.outcome(&o)?;
         kept.push(Kept::of(&o));
     }
     for (path, source) in unreadable_dirs {
-        let o = Outcome {
+        let o = FileOutcome {
             expected: Expected::Pass,
             expect_source: None,
-            result: Err(crate::Error::Io { path: path.clone(), source }),
+            result: Err(reader::Error::Io { path: path.clone(), source }),
             path,
         };
         printer.outcome(&o)?;
@@ -270,7 +270,7 @@ fn run_warnings(kept: &[Kept], strict: bool) -> Vec<String> {
         out.push(format!(
             "no rule applied to {} ({}): not a pass; a profile or options state what the \
              batch holds",
-            crate::words::plural(unchecked.len(), "file"),
+            rules::words::plural(unchecked.len(), "file"),
             unchecked.join(", ")
         ));
     }
@@ -280,7 +280,7 @@ fn run_warnings(kept: &[Kept], strict: bool) -> Vec<String> {
         out.push(format!(
             "no labels read in {}: the label rules were skipped (labels under a key of the \
              stack's own need `[map] KEY = \"labels\"` or `--map KEY=labels`)",
-            crate::words::plural(unlabelled, "file")
+            rules::words::plural(unlabelled, "file")
         ));
     }
     let mut read = kept.iter().filter_map(|k| k.map_missing.as_ref()).peekable();
@@ -304,7 +304,7 @@ fn cp_groups(
     read: &ReadOptions,
     opts: &CheckOptions,
     expectations: &[Expectations],
-) -> Vec<Outcome> {
+) -> Vec<FileOutcome> {
     use std::collections::BTreeMap;
     let mut groups: BTreeMap<(PathBuf, usize), Vec<PathBuf>> = BTreeMap::new();
     for k in kept {
@@ -317,24 +317,24 @@ fn cp_groups(
         .into_iter()
         .map(|((dir, size), files)| {
             let path = dir.join("cp-group");
-            let result = crate::shards::read_group(&dir, size, &files, read).and_then(|g| {
+            let result = reader::shards::read_group(&dir, size, &files, read).map(|g| {
                 let pack = match g.batch {
-                    crate::shards::GroupBatch::Lost { global, cp, key } => {
-                        crate::checks::lost_tokens_report(&global, cp, &key)
+                    reader::shards::GroupBatch::Lost { global, cp, key } => {
+                        reader::checks::lost_tokens_report(&global, cp, &key)
                     }
-                    crate::shards::GroupBatch::Whole(pack) => {
+                    reader::shards::GroupBatch::Whole(pack) => {
                         // The options over the facts the group was read under.
-                        let opts = crate::checks::check_options(
-                            &crate::checks::option_facts(opts).settled().or(pack.facts),
+                        let opts = reader::checks::check_options(
+                            &reader::checks::option_facts(opts).settled().or(pack.facts),
                         );
-                        let mut report = crate::checks::check_pack(&pack, &opts);
+                        let mut report = reader::checks::check_pack(&pack, &opts);
                         if read.picture {
                             report.picture = Some(reader::picture::PackPicture::of(&pack, &opts));
                         }
                         report
                     }
                 };
-                Ok(FileReport {
+                FileReport {
                     dialect: g.dialect,
                     format: g.format,
                     cp_shard: None,
@@ -344,10 +344,10 @@ fn cp_groups(
                     contract: g.facts.in_force(),
                     unread_keys: Vec::new(),
                     map_missing: Vec::new(),
-                })
+                }
             });
             let covering = expectations.iter().find(|e| e.covers(&path));
-            Outcome {
+            FileOutcome {
                 expected: covering.map_or(Expected::Pass, |e| e.expected(&path)),
                 expect_source: covering.map(|e| e.source.clone()),
                 path,
@@ -357,7 +357,7 @@ fn cp_groups(
         .collect()
 }
 
-fn verdict_line(o: &Outcome) -> String {
+fn verdict_line(o: &FileOutcome) -> String {
     let base = match &o.result {
         Ok(r) => r.verdict(),
         Err(_) => "UNREADABLE".to_owned(),
@@ -369,7 +369,7 @@ fn verdict_line(o: &Outcome) -> String {
     }
 }
 
-fn print_text(out: &mut impl Write, o: &Outcome, args: &CheckArgs) -> Result<()> {
+fn print_text(out: &mut impl Write, o: &FileOutcome, args: &CheckArgs) -> Result<()> {
     match &o.result {
         Ok(r) => {
             if args.quiet {
@@ -433,7 +433,7 @@ fn print_summary(out: &mut impl Write, kept: &[Kept], exp: &[Expectations]) -> R
     Ok(())
 }
 
-fn file_json(o: &Outcome) -> serde_json::Value {
+fn file_json(o: &FileOutcome) -> serde_json::Value {
     let mut v = json!({
         "path": o.path.display().to_string(),
         "expected": o.expected.to_string(),

@@ -1,7 +1,10 @@
-//! The command line: the subcommands; their arguments are in the library (`crate::args`).
+//! The command line: the subcommands; `check`'s arguments are in [`crate::args`], those of
+//! `fuzz` and `metrics` in [`engine::args`] (shared with the Python package).
 
-pub use crate::args::*;
 use clap::{Parser, Subcommand};
+use engine::args::{FUZZ_AFTER_HELP, FuzzArgs, METRICS_AFTER_HELP, MetricsArgs};
+
+use crate::args::{CHECK_AFTER_HELP, CheckArgs};
 
 /// Check packed-sequence (THD, varlen, cu_seqlens) training pipelines against an exact oracle.
 #[derive(Debug, Parser)]

@@ -1,6 +1,6 @@
 //! The `thdcheck` command as a library function (the binary's `main` and the tests call it): the
 //! subcommands' definitions (`cli`), `check`, `profile` and `selfcheck`; `fuzz` and `metrics`
-//! are the engine crate's [`crate::fuzz`] and [`crate::metrics_cmd`], which the Python package
+//! are the engine crate's [`engine::fuzz`] and [`engine::metrics_cmd`], which the Python package
 //! calls in-process too.
 //!
 //! Exit codes: **0** every check passed; **1** a check or invariant failed; **2** usage, config
@@ -42,8 +42,8 @@ where
             selfcheck::run(seed, cases, zoo).map(|ok| if ok { 0 } else { 1 })
         }
         Command::Check(args) => check::run(&args),
-        Command::Fuzz(args) => crate::fuzz::run(&args),
-        Command::Metrics(args) => crate::metrics_cmd::run(&args),
+        Command::Fuzz(args) => engine::fuzz::run(&args),
+        Command::Metrics(args) => engine::metrics_cmd::run(&args),
         Command::Profile(cmd) => profile::run(&cmd),
     };
     match outcome {

@@ -1,4 +1,4 @@
-//! `thdcheck profile list | show | suggest`: the stack contracts as data (`crate::profile`).
+//! `thdcheck profile list | show | suggest`: the stack contracts as data (`reader::profile`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -8,10 +8,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 
 use super::cli::ProfileCommand;
-use crate::formats::{Objective, ReadOptions, parse};
-use crate::profile::{Contract, OffsetsFact, PaddingSegments, Profile};
-use crate::tensors::BatchFile;
-use crate::{CheckOptions, check_file};
+use reader::formats::{Objective, ReadOptions, parse};
+use reader::profile::{Contract, OffsetsFact, PaddingSegments, Profile};
+use reader::tensors::BatchFile;
+use reader::{CheckOptions, check_file};
 
 /// Runs `thdcheck profile …`; returns the exit code.
 pub fn run(cmd: &ProfileCommand) -> Result<u8> {
@@ -79,7 +79,7 @@ fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         let meta =
             std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
         if meta.is_dir() {
-            crate::files::walk(path, &mut files, &mut bad)?;
+            engine::files::walk(path, &mut files, &mut bad)?;
         } else {
             files.push(path.clone());
         }

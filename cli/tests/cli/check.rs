@@ -510,7 +510,7 @@ fn cp_rank_files_are_reassembled_and_an_incomplete_group_is_unreadable() {
     let dir = tempfile::tempdir().unwrap();
     let shards = repo().join("examples/batches/good/cp_shards");
     std::fs::copy(shards.join("rank0.safetensors"), dir.path().join("rank0.safetensors")).unwrap();
-    let rank1 = thdcheck::tensors::BatchFile::read(&shards.join("rank1.safetensors")).unwrap();
+    let rank1 = reader::tensors::BatchFile::read(&shards.join("rank1.safetensors")).unwrap();
     let kept: Vec<(String, Vec<usize>, Vec<i64>)> = rank1
         .keys()
         .filter(|k| *k != "padding_mask")

@@ -37,7 +37,7 @@ mod selfcheck;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use thdcheck::tensors::write_ints;
+use reader::tensors::write_ints;
 
 #[path = "../support/corpus.rs"]
 mod corpus;

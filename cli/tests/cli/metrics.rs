@@ -302,7 +302,7 @@ fn the_record_keys_a_logger_may_name_are_the_step_records() {
     keys.retain(|k| !k.starts_with("batch.not_recomputed."));
     keys.sort();
     let mut want: Vec<String> =
-        thdcheck::profile::STEP_RECORD_KEYS.iter().map(|k| (*k).to_owned()).collect();
+        reader::profile::STEP_RECORD_KEYS.iter().map(|k| (*k).to_owned()).collect();
     want.sort();
     assert_eq!(keys, want);
 }

@@ -13,8 +13,8 @@ use thd::collate::{
 };
 use thd::cp::shift_labels;
 
-use thdcheck::Result;
-use thdcheck::tensors::write_raw;
+use reader::Result;
+use reader::tensors::write_raw;
 
 /// One example batch file.
 #[derive(Debug, Clone)]

@@ -2,13 +2,13 @@
 //! same read and check options), and it must hold exactly the examples it was given, up to the
 //! rewrites declared on the command line (`--mlm`, `--add-bos`, `--add-eos`).
 
-use crate::formats::{ReadOptions, parse};
-use crate::pack::BatchData;
 use crate::protocol::{CollatorExample, CollatorMode, CollatorRequest, batch_to_safetensors};
-use crate::tensors::BatchFile;
-use crate::{CheckOptions, FileReport};
 use properties::strategies::fuzz::{CollatorFuzzParams, CollatorInput, arb_collator_fuzz_case};
 use proptest::strategy::{BoxedStrategy, Strategy};
+use reader::formats::{ReadOptions, parse};
+use reader::pack::BatchData;
+use reader::tensors::BatchFile;
+use reader::{CheckOptions, FileReport};
 use rules::checks::{
     CollatorPack, FuzzTarget, Outcome, check_dpo_concatenated_present, check_packs_present,
     judge_collator,
@@ -37,7 +37,7 @@ pub struct CollatorTarget {
     pub(crate) applied: Applied,
 }
 
-pub use crate::args::StaticLength;
+use crate::args::StaticLength;
 
 /// Rewrites of the examples' tokens a collator declares; `documents` allows exactly these.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -266,7 +266,7 @@ fn check(
     target: &CollatorTarget,
 ) -> Result<(), Failure> {
     let (read, opts, rewrites) = (&target.read, &target.opts, target.rewrites);
-    let unreadable = |e: crate::Error| Failure {
+    let unreadable = |e: reader::Error| Failure {
         kind: "violation",
         checks: vec![rules::checks::BATCH_READABLE.id.into()],
         detail: format!("`thdcheck check` cannot read the batch: {e}"),
@@ -380,8 +380,8 @@ fn unread_value_read_as_tensor<'a>(
             .and_then(BatchFile::from_bytes)
             .and_then(|file| parse(file, read));
         match parsed {
-            Err(crate::Error::MissingKey { key, .. }) => format!("missing {key}"),
-            Err(crate::Error::UnknownDialect { .. }) => "unknown dialect".into(),
+            Err(reader::Error::MissingKey { key, .. }) => format!("missing {key}"),
+            Err(reader::Error::UnknownDialect { .. }) => "unknown dialect".into(),
             Err(e) => e.to_string(),
             Ok(p) => {
                 let report = FileReport::new(&p, opts);

@@ -9,13 +9,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::formats::{ReadOptions, parse};
 use crate::protocol::batch_to_safetensors;
-use crate::tensors::BatchFile;
 use properties::strategies::fuzz::{
     LoggerFuzzCase, LoggerFuzzParams, LoggerLayout, LoggerLayoutKind, arb_logger_fuzz_case,
 };
 use proptest::strategy::{BoxedStrategy, Strategy};
+use reader::formats::{ReadOptions, parse};
+use reader::tensors::BatchFile;
 use rules::checks::{FuzzTarget, LoggedKind, LoggedTolerance, Number, RULES, check_logged};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -24,7 +24,7 @@ use thd::metrics::{FlopsFormula, HardwareView, ModelDims, StepTiming};
 use super::{Applied, Failure, Target, response};
 use crate::metrics_cmd::{MicroBatch, StepSpec, flatten_record, step_metrics};
 
-pub use crate::args::{Formula, LayoutKind};
+use crate::args::{Formula, LayoutKind};
 
 impl Formula {
     fn thd(self) -> FlopsFormula {
@@ -191,7 +191,7 @@ fn spec(case: &LoggerFuzzCase, peak_tflops: f64) -> StepSpec {
             peak_flops_per_gpu: peak_tflops * 1e12,
         },
         dp: case.dp,
-        check: crate::CheckOptions::default(),
+        check: reader::CheckOptions::default(),
     }
 }
 
@@ -203,7 +203,7 @@ impl Target for LoggerTarget {
     }
 
     fn invariants(&self) -> String {
-        self.applied.text(FuzzTarget::Logged)
+        self.applied.text(FuzzTarget::Logger)
     }
 
     /// [`arb_logger_fuzz_case`] with the command's layouts, formula, pad id, micro-batches and

@@ -136,7 +136,7 @@ impl Target for LossTarget {
     fn invariants(&self) -> String {
         format!(
             "{} at cp 1, 2, 4, 8 against the oracle's global loss",
-            self.applied.text(FuzzTarget::CpLoss)
+            self.applied.text(FuzzTarget::Loss)
         )
     }
 

@@ -5,36 +5,53 @@
 //! The cases are drawn by the generators of `properties::strategies::fuzz` (one per target, with
 //! a parameter struct the target fills from the command's flags); a target's module here holds
 //! what is the command's own: the protocol's requests, the judge and the reductions.
+//!
+//! A run is in pieces with one job each; `drive` only sequences them:
+//!
+//! ```text
+//! runner      the cases (--request, or the simplest then the seed's), proptest shrinking
+//!             the first failure while its class holds; after a failure, the scan for others
+//! minimize    the shrunk case reduced by the target's reductions until 1-minimal
+//! replay      the minimal case run again in a fresh process; the replay command
+//! report      the JSON document, the HTML page, the text report
+//! supervisor  every case's requests to the adapter: ids, answer bounds, crash, hang, no start
+//! ignore      --ignore: the failure classes let pass, counted
+//! ```
 
 mod adapter;
 mod attention;
 mod collator;
-mod logger;
-pub use crate::args::Generation;
-pub use collator::StaticLength;
-pub use logger::{Formula, LayoutKind};
 mod cp_batch;
 mod cp_split;
+mod ignore;
+mod logger;
 mod loss;
+mod minimize;
 mod packer;
 pub mod picture;
+mod replay;
+mod report;
+mod runner;
+mod supervisor;
+pub use ignore::{FAILURE_KINDS, check_ignore};
 pub use loss::DEFAULT_RTOL as DEFAULT_LOSS_RTOL;
 
-use std::cell::{Cell, RefCell};
 use std::fmt::Debug;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use crate::protocol::{BadResponse, envelope};
 use anyhow::{Context, Result, bail};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use proptest::strategy::BoxedStrategy;
-use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
-use serde_json::{Value, json};
+use proptest::test_runner::TestError;
+use serde_json::Value;
 
-use crate::args::{CpSplitLayout, FuzzArgs, FuzzTarget};
-use crate::profile::StaticLengthFact;
-use adapter::{Adapter, Reply};
+use crate::args::{CpSplitLayout, FuzzArgs, LayoutKind, StaticLength};
+use crate::protocol::BadResponse;
+use adapter::Adapter;
+use reader::profile::StaticLengthFact;
+use rules::checks::FuzzTarget;
+use runner::Run;
+use supervisor::{Supervisor, Transport};
 
 /// Why a case failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,7 +182,7 @@ impl Applied {
     }
 
     /// The ids of `target`'s rules that applied, comma separated, in registry order.
-    pub(crate) fn text(&self, target: rules::checks::FuzzTarget) -> String {
+    pub(crate) fn text(&self, target: FuzzTarget) -> String {
         use rules::checks::Fuzz;
         let applied = self.0.borrow();
         rules::checks::rules_of(target)
@@ -185,53 +202,6 @@ impl Applied {
             .map(|r| r.id)
             .collect::<Vec<_>>()
             .join(", ")
-    }
-}
-
-/// Where the requests go: the adapter subprocess (`thdcheck fuzz -- CMD`), or a function in this
-/// process (the Python package's `fuzz_collator(fn)`), which answers each request line with a
-/// response line, exactly as an adapter would.
-pub enum Transport<'a> {
-    /// The user's adapter, a subprocess in a process group of its own.
-    Process(Adapter),
-    /// A function answering each JSON request line with a JSON response line.
-    InProcess(&'a mut dyn FnMut(&str) -> String),
-}
-
-impl Transport<'_> {
-    fn request(&mut self, line: &str) -> std::io::Result<Reply> {
-        match self {
-            Transport::Process(a) => a.request(line),
-            Transport::InProcess(answer) => Ok(Reply::Line(answer(line))),
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Transport::Process(a) = self {
-            a.stop();
-        }
-    }
-
-    fn history(&self) -> Vec<String> {
-        match self {
-            Transport::Process(a) => a.history.clone(),
-            Transport::InProcess(_) => Vec::new(),
-        }
-    }
-
-    fn starts(&self) -> usize {
-        match self {
-            Transport::Process(a) => a.starts,
-            Transport::InProcess(_) => 1,
-        }
-    }
-
-    /// Whether any answer was read yet (in process, every request is answered).
-    fn ever_answered(&self) -> bool {
-        match self {
-            Transport::Process(a) => a.answered > 0,
-            Transport::InProcess(_) => true,
-        }
     }
 }
 
@@ -280,109 +250,20 @@ pub fn run_in_process(
     run_with(args, Transport::InProcess(answer), out)
 }
 
-/// What an adapter can do besides breaking a rule: the failure kinds `--ignore` may name.
-pub const FAILURE_KINDS: &[&str] =
-    &["violation", "adapter-error", "crash", "hang", "too-long", "not-json", "schema", "flaky"];
-
-/// Checks every `--ignore` value against the failure kinds and the rule registry: a kind
-/// (`crash`), a rule id (`dpo-offsets`), or a kind and a rule id (`violation dpo-offsets`). A
-/// misspelt class would otherwise ignore nothing, silently.
-///
-/// # Errors
-/// The first value that names neither, with what may be named.
-pub fn check_ignore(values: &[String]) -> Result<()> {
-    let rule = |id: &str| rules::checks::RULES.iter().any(|r| r.id == id);
-    for value in values {
-        let known = match value.split_once(' ') {
-            Some((kind, id)) => FAILURE_KINDS.contains(&kind) && rule(id),
-            None => FAILURE_KINDS.contains(&value.as_str()) || rule(value),
-        };
-        if !known {
-            let ids: Vec<&str> = rules::checks::RULES.iter().map(|r| r.id).collect();
-            anyhow::bail!(
-                "--ignore {value:?}: not a failure kind ({}) nor a rule id ({}), nor a kind and \
-                 a rule id (`violation dpo-offsets`)",
-                FAILURE_KINDS.join(", "),
-                ids.join(", ")
-            );
-        }
-    }
-    Ok(())
-}
-
 fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> Result<u8> {
     check_ignore(&args.ignore)?;
-    // An option the target never reads would be accepted and ignored: `--mode dpo` on a packer
-    // fuzzed SFT requests as if DPO had been checked.
-    if let (Some(mode), false) = (args.mode, args.target == FuzzTarget::Collator) {
-        let mode = clap::ValueEnum::to_possible_value(&mode)
-            .map_or_else(String::new, |v| v.get_name().to_owned());
-        bail!(
-            "--mode {mode} is the collator's contract (sft or dpo); `fuzz {}` does not read it{}",
-            target_name(args.target),
-            if args.target == FuzzTarget::Packer {
-                " (a packer of DPO pairs: --pairs)"
-            } else {
-                ""
-            }
-        );
-    }
+    check_mode(args)?;
     // The stack's profile carries its fuzz defaults; an option given on the command line wins.
     let mut read = args.batch.read_options()?;
     let profile = read.stated_profile().cloned();
     // The facts before any batch is read (the generators need the pad id, which an example
     // never holds): the options over the profile, resolved as when a file is read.
-    read.stated = read.stated.or(crate::checks::option_facts(&args.batch.check_options()));
+    read.stated = read.stated.or(reader::checks::option_facts(&args.batch.check_options()));
     let facts = read.facts().contract;
     let fuzz = profile.as_ref().map(|p| p.fuzz.clone()).unwrap_or_default();
     match args.target {
         FuzzTarget::Packer => {
-            let cfg = packer::PackerConfig {
-                first_fit: args.first_fit,
-                session: args.session,
-                options: crate::protocol::PackerOptions {
-                    pad_to_multiple_of: args.pad_sequences_to_multiple_of,
-                    max_seqs_per_pack: args.max_seqs_per_pack,
-                    dp_size: args.dp_size,
-                    min_packs: None,
-                },
-                pairs: args.pairs,
-                fitting_only: args.fitting_only || fuzz.fitting_only == Some(true),
-                empty_examples: args.empty_examples || fuzz.empty_examples == Some(true),
-                pre: properties::strategies::fuzz::Preconditions {
-                    non_empty: args.non_empty || fuzz.non_empty == Some(true),
-                    dp_multiple: args.examples_multiple_of_dp
-                        || fuzz.examples_multiple_of_dp == Some(true),
-                    max_examples: args
-                        .max_examples
-                        .or(fuzz.max_examples)
-                        .map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
-                },
-                drops: declared_drops(if args.drops.is_empty() {
-                    fuzz.drops.as_deref()
-                } else {
-                    Some(&args.drops)
-                })?,
-                generation: args.generation,
-                min_packs: args.min_packs,
-            };
-            if cfg.pre.dp_multiple && args.dp_size.is_none() {
-                anyhow::bail!(
-                    "the profile's [fuzz] examples_multiple_of_dp needs --dp-size: the example \
-                     counts are multiples of the DP size"
-                );
-            }
-            if cfg.pre.smallest_nonempty(args.dp_size).is_none()
-                && (cfg.pre.non_empty || !cfg.pre.admits(0, args.dp_size))
-            {
-                anyhow::bail!(
-                    "the preconditions admit no request: --max-examples {} is below the smallest \
-                     count of examples the others admit (--dp-size {} with \
-                     --examples-multiple-of-dp)",
-                    cfg.pre.max_examples.unwrap_or(0),
-                    args.dp_size.unwrap_or(1)
-                );
-            }
+            let cfg = packer_config(args, &fuzz)?;
             drive(&packer::PackerTarget::new(cfg), args, transport, out)
         }
         FuzzTarget::Logger => drive(
@@ -412,10 +293,10 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                 applied: Applied::default(),
                 mode: args.mode.unwrap_or(crate::protocol::CollatorMode::Sft),
                 read: read.clone(),
-                opts: crate::checks::check_options(&facts),
+                opts: reader::checks::check_options(&facts),
                 rewrites: collator::Rewrites {
                     // `--mlm`, or a profile whose objective is masked LM (bionemo's ESM-2).
-                    mlm: facts.objective == Some(crate::profile::Objective::Mlm),
+                    mlm: facts.objective == Some(reader::profile::Objective::Mlm),
                     bos: args.add_bos,
                     eos: args.add_eos,
                 },
@@ -459,7 +340,7 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
                 .cp_slot_align
                 .or_else(|| profile.as_deref().and_then(|p| p.fuzz.cp_slot_align));
             // Both ways in check it already; a profile built in code is held to it too.
-            if let Some(Err(why)) = align.map(|k| crate::profile::cp_slot_align(k.into())) {
+            if let Some(Err(why)) = align.map(|k| reader::profile::cp_slot_align(k.into())) {
                 bail!("{why}");
             }
             match align {
@@ -483,6 +364,82 @@ fn run_with(args: &FuzzArgs, transport: Transport<'_>, out: &mut dyn Write) -> R
     }
 }
 
+/// `--mode` is the collator's: an option the target never reads would be accepted and ignored
+/// (`--mode dpo` on a packer fuzzed SFT requests as if DPO had been checked).
+fn check_mode(args: &FuzzArgs) -> Result<()> {
+    if let (Some(mode), false) = (args.mode, args.target == FuzzTarget::Collator) {
+        let mode = clap::ValueEnum::to_possible_value(&mode)
+            .map_or_else(String::new, |v| v.get_name().to_owned());
+        bail!(
+            "--mode {mode} is the collator's contract (sft or dpo); `fuzz {}` does not read it{}",
+            target_name(args.target),
+            if args.target == FuzzTarget::Packer {
+                " (a packer of DPO pairs: --pairs)"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(())
+}
+
+/// The packer target's configuration: the command's flags, each unset one from the profile's
+/// `[fuzz]` facts (`fuzz`).
+///
+/// # Errors
+/// Preconditions that need `--dp-size` without one, or that admit no request.
+fn packer_config(
+    args: &FuzzArgs,
+    fuzz: &reader::profile::FuzzFacts,
+) -> Result<packer::PackerConfig> {
+    let cfg = packer::PackerConfig {
+        first_fit: args.first_fit,
+        session: args.session,
+        options: crate::protocol::PackerOptions {
+            pad_to_multiple_of: args.pad_sequences_to_multiple_of,
+            max_seqs_per_pack: args.max_seqs_per_pack,
+            dp_size: args.dp_size,
+            min_packs: None,
+        },
+        pairs: args.pairs,
+        fitting_only: args.fitting_only || fuzz.fitting_only == Some(true),
+        empty_examples: args.empty_examples || fuzz.empty_examples == Some(true),
+        pre: properties::strategies::fuzz::Preconditions {
+            non_empty: args.non_empty || fuzz.non_empty == Some(true),
+            dp_multiple: args.examples_multiple_of_dp || fuzz.examples_multiple_of_dp == Some(true),
+            max_examples: args
+                .max_examples
+                .or(fuzz.max_examples)
+                .map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
+        },
+        drops: declared_drops(if args.drops.is_empty() {
+            fuzz.drops.as_deref()
+        } else {
+            Some(&args.drops)
+        })?,
+        generation: args.generation,
+        min_packs: args.min_packs,
+    };
+    if cfg.pre.dp_multiple && args.dp_size.is_none() {
+        anyhow::bail!(
+            "the profile's [fuzz] examples_multiple_of_dp needs --dp-size: the example \
+             counts are multiples of the DP size"
+        );
+    }
+    if cfg.pre.smallest_nonempty(args.dp_size).is_none()
+        && (cfg.pre.non_empty || !cfg.pre.admits(0, args.dp_size))
+    {
+        anyhow::bail!(
+            "the preconditions admit no request: --max-examples {} is below the smallest \
+             count of examples the others admit (--dp-size {} with \
+             --examples-multiple-of-dp)",
+            cfg.pre.max_examples.unwrap_or(0),
+            args.dp_size.unwrap_or(1)
+        );
+    }
+    Ok(cfg)
+}
+
 /// The target as the command line names it (`cp-split`).
 fn target_name(target: FuzzTarget) -> String {
     clap::ValueEnum::to_possible_value(&target)
@@ -491,8 +448,8 @@ fn target_name(target: FuzzTarget) -> String {
 
 /// `--drops` (or the profile's `[fuzz] drops`) as the packer target holds it; nothing stated:
 /// over-length drops only.
-fn declared_drops(stated: Option<&[crate::profile::DropFact]>) -> Result<packer::DropsDeclared> {
-    use crate::profile::DropFact;
+fn declared_drops(stated: Option<&[reader::profile::DropFact]>) -> Result<packer::DropsDeclared> {
+    use reader::profile::DropFact;
     let Some(kinds) = stated else { return Ok(packer::DropsDeclared::default()) };
     if kinds.contains(&DropFact::None) && kinds.len() > 1 {
         anyhow::bail!("--drops none says nothing is dropped: it cannot be given with other kinds");
@@ -504,644 +461,79 @@ fn declared_drops(stated: Option<&[crate::profile::DropFact]>) -> Result<packer:
     })
 }
 
+/// Runs `target` against the adapter behind `transport` and writes the report: the search, then
+/// for a failure the minimizer, the replay and the scan. Returns the exit code.
 fn drive<T: Target>(
     target: &T,
     args: &FuzzArgs,
     transport: Transport<'_>,
     out: &mut dyn Write,
 ) -> Result<u8> {
-    let adapter = RefCell::new(transport);
-    let next_id = Cell::new(0u64);
-    let executed = Cell::new(0u64);
-    let mut seed_bytes = [0u8; 32];
-    seed_bytes[..8].copy_from_slice(&args.seed.to_le_bytes());
-    let config = Config {
-        cases: args.cases,
-        failure_persistence: None,
-        max_shrink_iters: 4096,
-        max_shrink_time: 120_000,
-        ..Config::default()
-    };
-    // `--request FILE`: that one case, judged once.
-    let given = match &args.request {
-        None => None,
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("--request {}: cannot read it", path.display()))?;
-            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
-            let value: Value = serde_json::from_str(line).map_err(|e| {
-                anyhow::anyhow!("--request {}: line 1 is not JSON: {e}", path.display())
-            })?;
-            match target.case_of(&value) {
-                None => anyhow::bail!(
-                    "--request is not supported by `fuzz {}` (packer and collator requests only)",
-                    target.kind()
-                ),
-                Some(Err(why)) => anyhow::bail!("--request {}: {why}", path.display()),
-                Some(Ok(case)) => Some(case),
-            }
-        }
-    };
-    let config = if given.is_some() { Config { cases: 1, ..config } } else { config };
-    let scan_config = config.clone();
-    let runner = |cases: u32| {
-        let config = Config { cases, ..config.clone() };
-        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes))
-    };
-    // `--ignore CLASS`: an ignored check is dropped from a violation (which passes when none is
-    // left), an ignored kind passes, so the next class is shrunk.
-    let is_ignored = |kind: &str, check: Option<&str>| {
-        args.ignore
-            .iter()
-            .any(|c| *c == kind || check.is_some_and(|k| *c == k || *c == format!("{kind} {k}")))
-    };
-    // What `--ignore` let pass, per class: a passing run says how many answers it did not judge.
-    let ignored: RefCell<std::collections::BTreeMap<String, u64>> = RefCell::default();
-    let unignored = |mut f: Failure| -> Option<Failure> {
-        let class = f.signature().to_string();
-        let count = |kept: Option<Failure>| {
-            if kept.is_none() {
-                *ignored.borrow_mut().entry(class.clone()).or_default() += 1;
-            }
-            kept
-        };
-        if f.checks.is_empty() {
-            return count((!is_ignored(f.kind, None)).then_some(f));
-        }
-        f.checks.retain(|k| !is_ignored(f.kind, Some(k)));
-        // The detail has a line per violated check, `check: …`: keep the kept checks' lines.
-        let kept: Vec<&str> = f
-            .detail
-            .lines()
-            .filter(|l| l.split_once(':').is_none_or(|(k, _)| !is_ignored(f.kind, Some(k))))
-            .collect();
-        if !kept.is_empty() {
-            f.detail = kept.join("\n");
-        }
-        count((!f.checks.is_empty()).then_some(f))
-    };
-    let bar = if args.json || args.quiet {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::with_draw_target(
-            Some(u64::from(args.cases)),
-            ProgressDrawTarget::stderr(),
-        );
-        b.set_style(
-            ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} cases · {per_sec} · {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        b.set_prefix(format!("fuzz {}", target.kind()));
-        b
-    };
-    let passed = Cell::new(0u64);
-    let shrinking = Cell::new(false);
-    // A hang costs a full timeout per run, so a hanging case is reported as found; a hang while
-    // shrinking another failure ends the shrinking.
-    let hung = Cell::new(false);
-    let stop_shrinking = Cell::new(false);
-    // The first failure's class, and the latest failure of that class: while shrinking, a run
-    // failing another way counts as a pass, so the minimal case shows the bug found.
-    let found: RefCell<Option<Failure>> = RefCell::new(None);
-    // The requests the adapter had received when it last crashed (since its start): a crash
-    // that depends on earlier requests is replayed with all of them.
-    let crash_history: RefCell<Vec<String>> = RefCell::new(Vec::new());
-    let found_history: RefCell<Vec<String>> = RefCell::new(Vec::new());
-    let other_classes = Cell::new(0u64);
-    // The adapter exited before reading its first request (an `ImportError`): it did not start,
-    // a setup error (exit 2), not a failed check; no case runs after it.
-    let not_started: RefCell<Option<String>> = RefCell::new(None);
-    let exec = |case: &T::Case| -> Result<(), Failure> {
-        executed.set(executed.get() + 1);
-        let mut last_request = String::new();
-        let payloads = target.payloads(case);
-        let mut sent = 0usize;
-        let mut send = || -> Result<String, Failure> {
-            let id = next_id.get();
-            next_id.set(id + 1);
-            let payload = payloads.get(sent % payloads.len().max(1)).unwrap_or(&Value::Null);
-            sent += 1;
-            last_request = envelope(id, target.kind(), payload).to_string();
-            let reply = adapter.borrow_mut().request(&last_request).map_err(|e| Failure {
-                kind: "crash",
-                checks: vec![],
-                detail: format!("cannot restart the adapter: {e}"),
-                response: None,
-            })?;
-            match reply {
-                Reply::Line(mut l) => {
-                    // What decoding the answer would cost is bounded by its request, before
-                    // anything decodes it (--max-line-bytes alone bounds only its length).
-                    let limit = crate::protocol::answer_values_limit(&last_request);
-                    if let Err(bad) = crate::protocol::check_answer_size(&l, limit) {
-                        return Err(bad_response(bad, &l));
-                    }
-                    // `id version\nline`, the line moved, not copied (it may be hundreds of
-                    // MB). The answer's version is the request's.
-                    let version = payload
-                        .get("thdcheck")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(crate::protocol::VERSION);
-                    l.insert_str(0, &format!("{id} {version}\n"));
-                    Ok(l)
-                }
-                Reply::Garbage { kind, detail } => {
-                    Err(Failure { kind, checks: vec![], detail, response: None })
-                }
-                Reply::Crash { status, stderr, unread } => {
-                    if unread && !adapter.borrow().ever_answered() {
-                        *not_started.borrow_mut() = Some(format!(
-                            "the adapter `{}` exited ({status}) before reading its first request: \
-                             it did not start (a setup error; no case was judged){}",
-                            args.command.join(" "),
-                            tail(&stderr)
-                        ));
-                    }
-                    *crash_history.borrow_mut() = adapter.borrow().history();
-                    Err(Failure {
-                        kind: "crash",
-                        checks: vec![],
-                        detail: format!(
-                            "the adapter exited ({status}) without answering{}",
-                            tail(&stderr)
-                        ),
-                        response: None,
-                    })
-                }
-                Reply::Hang { after, startup, stderr } => Err(Failure {
-                    kind: "hang",
-                    checks: vec![],
-                    detail: format!(
-                        "no answer within {} ms{}; killed{}",
-                        after.as_millis(),
-                        if startup {
-                            " (the first request after the adapter started: --startup-timeout-ms)"
-                        } else {
-                            ""
-                        },
-                        tail(&stderr)
-                    ),
-                    response: None,
-                }),
-            }
-        };
-        target.judge(case, &mut send)
-    };
+    let given = runner::requested_case(target, args)?;
+    let config = runner::config(args, given.is_some());
+    let mut run = Run::new(target, args, Supervisor::new(transport, &args.command));
     let start = Instant::now();
-    let strategy = match &given {
-        Some(case) => proptest::strategy::Strategy::boxed(proptest::strategy::Just(case.clone())),
-        None => target.strategy(),
-    };
-    let test = |case: T::Case| {
-        // Past the shrink budget (or after a hang) a run reports success without running, so
-        // proptest keeps the smallest failure found so far.
-        if hung.get()
-            || not_started.borrow().is_some()
-            || stop_shrinking.get()
-            || (shrinking.get() && executed.get() > u64::from(args.max_shrink_runs) + passed.get())
-        {
-            return Ok(());
-        }
-        crash_history.borrow_mut().clear();
-        let mut r = exec(&case).or_else(|f| unignored(f).map_or(Ok(()), Err));
-        if not_started.borrow().is_some() {
-            return Ok(());
-        }
-        let keep_history = |f: &Failure| {
-            if f.kind == "crash" {
-                *found_history.borrow_mut() = crash_history.borrow().clone();
-            }
-        };
-        if shrinking.get() {
-            bar.set_message(format!("shrinking ({} runs)", executed.get()));
-            if let Err(f) = &r {
-                let same = found.borrow().as_ref().is_some_and(|g| g.signature() == f.signature());
-                if f.kind == "hang" {
-                    stop_shrinking.set(true);
-                }
-                if same {
-                    keep_history(f);
-                    *found.borrow_mut() = Some(f.clone());
-                } else {
-                    other_classes.set(other_classes.get() + 1);
-                    r = Ok(());
-                }
-            }
-        } else if let Err(f) = &r {
-            if f.kind == "hang" {
-                hung.set(true);
-            }
-            keep_history(f);
-            *found.borrow_mut() = Some(f.clone());
-            shrinking.set(true);
-            bar.set_message("failure found, shrinking");
-        } else {
-            passed.set(passed.get() + 1);
-            bar.set_position(passed.get());
-        }
-        r.map_err(|f| TestCaseError::fail(format!("{}: {}", f.kind, f.detail)))
-    };
-    // The strategy's simplest case first (an empty request, the smallest capacity: where
-    // shrinking ends), then the seed's drawn cases: a failure of the simplest case needs no
-    // shrinking; a pass counts as one of the cases.
-    let simplest = match (&given, args.cases) {
-        (None, 1..) => properties::strategies::fuzz::simplest(&strategy),
-        _ => None,
-    };
-    let result = match simplest {
-        Some(case) => match test(case.clone()) {
-            Err(TestCaseError::Fail(why)) => Err(TestError::Fail(why, case)),
-            Ok(()) => runner(args.cases - 1).run(&strategy, test),
-            Err(TestCaseError::Reject(_)) => runner(args.cases).run(&strategy, test),
-        },
-        None => runner(if given.is_some() { 1 } else { args.cases }).run(&strategy, test),
-    };
+    let result = runner::search(&mut run, given.as_ref(), &config);
     let elapsed = start.elapsed();
-    bar.finish_and_clear();
-    if let Some(why) = not_started.take() {
+    if let Some(why) = run.adapter.not_started.take() {
         bail!("{why}");
     }
-    let rate = passed.get() as f64 / elapsed.as_secs_f64().max(1e-9);
-    let command = args.command.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
+    let command = replay::quoted(&args.command);
+    let header = report::Header {
+        kind: target.kind(),
+        args,
+        command: &command,
+        passed: run.passed,
+        elapsed,
+    };
     match result {
         Ok(()) => {
-            if args.json || args.html.is_some() {
-                let mut doc = json!({
-                    "version": 1, "target": target.kind(), "command": args.command, "result": "pass",
-                    "cases": passed.get(), "seed": args.seed, "elapsed_s": elapsed.as_secs_f64(),
-                    "cases_per_s": rate, "adapter_starts": adapter.borrow().starts(),
-                });
-                if let Some((_, v)) = target.summary() {
-                    doc["summary"] = v;
-                }
-                if !ignored.borrow().is_empty() {
-                    doc["ignored"] = json!(*ignored.borrow());
-                }
-                if let Some(path) = &args.html {
-                    picture::write_page(path, &doc)
-                        .with_context(|| format!("--html {}: cannot write it", path.display()))?;
-                }
-                if args.json {
-                    writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-                }
-            }
-            if !args.json {
-                writeln!(
-                    out,
-                    "thdcheck fuzz {}: {command}\n  {} cases (seed {}) in {:.2} s, {:.0} cases/s: every invariant held ({})",
-                    target.kind(),
-                    passed.get(),
-                    args.seed,
-                    elapsed.as_secs_f64(),
-                    rate,
-                    target.invariants()
-                )?;
-                if let Some((line, _)) = target.summary() {
-                    writeln!(out, "  {line}")?;
-                }
-                for (class, n) in ignored.borrow().iter() {
-                    writeln!(
-                        out,
-                        "  ignored: {n} case{} failed as `{class}` (--ignore), counted as passing",
-                        if *n == 1 { "" } else { "s" }
-                    )?;
-                }
-            }
+            let passed = report::Passed {
+                adapter_starts: run.adapter.starts(),
+                summary: target.summary(),
+                invariants: target.invariants(),
+                ignored: &run.filter.ignored,
+            };
+            report::write_pass(out, &header, &passed)?;
             Ok(0)
         }
         Err(TestError::Abort(reason)) => anyhow::bail!("fuzzing aborted: {reason}"),
-        Err(TestError::Fail(_, minimal)) => {
-            // Proptest's shrinking stops where no simpler value of the generator's draws fails
-            // (a count modulo the DP size is not monotone in them): a minimization pass over the
-            // request itself follows, until no reduction fails the same way (1-minimal) or the
-            // shrink budget is spent.
-            let budget = u64::from(args.max_shrink_runs) + passed.get();
-            let mut minimal = minimal;
-            let mut minimized = 0u64;
-            let mut one_minimal = !hung.get() && target.minimizes() && given.is_none();
-            if one_minimal {
-                'fixpoint: loop {
-                    for candidate in target.reductions(&minimal) {
-                        if executed.get() > budget {
-                            one_minimal = false;
-                            break 'fixpoint;
-                        }
-                        crash_history.borrow_mut().clear();
-                        let Err(f) = exec(&candidate).or_else(|f| unignored(f).map_or(Ok(()), Err))
-                        else {
-                            continue;
-                        };
-                        let same =
-                            found.borrow().as_ref().is_some_and(|g| g.signature() == f.signature());
-                        if f.kind == "hang" {
-                            // Every further run of a hang waits the full timeout.
-                            one_minimal = same;
-                            if same {
-                                *found.borrow_mut() = Some(f);
-                                minimal = candidate;
-                            }
-                            break 'fixpoint;
-                        }
-                        if same {
-                            if f.kind == "crash" {
-                                *found_history.borrow_mut() = crash_history.borrow().clone();
-                            }
-                            *found.borrow_mut() = Some(f);
-                            minimal = candidate;
-                            minimized += 1;
-                            continue 'fixpoint;
-                        }
-                        other_classes.set(other_classes.get() + 1);
-                    }
-                    break;
-                }
-            }
-            // Replay the minimal case once more to report it in full. It failed as `found`
-            // when shrinking; a replay that passes or fails another way is reported as such.
-            let requests: Vec<String> = target
-                .payloads(&minimal)
-                .iter()
-                .enumerate()
-                .map(|(i, p)| envelope(i as u64, target.kind(), p).to_string())
-                .collect();
-            let request = requests.first().cloned().unwrap_or_default();
-            let found = found.borrow().clone();
-            // A hang is not replayed: it would cost another full timeout. Anything else is
-            // replayed in a fresh process, as the user's replay command will run it.
-            let replayed = match &found {
-                Some(f) if f.kind == "hang" => Err(f.clone()),
-                _ => {
-                    adapter.borrow_mut().stop();
-                    exec(&minimal).or_else(|f| unignored(f).map_or(Ok(()), Err))
-                }
-            };
-            // A crash that the minimal case alone does not reproduce depends on the requests
-            // before it: the replay sends every request the crashed process had received.
-            let stateful_crash =
-                found.as_ref().is_some_and(|g| g.kind == "crash") && replayed.is_ok();
-            // An answer written twice is read by the request after it: replayed alone, the
-            // case gets its first answer and passes. What the adapter did stands.
-            let twice = found.as_ref().is_some_and(two_answers) && replayed.is_ok();
-            let history_file = if stateful_crash && !found_history.borrow().is_empty() {
-                let path = std::env::temp_dir()
-                    .join(format!("thdcheck-replay-{}.jsonl", std::process::id()));
-                std::fs::write(&path, found_history.borrow().join("\n") + "\n").ok().map(|()| path)
+        Err(TestError::Fail(_, shrunk)) => {
+            let minimized = minimize::minimize(&mut run, shrunk, given.is_some());
+            let replayed = replay::replay(&mut run, &minimized.case);
+            let runs = run.adapter.executed;
+            let (scan_runs, budget_left) = runner::scan_budget(
+                &run,
+                &replayed.failure,
+                replayed.shrunk_as.as_ref(),
+                given.is_some(),
+            );
+            let also = if scan_runs > 0 {
+                runner::scan(&mut run, &config, scan_runs, &replayed.failure.signature())
             } else {
-                None
+                Default::default()
             };
-            let differs = match (&replayed, &found) {
-                (Err(f), Some(g)) => f.signature() != g.signature(),
-                (Ok(()), _) => !stateful_crash && !twice,
-                (Err(_), None) => false,
+            let replay = replay::command_line(
+                &command,
+                &replayed.requests,
+                replayed.history_file.as_deref(),
+            );
+            let failed = report::Failed {
+                replayed: &replayed,
+                replay: &replay,
+                runs,
+                scanned: run.adapter.executed - runs,
+                minimizes: target.minimizes(),
+                one_minimal: minimized.one_minimal,
+                reductions: minimized.reductions,
+                given: given.is_some(),
+                hung: run.hung,
+                other_classes: run.other_classes,
+                also: &also,
+                scan_runs,
+                budget_left,
             };
-            let failure = match (replayed, &found) {
-                (Err(f), _) => f,
-                (Ok(()), Some(g)) if stateful_crash || twice => g.clone(),
-                (Ok(()), _) => Failure {
-                    kind: "flaky",
-                    checks: found.as_ref().map(|g| g.checks.clone()).unwrap_or_default(),
-                    detail:
-                        "the shrunk case passed when replayed: the adapter is not deterministic"
-                            .into(),
-                    response: None,
-                },
-            };
-            let shrunk_as = found.filter(|_| differs);
-            let note = shrunk_as.as_ref().map(|g| {
-                let now = if failure.kind == "flaky" {
-                    "replayed, it passed".to_owned()
-                } else {
-                    format!("replayed, it failed as `{}`", failure.signature())
-                };
-                format!(
-                    "while shrinking this case failed as `{}`; {now}: the adapter is not deterministic\n{}",
-                    g.signature(),
-                    g.detail
-                )
-            });
-            // Every other class of failure: one more pass over fresh cases, unshrunk, so that
-            // each distinct failing rule is reported; `--ignore` the first to shrink the next.
-            //
-            // The scan is part of the shrink budget (`--max-shrink-runs` counts every run after
-            // the first failure), and is skipped after a failure that says nothing about the
-            // rules: a crash (every run restarts the adapter), a hang (a timeout each), an
-            // answer too long or not JSON (every answer likely is).
-            let mut also: std::collections::BTreeMap<String, (u64, String)> = Default::default();
-            let runs = executed.get();
-            let budget_left = u64::from(args.max_shrink_runs)
-                .saturating_sub(runs.saturating_sub(passed.get()))
-                .min(u64::from(args.cases.min(256)))
-                .min(u64::from(args.also_failing));
-            let blind = ["crash", "hang", "too-long", "not-json"];
-            let scan_runs = if args.first_failure
-                || given.is_some()
-                || hung.get()
-                || blind.contains(&failure.kind)
-                || two_answers(&failure)
-                || shrunk_as.as_ref().is_some_and(|g| blind.contains(&g.kind))
-            {
-                0
-            } else {
-                budget_left
-            };
-            if scan_runs > 0 {
-                let mut scan = TestRunner::new_with_rng(
-                    scan_config.clone(),
-                    TestRng::from_seed(RngAlgorithm::ChaCha, &{
-                        let mut b = seed_bytes;
-                        b[8] = 1;
-                        b
-                    }),
-                );
-                let strategy = target.strategy();
-                let first = failure.signature();
-                for _ in 0..scan_runs {
-                    let Ok(tree) = proptest::strategy::Strategy::new_tree(&strategy, &mut scan)
-                    else {
-                        break;
-                    };
-                    let Err(f) = exec(&proptest::strategy::ValueTree::current(&tree)) else {
-                        continue;
-                    };
-                    let Some(f) = unignored(f) else { continue };
-                    if f.kind == "hang" {
-                        break;
-                    }
-                    // Every violated check is a class of its own.
-                    // (check, its own detail line): a case counts once per class.
-                    let mut classes: Vec<(String, String)> = if f.checks.is_empty() {
-                        vec![(f.signature().to_string(), f.detail.clone())]
-                    } else {
-                        f.checks
-                            .iter()
-                            .map(|k| {
-                                let line = f
-                                    .detail
-                                    .lines()
-                                    .find(|l| l.starts_with(&format!("{k}:")))
-                                    .unwrap_or(&f.detail);
-                                (format!("{} {k}", f.kind), line.to_owned())
-                            })
-                            .collect()
-                    };
-                    classes.sort();
-                    classes.dedup_by(|a, b| a.0 == b.0);
-                    for (class, detail) in
-                        classes.into_iter().filter(|(c, _)| *c != first.to_string())
-                    {
-                        let e = also.entry(class).or_insert((0, detail));
-                        e.0 += 1;
-                    }
-                }
-            }
-            let replay = match &history_file {
-                Some(path) => format!("{command} < {}", shell_quote(&path.display().to_string())),
-                None if requests.len() > 1 => format!(
-                    "printf '%s\\n' {} | {command}",
-                    requests.iter().map(|r| shell_quote(r)).collect::<Vec<_>>().join(" ")
-                ),
-                None => format!("echo '{}' | {command}", request.replace('\'', "'\\''")),
-            };
-            let note = note.or_else(|| {
-                twice.then(|| {
-                    "replayed alone in a fresh process its one answer passes: a second answer is \
-                     read only by the request after it (the replay prints every line the adapter \
-                     writes)"
-                        .to_owned()
-                })
-            });
-            let note = note.or_else(|| {
-                history_file.as_ref().map(|_| {
-                    format!(
-                        "replayed alone the minimal case does not crash: the adapter crashed after \
-                         {} requests, so the replay sends them all, in order",
-                        found_history.borrow().len()
-                    )
-                })
-            });
-            if args.json || args.html.is_some() {
-                let doc = json!({
-                    "version": 1, "target": target.kind(), "command": args.command, "result": "fail",
-                    "cases": passed.get(), "seed": args.seed, "elapsed_s": elapsed.as_secs_f64(),
-                    "runs": runs, "scan_runs": executed.get() - runs,
-                    "failure": {
-                        "kind": failure.kind, "checks": failure.checks, "detail": failure.detail,
-                        "request": serde_json::from_str::<Value>(&request).unwrap_or(Value::Null),
-                        "response": failure.response.as_deref().map(clip), "replay": replay,
-                    },
-                    "other_failures_ignored": other_classes.get(),
-                    "one_minimal": (target.minimizes() && given.is_none()).then_some(one_minimal),
-                    "reductions": minimized,
-                    "also_failing": also.iter().map(|(class, (n, detail))| json!({
-                        "class": class, "cases": n, "detail": clip(detail),
-                    })).collect::<Vec<_>>(),
-                });
-                let mut doc = doc;
-                if requests.len() > 1 {
-                    doc["failure"]["requests"] = requests
-                        .iter()
-                        .map(|r| serde_json::from_str::<Value>(r).unwrap_or(Value::Null))
-                        .collect();
-                }
-                if let Some(g) = &shrunk_as {
-                    doc["failure"]["shrunk_as"] = json!({
-                        "kind": g.kind, "checks": g.checks, "detail": g.detail,
-                        "response": g.response.as_deref().map(clip),
-                    });
-                }
-                if let Some(path) = &args.html {
-                    picture::write_page(path, &doc)
-                        .with_context(|| format!("--html {}: cannot write it", path.display()))?;
-                }
-                if args.json {
-                    writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-                }
-            }
-            if !args.json {
-                writeln!(
-                    out,
-                    "thdcheck fuzz {}: {command}\n  FAILED after {} passing cases (seed {}); {}:",
-                    target.kind(),
-                    passed.get(),
-                    args.seed,
-                    if given.is_some() {
-                        "the request of --request, judged as given".to_owned()
-                    } else if hung.get() {
-                        "not shrunk (every run of a hang waits the full timeout)".to_owned()
-                    } else {
-                        let others = match other_classes.get() {
-                            0 => String::new(),
-                            n => format!(
-                                " ({n} run{} that failed another way counted as passing)",
-                                if n == 1 { "" } else { "s" }
-                            ),
-                        };
-                        let minimal = match (target.minimizes(), one_minimal) {
-                            (false, _) => String::new(),
-                            (true, true) => format!(
-                                ", 1-minimal after {minimized} reduction{}",
-                                if minimized == 1 { "" } else { "s" }
-                            ),
-                            (true, false) => format!(
-                                ", {minimized} reductions, not 1-minimal: --max-shrink-runs spent"
-                            ),
-                        };
-                        format!(
-                            "shrunk to a minimal case in {} runs{minimal}, keeping the failure `{}`{others}",
-                            runs,
-                            shrunk_as
-                                .as_ref()
-                                .map_or_else(|| failure.signature(), Failure::signature)
-                        )
-                    }
-                )?;
-                writeln!(
-                    out,
-                    "  {:<14}{}",
-                    failure.kind,
-                    failure.detail.replace('\n', "\n                ")
-                )?;
-                if let Some(n) = &note {
-                    writeln!(out, "  {:<14}{}", "note", n.replace('\n', "\n                "))?;
-                }
-                for r in &requests {
-                    writeln!(out, "  {:<14}{r}", "request")?;
-                }
-                if let Some(r) = &failure.response {
-                    writeln!(out, "  {:<14}{}", "response", clip(r))?;
-                }
-                writeln!(out, "  {:<14}{replay}", "replay")?;
-                let scanned = executed.get() - runs;
-                let scan = if scanned > 0 {
-                    format!(
-                        "{scanned} runs of fresh cases for other failing classes (within \
-                         --max-shrink-runs){}",
-                        if also.is_empty() { ": none found" } else { "" }
-                    )
-                } else if args.first_failure {
-                    "0 runs: --first-failure".to_owned()
-                } else if args.also_failing == 0 {
-                    "0 runs: --also-failing 0".to_owned()
-                } else if scan_runs == 0 && budget_left > 0 {
-                    format!("0 runs: no scan for other classes after a `{}`", failure.kind)
-                } else {
-                    "0 runs: --max-shrink-runs spent".to_owned()
-                };
-                writeln!(out, "  {:<14}{scan}", "scan")?;
-                for (class, (n, detail)) in &also {
-                    writeln!(
-                        out,
-                        "  {:<14}`{class}` in {n} of {} more cases (shrink it with --ignore '{}'): {}",
-                        "also failing",
-                        executed.get() - runs,
-                        failure.signature(),
-                        clip(detail).lines().next().unwrap_or_default()
-                    )?;
-                }
-            }
+            report::write_fail(out, &header, &failed)?;
             Ok(1)
         }
     }
@@ -1162,22 +554,6 @@ fn clip(s: &str) -> String {
         }
         Some((cut, _)) => format!("{}… ({} bytes in all)", &s[..cut], s.len()),
     }
-}
-
-/// Quotes an argument for a POSIX shell when it needs it.
-fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg.chars().all(|c| c.is_ascii_alphanumeric() || "_-./=:,+@%".contains(c));
-    if plain { arg.to_owned() } else { format!("'{}'", arg.replace('\'', "'\\''")) }
-}
-
-fn tail(stderr: &str) -> String {
-    if stderr.is_empty() {
-        return String::new();
-    }
-    let lines: Vec<&str> = stderr.lines().collect();
-    let keep = &lines[lines.len().saturating_sub(6)..];
-    format!("; stderr:\n{}", keep.join("\n"))
 }
 
 /// Reads a response from `send`'s `"id version\nline"` output, mapping protocol errors to
@@ -1224,23 +600,4 @@ fn bad_response(bad: BadResponse, line: &str) -> Failure {
         BadResponse::Stale(d) => ("schema", format!("{TWO_ANSWERS}: {d}")),
     };
     Failure { kind, checks: vec![], detail, response: Some(clip(line)) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::check_ignore;
-
-    #[test]
-    fn ignore_names_a_kind_a_rule_or_both() {
-        let ok = |v: &str| check_ignore(&[v.to_owned()]);
-        for v in
-            ["crash", "adapter-error", "cp-loss-finite", "violation dpo-offsets", "batch-readable"]
-        {
-            assert!(ok(v).is_ok(), "{v}");
-        }
-        for v in ["crsh", "cp loss", "cp-loss", "violation nope", "nope dpo-offsets", ""] {
-            let e = ok(v).unwrap_err().to_string();
-            assert!(e.contains(&format!("--ignore {v:?}")) && e.contains("crash"), "{e}");
-        }
-    }
 }

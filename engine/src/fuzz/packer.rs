@@ -131,6 +131,29 @@ impl PackerTarget {
                     .all(|l| l.div_ceil(m) * m <= case.capacity))
     }
 
+    /// Reductions: a smaller capacity (to the least that keeps `--fitting-only` lengths
+    /// fitting, to half, by one).
+    fn smaller_capacity(&self, case: &PackerFuzzCase, out: &mut Vec<PackerFuzzCase>) {
+        let m = self.multiple();
+        let least = if self.cfg.fitting_only {
+            let longest = case
+                .examples()
+                .flat_map(|e| e.lens.branches())
+                .map(|l| l.div_ceil(m) * m)
+                .max()
+                .unwrap_or(m);
+            longest.max(m)
+        } else {
+            1
+        };
+        let mut caps = vec![least, case.capacity / 2, case.capacity.saturating_sub(1)];
+        caps.retain(|&c| c >= least && c < case.capacity);
+        caps.dedup();
+        for capacity in caps {
+            out.push(PackerFuzzCase { capacity, ..case.clone() });
+        }
+    }
+
     /// The drops the stack declares, for a case's DP size.
     fn declared(&self, case: &PackerFuzzCase) -> DeclaredDrops {
         DeclaredDrops {
@@ -264,159 +287,15 @@ impl Target for PackerTarget {
     /// half, by one), a smaller DP size, seed 0. Each respects the preconditions.
     fn reductions(&self, case: &PackerFuzzCase) -> Vec<PackerFuzzCase> {
         let mut out: Vec<PackerFuzzCase> = Vec::new();
-        let one_shot = !self.cfg.session;
-        // Whole epochs, then whole pushes (a session only).
-        if !one_shot {
-            for e in 0..case.epochs.len() {
-                if case.epochs.len() > 1 {
-                    let mut c = case.clone();
-                    c.epochs.remove(e);
-                    out.push(c.renumbered());
-                }
-                for p in 0..case.epochs[e].len() {
-                    let mut c = case.clone();
-                    c.epochs[e].remove(p);
-                    out.push(c.renumbered());
-                }
-            }
+        if self.cfg.session {
+            fewer_epochs_or_pushes(case, &mut out);
         }
-        // Runs of examples within each push, longest first.
-        for (e, pushes) in case.epochs.iter().enumerate() {
-            for (p, push) in pushes.iter().enumerate() {
-                let n = push.len();
-                for k in (1..=n).rev() {
-                    for at in 0..=n - k {
-                        let mut c = case.clone();
-                        c.epochs[e][p].drain(at..at + k);
-                        out.push(c.renumbered());
-                    }
-                }
-            }
-        }
-        // Two examples merged into one of their summed length (one example fewer, the same
-        // tokens: a partitioning bug that needs the tokens, not the count).
-        for (e, pushes) in case.epochs.iter().enumerate() {
-            for (p, push) in pushes.iter().enumerate() {
-                for i in 0..push.len() {
-                    for j in i + 1..push.len() {
-                        if let (Lens::Single { len: a }, Lens::Single { len: b }) =
-                            (push[i].lens, push[j].lens)
-                        {
-                            let mut c = case.clone();
-                            c.epochs[e][p][i].lens = Lens::Single { len: a.saturating_add(b) };
-                            c.epochs[e][p].remove(j);
-                            out.push(c.renumbered());
-                        }
-                    }
-                }
-            }
-        }
-        // The whole case scaled down (capacity and every length together, rounded down and
-        // up): what a failure depends on is usually the lengths relative to the capacity, and
-        // one step at a time would stop in a local minimum.
-        let scaled = |c: &PackerFuzzCase, num: u64, den: u64, up: bool| {
-            let f = |l: u64| if up { (l * num).div_ceil(den) } else { (l * num / den).max(1) };
-            let mut out = c.clone();
-            out.capacity = f(c.capacity).max(1);
-            for e in out.epochs.iter_mut().flatten().flatten() {
-                let g = |l: u32| u32::try_from(f(u64::from(l))).unwrap_or(u32::MAX);
-                e.lens = match e.lens {
-                    Lens::Single { len } => Lens::Single { len: g(len) },
-                    Lens::Pair { chosen, rejected } => {
-                        Lens::Pair { chosen: g(chosen), rejected: g(rejected) }
-                    }
-                };
-            }
-            out
-        };
-        if case.capacity > 1 {
-            let c = case.capacity;
-            for (num, den) in [(1, 2), (c - 1, c)] {
-                for up in [false, true] {
-                    let s = scaled(case, num, den, up);
-                    if s.capacity < case.capacity {
-                        out.push(s);
-                    }
-                }
-            }
-        }
-        // Shorter examples (down to 0 tokens where empty examples are drawn).
-        let min = u32::from(!self.cfg.empty_examples);
-        let shorter = |l: u32| {
-            let mut v = vec![min, 1, l / 2, l.saturating_sub(1)];
-            v.retain(|&x| x >= min && x < l);
-            v.dedup();
-            v
-        };
-        for (e, pushes) in case.epochs.iter().enumerate() {
-            for (p, push) in pushes.iter().enumerate() {
-                for (i, ex) in push.iter().enumerate() {
-                    let branches: Vec<(u32, u32)> = match ex.lens {
-                        Lens::Single { len } => shorter(len).into_iter().map(|l| (l, 0)).collect(),
-                        Lens::Pair { chosen, rejected } => shorter(chosen)
-                            .into_iter()
-                            .map(|c| (c, rejected))
-                            .chain(shorter(rejected).into_iter().map(|r| (chosen, r)))
-                            .collect(),
-                    };
-                    for (a, b) in branches {
-                        let mut c = case.clone();
-                        c.epochs[e][p][i].lens = match ex.lens {
-                            Lens::Single { .. } => Lens::Single { len: a },
-                            Lens::Pair { .. } => Lens::Pair { chosen: a, rejected: b },
-                        };
-                        out.push(c);
-                    }
-                }
-            }
-        }
-        // Two examples one token shorter each, and one shorter with the capacity (slack kept).
-        let singles: Vec<(usize, usize, usize, u32)> = case
-            .epochs
-            .iter()
-            .enumerate()
-            .flat_map(|(e, ps)| {
-                ps.iter().enumerate().flat_map(move |(p, push)| {
-                    push.iter().enumerate().filter_map(move |(i, ex)| match ex.lens {
-                        Lens::Single { len } if len > 1 => Some((e, p, i, len)),
-                        _ => None,
-                    })
-                })
-            })
-            .collect();
-        for (x, &(e, p, i, len)) in singles.iter().enumerate() {
-            if case.capacity > 1 {
-                let mut c = case.clone();
-                c.epochs[e][p][i].lens = Lens::Single { len: len - 1 };
-                c.capacity -= 1;
-                out.push(c);
-            }
-            for &(e2, p2, i2, len2) in &singles[x + 1..] {
-                let mut c = case.clone();
-                c.epochs[e][p][i].lens = Lens::Single { len: len - 1 };
-                c.epochs[e2][p2][i2].lens = Lens::Single { len: len2 - 1 };
-                out.push(c);
-            }
-        }
-        // A smaller capacity.
-        let m = self.multiple();
-        let least = if self.cfg.fitting_only {
-            let longest = case
-                .examples()
-                .flat_map(|e| e.lens.branches())
-                .map(|l| l.div_ceil(m) * m)
-                .max()
-                .unwrap_or(m);
-            longest.max(m)
-        } else {
-            1
-        };
-        let mut caps = vec![least, case.capacity / 2, case.capacity.saturating_sub(1)];
-        caps.retain(|&c| c >= least && c < case.capacity);
-        caps.dedup();
-        for capacity in caps {
-            out.push(PackerFuzzCase { capacity, ..case.clone() });
-        }
+        fewer_examples(case, &mut out);
+        merged_examples(case, &mut out);
+        scaled_down(case, &mut out);
+        shorter_examples(case, u32::from(!self.cfg.empty_examples), &mut out);
+        two_shorter_examples(case, &mut out);
+        self.smaller_capacity(case, &mut out);
         // The DP size is the user's (`--dp-size`), never drawn: a counterexample keeps it, as a
         // shrinker keeps what the user fixed (only what the strategy draws shrinks). Seed 0.
         if case.seed != 0 {
@@ -496,6 +375,157 @@ impl Target for PackerTarget {
         send: &mut dyn FnMut() -> Result<String, Failure>,
     ) -> Result<(), Failure> {
         if self.cfg.session { self.judge_session(case, send) } else { self.judge_once(case, send) }
+    }
+}
+
+/// Reductions of a session: each whole epoch removed (when there are several), then each push.
+fn fewer_epochs_or_pushes(case: &PackerFuzzCase, out: &mut Vec<PackerFuzzCase>) {
+    for e in 0..case.epochs.len() {
+        if case.epochs.len() > 1 {
+            let mut c = case.clone();
+            c.epochs.remove(e);
+            out.push(c.renumbered());
+        }
+        for p in 0..case.epochs[e].len() {
+            let mut c = case.clone();
+            c.epochs[e].remove(p);
+            out.push(c.renumbered());
+        }
+    }
+}
+
+/// Reductions: every contiguous run of examples removed from each push, longest first (counts
+/// modulo the DP size are not monotone, so removing one at a time could not get past them).
+fn fewer_examples(case: &PackerFuzzCase, out: &mut Vec<PackerFuzzCase>) {
+    for (e, pushes) in case.epochs.iter().enumerate() {
+        for (p, push) in pushes.iter().enumerate() {
+            let n = push.len();
+            for k in (1..=n).rev() {
+                for at in 0..=n - k {
+                    let mut c = case.clone();
+                    c.epochs[e][p].drain(at..at + k);
+                    out.push(c.renumbered());
+                }
+            }
+        }
+    }
+}
+
+/// Reductions: two examples merged into one of their summed length (one example fewer, the
+/// same tokens: a partitioning bug that needs the tokens, not the count).
+fn merged_examples(case: &PackerFuzzCase, out: &mut Vec<PackerFuzzCase>) {
+    for (e, pushes) in case.epochs.iter().enumerate() {
+        for (p, push) in pushes.iter().enumerate() {
+            for i in 0..push.len() {
+                for j in i + 1..push.len() {
+                    if let (Lens::Single { len: a }, Lens::Single { len: b }) =
+                        (push[i].lens, push[j].lens)
+                    {
+                        let mut c = case.clone();
+                        c.epochs[e][p][i].lens = Lens::Single { len: a.saturating_add(b) };
+                        c.epochs[e][p].remove(j);
+                        out.push(c.renumbered());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reductions: the whole case scaled down (capacity and every length together, by 1/2 and by
+/// (C-1)/C, rounded down and up): what a failure depends on is usually the lengths relative to
+/// the capacity, and one step at a time would stop in a local minimum.
+fn scaled_down(case: &PackerFuzzCase, out: &mut Vec<PackerFuzzCase>) {
+    let scaled = |c: &PackerFuzzCase, num: u64, den: u64, up: bool| {
+        let f = |l: u64| if up { (l * num).div_ceil(den) } else { (l * num / den).max(1) };
+        let mut out = c.clone();
+        out.capacity = f(c.capacity).max(1);
+        for e in out.epochs.iter_mut().flatten().flatten() {
+            let g = |l: u32| u32::try_from(f(u64::from(l))).unwrap_or(u32::MAX);
+            e.lens = match e.lens {
+                Lens::Single { len } => Lens::Single { len: g(len) },
+                Lens::Pair { chosen, rejected } => {
+                    Lens::Pair { chosen: g(chosen), rejected: g(rejected) }
+                }
+            };
+        }
+        out
+    };
+    if case.capacity > 1 {
+        let c = case.capacity;
+        for (num, den) in [(1, 2), (c - 1, c)] {
+            for up in [false, true] {
+                let s = scaled(case, num, den, up);
+                if s.capacity < case.capacity {
+                    out.push(s);
+                }
+            }
+        }
+    }
+}
+
+/// Reductions: each example (each branch of a pair) shorter: to `min` tokens (0 where empty
+/// examples are drawn, else 1), to 1, to half, by one.
+fn shorter_examples(case: &PackerFuzzCase, min: u32, out: &mut Vec<PackerFuzzCase>) {
+    let shorter = |l: u32| {
+        let mut v = vec![min, 1, l / 2, l.saturating_sub(1)];
+        v.retain(|&x| x >= min && x < l);
+        v.dedup();
+        v
+    };
+    for (e, pushes) in case.epochs.iter().enumerate() {
+        for (p, push) in pushes.iter().enumerate() {
+            for (i, ex) in push.iter().enumerate() {
+                let branches: Vec<(u32, u32)> = match ex.lens {
+                    Lens::Single { len } => shorter(len).into_iter().map(|l| (l, 0)).collect(),
+                    Lens::Pair { chosen, rejected } => shorter(chosen)
+                        .into_iter()
+                        .map(|c| (c, rejected))
+                        .chain(shorter(rejected).into_iter().map(|r| (chosen, r)))
+                        .collect(),
+                };
+                for (a, b) in branches {
+                    let mut c = case.clone();
+                    c.epochs[e][p][i].lens = match ex.lens {
+                        Lens::Single { .. } => Lens::Single { len: a },
+                        Lens::Pair { .. } => Lens::Pair { chosen: a, rejected: b },
+                    };
+                    out.push(c);
+                }
+            }
+        }
+    }
+}
+
+/// Reductions: two examples one token shorter each, and one shorter with the capacity (the
+/// slack kept).
+fn two_shorter_examples(case: &PackerFuzzCase, out: &mut Vec<PackerFuzzCase>) {
+    let singles: Vec<(usize, usize, usize, u32)> = case
+        .epochs
+        .iter()
+        .enumerate()
+        .flat_map(|(e, ps)| {
+            ps.iter().enumerate().flat_map(move |(p, push)| {
+                push.iter().enumerate().filter_map(move |(i, ex)| match ex.lens {
+                    Lens::Single { len } if len > 1 => Some((e, p, i, len)),
+                    _ => None,
+                })
+            })
+        })
+        .collect();
+    for (x, &(e, p, i, len)) in singles.iter().enumerate() {
+        if case.capacity > 1 {
+            let mut c = case.clone();
+            c.epochs[e][p][i].lens = Lens::Single { len: len - 1 };
+            c.capacity -= 1;
+            out.push(c);
+        }
+        for &(e2, p2, i2, len2) in &singles[x + 1..] {
+            let mut c = case.clone();
+            c.epochs[e][p][i].lens = Lens::Single { len: len - 1 };
+            c.epochs[e2][p2][i2].lens = Lens::Single { len: len2 - 1 };
+            out.push(c);
+        }
     }
 }
 

@@ -18,8 +18,8 @@ use super::hf::{self, Boundaries};
 use super::position_restarts::restarts;
 use super::{Format, Input, Read};
 use crate::profile::{BlockMaskFact, Dialect};
-use crate::words::plural;
 use crate::{Error, Result};
+use rules::words::plural;
 
 /// The key of the mask.
 const KEY: &str = "attention_mask";

@@ -9,11 +9,8 @@ use super::Dialect;
 use crate::pack::{BatchData, validate_offsets};
 use crate::profile::Profile;
 use crate::tensors::{BatchFile, Column, Ints};
-use crate::words::plural;
 use crate::{Error, Result};
-
-/// The largest CP size a file may state (no real job comes near it; it bounds allocations).
-pub const MAX_CP: i64 = 1 << 16;
+use rules::words::plural;
 
 pub(super) fn missing(file: &BatchFile, key: &str, dialect: Dialect) -> Error {
     let keys: Vec<&str> = file.keys().collect();
@@ -486,11 +483,11 @@ pub(super) fn cp_shard(file: &BatchFile) -> Result<Option<(usize, usize)>> {
             dialect: "CP shard",
             hint: "; the file has `cp_rank` but no `cp_size`".into(),
         }),
-        (Some(_), Some(s)) if s > MAX_CP => Err(Error::Value {
+        (Some(_), Some(s)) if s > i64::from(rules::MAX_CP_SIZE) => Err(Error::Value {
             key: "cp_size".into(),
             index: 0,
             value: s.to_string(),
-            expected: "a CP size of at most 65536",
+            expected: concat!("a CP size of at most ", rules::max_cp_size!()),
         }),
         (Some(r), Some(s)) if s >= 1 && (0..s).contains(&r) => Ok(Some((r as usize, s as usize))),
         (Some(r), Some(_)) => Err(Error::Value {

@@ -6,8 +6,8 @@ use super::hf::{self, Boundaries};
 use super::{Format, Input, Read};
 use crate::profile::Dialect;
 use crate::tensors::{BatchFile, Ints};
-use crate::words::plural;
 use crate::{Error, Result};
+use rules::words::plural;
 
 /// `doc_lens` beside `input_ids`, no offsets.
 pub struct DocLens;

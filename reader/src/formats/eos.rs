@@ -9,7 +9,7 @@ use super::hf::{self, Boundaries};
 use super::{Format, Input, Read};
 use crate::Result;
 use crate::profile::{Dialect, DocumentsFact};
-use crate::words::plural;
+use rules::words::plural;
 
 /// A document ends after every EOS token.
 pub struct Eos;

@@ -41,7 +41,6 @@ use std::sync::Arc;
 
 use rules::checks::DpoConcat;
 
-pub use common::MAX_CP;
 pub use position_restarts::restarts;
 
 use rules::contract::Contract;

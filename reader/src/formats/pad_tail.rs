@@ -11,7 +11,7 @@ use super::hf::{self, Boundaries};
 use super::{Format, Input, Read};
 use crate::Result;
 use crate::profile::{Dialect, DocumentsFact};
-use crate::words::plural;
+use rules::words::plural;
 
 /// One document per row before its trailing pad ids.
 pub struct PadTail;
@@ -43,7 +43,7 @@ impl Format for PadTail {
             let trained = |t: usize| {
                 labels.as_ref().is_some_and(|l| match shifted {
                     false => l[t] != IGNORE_INDEX,
-                    true => t % (tokens / rows.max(1)) > 0 && l[t - 1] == ids.at(t),
+                    true => !t.is_multiple_of(tokens / rows.max(1)) && l[t - 1] == ids.at(t),
                 })
             };
             let (real, storage, kept) = pad_tail_rows(ids, rows, pad, trained);

@@ -7,7 +7,7 @@ use super::{Format, Input, Read};
 use crate::Result;
 use crate::profile::Dialect;
 use crate::tensors::BatchFile;
-use crate::words::plural;
+use rules::words::plural;
 
 /// One sequence per row, its real tokens the mask's leading ones.
 pub struct PaddedRows;

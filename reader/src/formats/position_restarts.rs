@@ -7,7 +7,7 @@ use super::{Format, Input, Read};
 use crate::Result;
 use crate::profile::{CpLayout, Dialect};
 use crate::tensors::BatchFile;
-use crate::words::plural;
+use rules::words::plural;
 
 /// Documents from position-id restarts.
 pub struct PositionRestarts;

@@ -9,8 +9,8 @@ use super::hf::{self, Boundaries};
 use super::{Format, Input, Read};
 use crate::profile::{Dialect, MaskFact};
 use crate::tensors::{BatchFile, Ints};
-use crate::words::plural;
 use crate::{Error, Result};
+use rules::words::plural;
 
 /// Documents from runs of one sample number.
 pub struct SampleNumbers;

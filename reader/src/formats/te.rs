@@ -15,8 +15,8 @@ use super::{Dialect, Format, Input, Read};
 use crate::pack::{BatchData, validate_offsets};
 use crate::profile::{MaskFact, OffsetsEnd, OffsetsFact, TrailingRepeats};
 use crate::tensors::{BatchFile, Column, Ints};
-use crate::words::plural;
 use crate::{Error, Result};
+use rules::words::plural;
 
 /// NeMo Automodel's `split_batch_into_thd_chunks`: offsets `[C, K]` beside `[C, S]` token rows,
 /// one pack per row, each its own attention call with its own offsets.

@@ -29,11 +29,12 @@ use thd::{IGNORE_INDEX, LabelConvention};
 use crate::Location;
 use crate::checks::WorkSums;
 use crate::checks::cp_shard::zigzag_ranges;
-use crate::checks::layout::{self, LayoutView, plural};
+use crate::checks::layout::{self, LayoutView};
 use crate::checks::rules::{
     BatchInput, CP_SHARD, LABEL_TARGETS, MOCK_MARKED, Outcome, PAD_LABELS, PAD_MULTIPLE, RULES,
     Status,
 };
+use crate::words::plural;
 
 /// What the user states that the batch cannot.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

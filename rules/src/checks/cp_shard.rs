@@ -5,6 +5,7 @@ use serde::Serialize;
 use thd::IGNORE_INDEX;
 
 use super::{CP_LABELS, CP_POSITION_IDS, CP_SHARD, CP_SPLIT_ACCEPTED, Outcome, Rule};
+use crate::words::plural;
 use crate::{Checked, Location, Violation};
 
 /// What the CP ranks hold, as plain data.
@@ -687,10 +688,6 @@ fn held(shard: &[Option<usize>]) -> String {
         out += &format!(" and {} not of the batch", plural(foreign, "token"));
     }
     out
-}
-
-fn plural(n: usize, what: &str) -> String {
-    if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
 }
 
 /// Ranks as words: `0`, `0 and 1`, `0, 1 and 2`.

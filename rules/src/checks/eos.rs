@@ -6,8 +6,9 @@
 //! document without its EOS never learns to stop and, to such a reader, merges with the next;
 //! an EOS inside a segment means two documents share one segment and attend to each other.
 
-use crate::checks::layout::{LayoutView, plural};
+use crate::checks::layout::LayoutView;
 use crate::checks::rules::{EOS_DELIMITED, Outcome};
+use crate::words::plural;
 use crate::{Location, Violation};
 
 /// LAYOUT, `eos-delimited`: when the stack appends the EOS to every document

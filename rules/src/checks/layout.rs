@@ -16,6 +16,7 @@ use crate::checks::rules::{
     first_violation,
 };
 use crate::contract::{BoundaryLabelsFact, Contract};
+use crate::words::plural;
 use crate::{Checked, Location, Violation};
 
 /// The names of a batch's tensors, as the user's file spells them: messages quote these.
@@ -280,10 +281,6 @@ impl<'a> LayoutView<'a> {
             .chain(std::iter::once(tail))
             .filter(|r| !r.is_empty())
     }
-}
-
-pub(crate) fn plural(n: usize, one: &str) -> String {
-    if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") }
 }
 
 /// LAYOUT, `offsets`: one offsets vector is non-empty, starts at 0, is non-decreasing, fits

@@ -54,20 +54,32 @@ pub enum Fuzz {
     Attention(Option<AttentionJudge>),
 }
 
-/// The fuzz targets, as [`Fuzz`] names them.
+/// What `thdcheck fuzz` drives: the fuzz targets, one per kind of adapter, as the command line
+/// names them (`cp-split`; with the `clap` feature, a `clap::ValueEnum`) and as [`Fuzz`] assigns
+/// them their rules ([`rules_of`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum FuzzTarget {
-    /// `fuzz collator` (besides every rule of one pack).
-    Collator,
-    /// `fuzz packer`.
+    /// A packer: examples with lengths in, packs of ids out.
     Packer,
-    /// `fuzz cp-split`.
+    /// A collator: examples' tokens in, a batch (the keys a dumped file has) out.
+    Collator,
+    /// A throughput logger: a step's micro-batches (with model, CP, DP, GPUs, step time) in,
+    /// the values it would log (record names of `thdcheck metrics`) out.
+    Logger,
+    /// A CP-local loss: one global batch as every rank's shard (zigzag, or contiguous with
+    /// --cp-layout; f64 logits, labels rolled before the split), at cp 1, 2, 4 and 8, in; the
+    /// reported loss (and optionally each rank's Σ NLL and count, and the valid-token count it
+    /// logs) out.
+    Loss,
+    /// A CP splitter: a packed batch and a CP size in, every rank's input_ids, labels and
+    /// position_ids out (zigzag, or contiguous with --cp-layout; labels rolled before the
+    /// split), or a refusal.
     CpSplit,
-    /// `fuzz loss`.
-    CpLoss,
-    /// `fuzz logger`.
-    Logged,
-    /// `fuzz attention`.
+    /// A packed attention: q, k, v of a packed layout (offsets, padded offsets, position ids;
+    /// with --cp-size every zigzag rank's shard) in the --dtype, causal or not, in; the output
+    /// (and optionally the log-sum-exp) out, judged against the oracle's f64 attention per
+    /// document.
     Attention,
 }
 
@@ -78,8 +90,8 @@ impl Fuzz {
             Fuzz::Collator(_) => FuzzTarget::Collator,
             Fuzz::Packer(_) => FuzzTarget::Packer,
             Fuzz::CpSplit(_) => FuzzTarget::CpSplit,
-            Fuzz::CpLoss(_) => FuzzTarget::CpLoss,
-            Fuzz::Logged(_) => FuzzTarget::Logged,
+            Fuzz::CpLoss(_) => FuzzTarget::Loss,
+            Fuzz::Logged(_) => FuzzTarget::Logger,
             Fuzz::Attention(_) => FuzzTarget::Attention,
         }
     }
