@@ -100,8 +100,8 @@ fn a_two_line_user_profile_states_a_stacks_padding() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
-/// The README's four-line profile: the check and the fuzz run it shows pass with it, and fail
-/// without it.
+/// The README's four-line profile: the check and the fuzz run it shows pass with it; the check
+/// fails under another profile.
 #[test]
 fn the_readme_profile_checks_and_fuzzes() {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
@@ -126,9 +126,6 @@ fn the_readme_profile_checks_and_fuzzes() {
     };
     let o = fuzz(&["--profile", "mystack.toml"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = fuzz(&[]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("violation mask"), "{}", text(&o));
 }
 
 #[test]

@@ -48,17 +48,15 @@ fn fuzz_collator_reads_answers_in_the_formats_of_axolotl_llm_foundry_trl_and_olm
         1,
     );
     assert_eq!(v["failure"]["checks"][0], "cross-doc-label", "{v}");
-    // A pack of one sample has an all-ones mask: without the profile it is a 0/1 mask beside
-    // position-id restarts, which the attention implementations would read instead.
+    // Without the profile too: a numbered mask is read as sample numbers, and a pack of one
+    // sample (an all-ones mask, the padding's positions restarting) as one padded row, since a
+    // 0/1 mask says which tokens can restart a document. It was flagged `mask` before, a false
+    // alarm: one document cannot attend to another.
     let v = fuzz_json(
         &["collator", "--json", "--cases", "64", "--", "python3", &collator, "axolotl"],
-        1,
+        0,
     );
-    assert_eq!(v["failure"]["checks"][0], "mask", "{v}");
-    assert!(
-        v["failure"]["detail"].as_str().unwrap().contains("attention_mask = \"sample-numbers\""),
-        "{v}"
-    );
+    assert_eq!(v["result"], "pass", "{v}");
 }
 
 #[test]
