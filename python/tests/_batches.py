@@ -44,6 +44,23 @@ def expected(root: Path) -> dict:
     return out
 
 
+def _profile_file_by_path(p: Path, meta: dict) -> dict:
+    """A profile file the metadata names beside the batch (the blind stacks'), by its full path:
+    a batch held in memory names built-in profiles only, so `in_memory` passes it as `profile=`,
+    as a user would."""
+    if meta.get("profile", "").endswith(".toml"):
+        meta = dict(meta, profile=str(p.parent / meta["profile"]))
+    return meta
+
+
+def in_memory(meta: dict) -> tuple[dict, str | None]:
+    """`(metadata, profile=)` of a batch checked in memory: a profile file leaves the metadata."""
+    if meta.get("profile", "").endswith(".toml"):
+        meta = dict(meta)
+        return meta, meta.pop("profile")
+    return meta, None
+
+
 def every_file(root: Path):
     """Every batch file under root, CP rank files included, with its expected verdict (None for
     a CP rank file: the command judges it as its group, not alone)."""
@@ -51,6 +68,7 @@ def every_file(root: Path):
     for p in sorted(root.rglob("*.safetensors")):
         rel = p.relative_to(root).as_posix()
         tensors, meta = load(p)
+        meta = _profile_file_by_path(p, meta)
         cp_rank = "cp_rank" in meta or "cp_rank" in tensors
         yield rel, tensors, meta, None if cp_rank else exp.get(rel, [])
 
@@ -64,4 +82,5 @@ def cases(root: Path):
         tensors, meta = load(p)
         if "cp_rank" in meta or "cp_rank" in tensors:
             continue
+        meta = _profile_file_by_path(p, meta)
         yield rel, tensors, meta, exp.get(rel, [])

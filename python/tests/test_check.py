@@ -6,16 +6,18 @@ import numpy as np
 import pytest
 
 import thdcheck
-from _batches import REPO, cases
+from _batches import REPO, cases, in_memory
 
 EXAMPLES = list(cases(REPO / "examples/batches"))
 REAL = list(cases(REPO / "corpus/real/batches"))
 
 
 def _verdict(tensors, meta, name):
-    # What the tensors cannot say travels as metadata, exactly as in the file.
+    # What the tensors cannot say travels as metadata, exactly as in the file (a profile file
+    # beside it as `profile=`: a batch in memory names built-in profiles only).
+    meta, profile = in_memory(meta)
     try:
-        return sorted(thdcheck.check(tensors, metadata=meta, name=name).violated)
+        return sorted(thdcheck.check(tensors, metadata=meta, name=name, profile=profile).violated)
     except thdcheck.BatchError:
         return ["error"]
 

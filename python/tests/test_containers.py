@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import thdcheck
-from _batches import REPO, every_file
+from _batches import REPO, every_file, in_memory
 
 try:
     import torch
@@ -112,8 +112,9 @@ CUDA = {"torch-cuda", "torch-cuda-strided"}  # run where torch sees a GPU (gpu-t
 
 
 def _report(tensors, meta, name):
+    meta, profile = in_memory(meta)
     try:
-        r = thdcheck.check(tensors, metadata=meta, name=name)
+        r = thdcheck.check(tensors, metadata=meta, name=name, profile=profile)
         return sorted(r.violated), str(r)
     except thdcheck.BatchError as e:
         return ["error"], str(e)

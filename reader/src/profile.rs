@@ -391,6 +391,18 @@ fn top_level_fields() -> Vec<&'static str> {
     all
 }
 
+/// The message for the first of `keys` that is no field of a profile (serde cannot refuse it
+/// beside the flattened contract).
+fn unknown_field<'a>(mut keys: impl Iterator<Item = &'a str>) -> Option<String> {
+    let allowed = top_level_fields();
+    keys.find(|k| !allowed.contains(k)).map(|field| {
+        format!(
+            "unknown field `{field}`, expected one of {}",
+            allowed.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
 /// Whether `field` is one a profile sets (a fact, or one of [`FIELDS`]).
 pub fn is_field(field: &str) -> bool {
     FIELDS.contains(&field) || Contract::FACTS.iter().any(|f| f.name == field)
@@ -545,15 +557,12 @@ impl Profile {
             message: e.message().trim().to_owned(),
         };
         let table: toml::Table = toml::from_str(text).map_err(err)?;
-        let allowed = top_level_fields();
-        if let Some(field) = table.keys().find(|k| !allowed.contains(&k.as_str())) {
+        if let Some(message) = unknown_field(table.keys().map(String::as_str)) {
+            let field = table.keys().find(|k| !top_level_fields().contains(&k.as_str()));
             return Err(Error::Profile {
                 origin: origin.to_owned(),
-                line: key_line(text, field),
-                message: format!(
-                    "unknown field `{field}`, expected one of {}",
-                    allowed.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
-                ),
+                line: field.and_then(|f| key_line(text, f)),
+                message,
             });
         }
         // Each fact alone first: a value serde refuses inside the flattened record would lose
@@ -808,12 +817,29 @@ impl Profile {
     /// # Errors
     /// [`Error::Profile`] for a field that does not parse.
     pub fn from_json(json: &str) -> Result<Arc<Profile>> {
-        let p: Profile = serde_json::from_str(json).map_err(|e| Error::Profile {
+        // serde_json appends " at line 1 column N" of the JSON text the binding wrote.
+        let bad = |e: serde_json::Error| Error::Profile {
             origin: "profile=".into(),
             line: None,
-            // serde_json appends " at line 1 column N" of the JSON text the binding wrote.
             message: e.to_string().split(" at line ").next().unwrap_or_default().to_owned(),
-        })?;
+        };
+        let value: serde_json::Value = serde_json::from_str(json).map_err(bad)?;
+        if let Some(fields) = value.as_object() {
+            let refused = unknown_field(fields.keys().map(String::as_str)).or_else(|| {
+                fields.iter().find_map(|(k, v)| {
+                    let one = serde_json::Map::from_iter([(k.clone(), v.clone())]);
+                    let is_fact = Contract::FACTS.iter().any(|f| f.name == k.as_str());
+                    is_fact
+                        .then(|| serde_json::from_value::<Contract>(one.into()).err())
+                        .flatten()
+                        .map(|e| e.to_string())
+                })
+            });
+            if let Some(message) = refused {
+                return Err(Error::Profile { origin: "profile=".into(), line: None, message });
+            }
+        }
+        let p: Profile = serde_json::from_value(value).map_err(bad)?;
         Self::finish(p, "", "profile=", None, &Chain::default(), None).map(Arc::new)
     }
 
@@ -1004,6 +1030,9 @@ pub fn from_pyproject(start: &Path) -> Result<Option<Arc<Profile>>> {
             Some(toml::Value::String(spec)) => Profile::resolve(spec, Some(dir)).map(Some),
             Some(toml::Value::Table(t)) => {
                 let origin = format!("{origin} [tool.thdcheck.profile]");
+                if let Some(message) = unknown_field(t.keys().map(String::as_str)) {
+                    return Err(Error::Profile { origin, line: None, message });
+                }
                 let p: Profile =
                     toml::Value::Table(t.clone()).try_into().map_err(|e: toml::de::Error| {
                         Error::Profile {
