@@ -1110,17 +1110,23 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_pretraining_objective_notes_labels_across_documents_instead_of_flagging_them() {
-        // One row, two documents; the labels are the row copied (pretraining).
-        let ids = [5, 6, 7, 8, 9];
-        let stream = LayoutView {
+    /// One row of two documents whose labels are the row copied: each document's last
+    /// prediction targets the next document's first token.
+    const STREAM: [i64; 5] = [5, 6, 7, 8, 9];
+
+    fn stream() -> LayoutView<'static> {
+        LayoutView {
             num_tokens: 5,
             cu_seqlens: IntSlice::from(&[0, 3, 5]),
-            input_ids: Some(IntSlice::from(&ids)),
-            labels: Some(IntSlice::from(&ids)),
+            input_ids: Some(IntSlice::from(&STREAM)),
+            labels: Some(IntSlice::from(&STREAM)),
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn a_pretraining_objective_notes_labels_across_documents_instead_of_flagging_them() {
+        let stream = stream();
         let o = cross_doc_label(&stream);
         assert!(o.is_violated(), "{o:?}");
         let o = cross_doc_label(&LayoutView {
@@ -1139,14 +1145,7 @@ mod tests {
     /// leak, and a wrong label inside a document is still `label-targets`' violation.
     #[test]
     fn a_loss_that_masks_the_boundaries_itself_excuses_only_the_boundary_label() {
-        let ids = [5, 6, 7, 8, 9];
-        let stream = LayoutView {
-            num_tokens: 5,
-            cu_seqlens: IntSlice::from(&[0, 3, 5]),
-            input_ids: Some(IntSlice::from(&ids)),
-            labels: Some(IntSlice::from(&ids)),
-            ..Default::default()
-        };
+        let stream = stream();
         assert!(cross_doc_label(&stream).is_violated());
         let masked = LayoutView {
             facts: Contract {
