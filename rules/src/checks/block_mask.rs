@@ -103,7 +103,7 @@ impl BlockMaskSummary {
 }
 
 /// LAYOUT, `block-mask`: the 4-D attention mask lets every real token see exactly its own
-/// document, causally up to itself (or all of it, [`LayoutView::bidirectional`]).
+/// document, causally up to itself (or all of it, [`crate::contract::Contract::bidirectional`]).
 ///
 /// ```text
 /// real token t of segment i (real tokens startᵢ .. endᵢ):

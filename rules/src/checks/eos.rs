@@ -12,7 +12,7 @@ use crate::words::plural;
 use crate::{Location, Violation};
 
 /// LAYOUT, `eos-delimited`: when the stack appends the EOS to every document
-/// ([`LayoutView::documents_end_with_eos`], with [`LayoutView::eos_token_id`]), every real
+/// ([`crate::contract::Contract::documents_end_with_eos`], with [`crate::contract::Contract::eos_token_id`]), every real
 /// segment ends with it and none holds it before its last real token.
 ///
 /// ```text

@@ -694,7 +694,8 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
 /// A leak is a label that *is* the next document's first token, which a label copied or rolled
 /// across the pack always is. Without `input_ids` the rule cannot tell the two apart: skipped.
 /// A pretraining objective trains the stream across documents on purpose
-/// ([`LayoutView::cross_doc_labels_by_design`]): such labels are then counted in a note.
+/// ([`Contract::cross_doc_labels_by_design`]), or the loss masks each document's last prediction
+/// itself (`boundary_labels = "masked-by-loss"`): such labels are then counted in a note.
 pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
     let k = view.keys();
     let Some(labels) = view.labels else { return CROSS_DOC_LABEL.skipped("no labels") };
