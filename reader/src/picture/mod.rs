@@ -19,10 +19,9 @@ pub mod svg;
 
 use std::ops::Range;
 
-use rules::checks::{IntSlice, LayoutView};
+use rules::checks::{BatchOptions, IntSlice, LayoutView};
 use thd::{IGNORE_INDEX, LabelConvention};
 
-use crate::checks::CheckOptions;
 use crate::pack::BatchData;
 
 /// The most entries of one kind a picture keeps (segments, label runs, restarts, mask runs): past
@@ -197,13 +196,13 @@ fn sampled_runs(points: &[usize], t: usize, mut flag: impl FnMut(usize) -> bool)
 impl PackPicture {
     /// Gathers the picture of `pack` (the tensors the rules judged, under `opts`). O(T) over the
     /// labels, positions and mask; every list capped at [`MAX_MARKS`].
-    pub fn of(pack: &BatchData, opts: &CheckOptions) -> Self {
+    pub fn of(pack: &BatchData, opts: &BatchOptions) -> Self {
         let view = pack.view();
         Self::of_view(&view, opts)
     }
 
     /// [`PackPicture::of`] for a view.
-    pub fn of_view(view: &LayoutView<'_>, opts: &CheckOptions) -> Self {
+    pub fn of_view(view: &LayoutView<'_>, opts: &BatchOptions) -> Self {
         let t = view.num_tokens;
         let n = view.segments();
         // The rules' own classification of mock segments (num_real_seqs, or all padding).
