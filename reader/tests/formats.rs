@@ -286,6 +286,11 @@ fn a_padding_mask_says_which_positions_can_restart_a_document() {
     assert_eq!(roll.format, "padded-rows", "{}", roll.text("roll", false));
     assert!(roll.violated().is_empty(), "{}", roll.text("roll", false));
     assert_eq!((roll.packs[0].facts.real_segments, roll.packs[0].facts.real_tokens), (2, 11));
+    // A hole in the mask (xtuner #567: the EOS masked out mid-row): the positions run on
+    // across it, so the row is still one sequence, and `mask` judges the hole.
+    let hole = [1, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0];
+    let holed = rows(&[0, 1, 2, 3, 4, 4, 4, 0, 1, 2, 3, 4, 5, 5], &hole);
+    assert_eq!(holed.format, "padded-rows", "{}", holed.text("hole", false));
     // Two documents in the first row: its positions restart on a real token.
     let packed = rows(&[0, 1, 2, 0, 1, 1, 1, 0, 1, 2, 3, 4, 5, 5], &mask);
     assert_eq!(packed.format, "position-restarts", "{}", packed.text("packed", false));
