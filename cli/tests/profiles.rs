@@ -675,3 +675,173 @@ fn profile_suggest_never_makes_one_of_its_inputs_fail_and_names_files() {
         text(&o)
     );
 }
+
+/// The checks and facts of every file `check --json ARGS dir` reports, by path.
+fn checks_and_facts(
+    args: &[&str],
+    dir: &Path,
+) -> Vec<(String, serde_json::Value, serde_json::Value)> {
+    let mut a = vec!["check", "--json"];
+    a.extend(args);
+    a.push(dir.to_str().unwrap());
+    let o = thdcheck_in(&repo(), &a);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let packs = f["report"]["packs"].as_array().cloned().unwrap_or_default();
+            let checks: Vec<_> = packs.iter().map(|p| p["checks"].clone()).collect();
+            let facts: Vec<_> = packs.iter().map(|p| p["facts"].clone()).collect();
+            (f["path"].as_str().unwrap().to_owned(), checks.into(), facts.into())
+        })
+        .collect()
+}
+
+/// One profile file holds a stack's several paths (issue 39 item 10): ROLL's Megatron packing
+/// and FSDP2 padded rows, composed from the two profiles written blind for them, each a
+/// `[[variant]]` told by the keys its files have. Every ROLL file gets the checks and the facts
+/// its own path's profile gives it, where either single profile leaves the other path's files
+/// unreadable; a variant's facts do not hide a genuine bug of its path.
+#[test]
+fn one_profile_holds_a_stacks_paths_as_variants() {
+    let dir = repo().join("corpus/real/batches/roll");
+    let paths = repo().join("corpus/real/blind/roll/roll_paths.toml");
+    let own = checks_and_facts(&[], &dir);
+    let one = checks_and_facts(&["--profile", paths.to_str().unwrap()], &dir);
+    assert_eq!(own.len(), 9, "{own:?}");
+    assert_eq!(own, one);
+    for single in ["profile.toml", "profile_fsdp2.toml"] {
+        let o = thdcheck_in(
+            &repo(),
+            ["check", "--profile", dir.join(single).to_str().unwrap(), dir.to_str().unwrap()],
+        );
+        assert_eq!(o.status.code(), Some(2), "{single}: {}", text(&o));
+    }
+    let o = thdcheck_in(
+        &repo(),
+        ["check", "--json", "--profile", paths.to_str().unwrap(), dir.to_str().unwrap()],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("read under variant `fsdp2` of profile `roll`"), "{out}");
+    assert!(out.contains("\"profile\": \"roll[megatron]\""), "{out}");
+
+    // A planted bug of the Megatron path: document 0's last prediction is trained on document
+    // 1's first token.
+    let file = BatchFile::read(&dir.join("megatron_sft_cp1.safetensors")).unwrap();
+    let slots = file.ints("cu_seqlens_q_padded").unwrap().values;
+    let ids = file.ints("input_ids").unwrap().values;
+    let mask = file.ints("attention_mask").unwrap().values;
+    let width = mask.len() / (slots.len() - 1);
+    let last_real = slots[0] as usize + mask[..width].iter().filter(|&&m| m != 0).count() - 1;
+    let keys: Vec<(String, Vec<usize>, Vec<i64>)> = file
+        .keys()
+        .map(|k| {
+            // `loss_mask` is float 1.0 / 0.0 upstream: written back as integers, read alike.
+            let (shape, mut values) = match file.ints(k) {
+                Ok(v) => (v.shape.clone(), v.values.clone()),
+                Err(_) => {
+                    let (s, m) = file.mask(k).unwrap();
+                    (s, m.into_iter().map(i64::from).collect())
+                }
+            };
+            // Trained: the label and the loss mask both (the loss reads the mask).
+            match k {
+                "labels" => {
+                    assert_eq!(values[last_real], -100);
+                    values[last_real] = ids[slots[1] as usize];
+                }
+                "loss_mask" => values[last_real] = 1,
+                _ => {}
+            }
+            (k.to_owned(), shape, values)
+        })
+        .collect();
+    let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
+        keys.iter().map(|(k, s, v)| (k.as_str(), s.clone(), v.clone())).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("cross.safetensors");
+    std::fs::write(&bad, reader::tensors::write_ints(&refs, &[]).unwrap()).unwrap();
+    let o = thdcheck_in(
+        &repo(),
+        ["check", "--profile", paths.to_str().unwrap(), bad.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("VIOLATED cross-doc-label"), "{}", text(&o));
+}
+
+/// `drop`: a key the stack's model never reads is taken out before the file is read, and
+/// noted; what remains is judged as before, so a dropped key hides no other key's bug.
+#[test]
+fn a_dropped_key_is_not_read_and_hides_no_other_bug() {
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("dropper.toml");
+    std::fs::write(
+        &profile,
+        "name = \"dropper\"\nextends = \"roll_base\"\ndrop = [\"attention_mask\"]\n"
+            .replace("extends = \"roll_base\"\n", ""),
+    )
+    .unwrap();
+    let rows = repo().join("corpus/real/batches/roll/fsdp2_sft_rows.safetensors");
+    let o = thdcheck_in(
+        &repo(),
+        ["check", "--profile", profile.to_str().unwrap(), rows.to_str().unwrap()],
+    );
+    let out = text(&o);
+    assert!(out.contains("`attention_mask` not read"), "{out}");
+    assert!(out.contains("no attention_mask"), "{out}");
+    // The same rows with one position id broken still fail with the mask dropped.
+    let file = BatchFile::read(&rows).unwrap();
+    let keys: Vec<(String, Vec<usize>, Vec<i64>)> = file
+        .keys()
+        .map(|k| {
+            let v = file.ints(k).unwrap();
+            let mut values = v.values.clone();
+            if k == "position_ids" {
+                values[2] += 5;
+            }
+            (k.to_owned(), v.shape.clone(), values)
+        })
+        .collect();
+    let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
+        keys.iter().map(|(k, s, v)| (k.as_str(), s.clone(), v.clone())).collect();
+    let bad = tmp.path().join("pos.safetensors");
+    std::fs::write(&bad, reader::tensors::write_ints(&refs, &[]).unwrap()).unwrap();
+    let o = thdcheck_in(
+        &repo(),
+        ["check", "--profile", profile.to_str().unwrap(), bad.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("VIOLATED position-ids"), "{}", text(&o));
+}
+
+/// A `[[variant]]` with an unknown field, a fact value that is not one of the fact's, or a name
+/// given twice is exit 2 naming the file, the variant's line and what is allowed.
+#[test]
+fn a_bad_variant_is_exit_2_naming_its_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rows = repo().join("corpus/real/batches/roll/fsdp2_sft_rows.safetensors");
+    for (body, want) in [
+        (
+            "[[variant]]\nname = \"a\"\nlabel = \"shifted\"\n",
+            "p.toml:2: [[variant]] 1: unknown field `label`",
+        ),
+        (
+            "[[variant]]\nname = \"a\"\nlabels = \"rolled\"\n",
+            "p.toml:2: [[variant]] 1: unknown variant `rolled`",
+        ),
+        (
+            "[[variant]]\nname = \"a\"\n[[variant]]\nname = \"a\"\n",
+            "p.toml:4: [[variant]] 2: a second variant `a`",
+        ),
+        ("[[variant]]\nname = \"A\"\n", "p.toml:2: [[variant]] 1: `name` = \"A\""),
+    ] {
+        let path = tmp.path().join("p.toml");
+        std::fs::write(&path, format!("name = \"p\"\n{body}")).unwrap();
+        let o = thdcheck_in(tmp.path(), ["check", "--profile", "p.toml", rows.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(want), "want {want:?} in {}", text(&o));
+    }
+}

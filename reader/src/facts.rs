@@ -88,7 +88,7 @@ impl Facts {
         let metadata = Self::metadata(meta)?;
         let mut layers = vec![(Origin::Option, option.settled()), (Origin::Metadata, metadata)];
         if let Some(p) = profile {
-            layers.push((Origin::Profile(p.name.clone()), p.facts.settled()));
+            layers.push((Origin::Profile(p.label()), p.facts.settled()));
         }
         Ok(Self::layered(layers))
     }

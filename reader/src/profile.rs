@@ -362,6 +362,14 @@ pub struct Profile {
     /// per token.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub side_tensors: Vec<String>,
+    /// Keys the stack's model never reads (a stale `attention_mask` beside the offsets): taken
+    /// out of the file before it is read, and noted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drop: Vec<String>,
+    /// The stack's paths (`[[variant]]`): each chosen by the keys a file has, its facts over the
+    /// profile's ([`Profile::for_keys`]).
+    #[serde(default, rename = "variant", skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<Variant>,
     /// Keys that tell this profile from the file (built-in profiles: detection).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub detect: Vec<Detect>,
@@ -377,17 +385,83 @@ pub struct Profile {
     /// Where this profile came from (`built-in`, a path); not a field of the file.
     #[serde(skip)]
     pub origin: String,
+    /// The variant a file's keys chose ([`Profile::for_keys`]); not a field of the file.
+    #[serde(skip)]
+    pub chosen: Option<String>,
 }
+
+/// One path of a stack (`[[variant]]`: engine vs worker, packing vs padding collate, before
+/// and after a refactor), told by the keys a file has, as `[[detect]]` tells a stack. Its
+/// facts, renames, dropped keys and format are put over the profile's for the files it tells.
+// Not `deny_unknown_fields` (beside `flatten`): [`Profile::parse`] refuses unknown fields.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Variant {
+    /// Its name (lowercase, digits and `_`), in notes and the report's fact origins.
+    pub name: String,
+    /// Every one of these keys is in the file (before any rename).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub present: Vec<String>,
+    /// None of these is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absent: Vec<String>,
+    /// The key family of this path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<Dialect>,
+    /// Renames of this path, over the profile's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub map: BTreeMap<String, String>,
+    /// Keys of this path the model never reads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drop: Vec<String>,
+    /// The facts of this path, over the profile's.
+    #[serde(flatten)]
+    pub facts: Contract,
+    /// Where each of this path's facts was read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: BTreeMap<String, String>,
+}
+
+impl Variant {
+    /// Whether a file with these keys is on this path.
+    pub fn tells(&self, keys: &dyn Fn(&str) -> bool) -> bool {
+        self.present.iter().all(|k| keys(k)) && !self.absent.iter().any(|k| keys(k))
+    }
+
+    /// Its facts, renames, dropped keys and format as a profile of its own (what `profile
+    /// show` prints under it).
+    pub fn as_profile(&self) -> Profile {
+        Profile {
+            name: self.name.clone(),
+            format: self.format,
+            map: self.map.clone(),
+            drop: self.drop.clone(),
+            facts: self.facts,
+            sources: self.sources.clone(),
+            ..Profile::default()
+        }
+    }
+
+    /// The keys that tell it, for notes: `` `a`, no `b` ``.
+    pub fn told_by(&self) -> String {
+        let mut why: Vec<String> = self.present.iter().map(|k| format!("`{k}`")).collect();
+        why.extend(self.absent.iter().map(|k| format!("no `{k}`")));
+        if why.is_empty() { "any keys".to_owned() } else { why.join(", ") }
+    }
+}
+
+/// The fields a `[[variant]]` table may hold besides the facts.
+const VARIANT_FIELDS: &[&str] = &["name", "present", "absent", "format", "map", "drop", "sources"];
 
 /// The fields of a profile besides its facts ([`Contract::FACTS`]), in the order `show` prints
 /// them: `format`, `map` and `map_when` before the facts, the rest after.
-pub const FIELDS: &[&str] = &["format", "map", "map_when", "side_tensors", "fuzz", "loggers"];
+pub const FIELDS: &[&str] =
+    &["format", "map", "map_when", "drop", "side_tensors", "variant", "fuzz", "loggers"];
 
 /// Every field a profile's file may hold at its top level, for messages.
 fn top_level_fields() -> Vec<&'static str> {
-    let mut all = vec!["name", "stack", "extends", "format", "map", "map_when"];
+    let mut all = vec!["name", "stack", "extends", "format", "map", "map_when", "drop"];
     all.extend(Contract::FACTS.iter().map(|f| f.name));
-    all.extend(["side_tensors", "detect", "fuzz", "loggers", "sources"]);
+    all.extend(["side_tensors", "variant", "detect", "fuzz", "loggers", "sources"]);
     all
 }
 
@@ -403,6 +477,38 @@ fn unknown_field<'a>(mut keys: impl Iterator<Item = &'a str>) -> Option<String> 
     })
 }
 
+/// Why the `i`-th `[[variant]]` (its fields, each with serde's refusal of it if it is a fact
+/// whose value is not one of the fact's) cannot be read, if it cannot: an unknown field.
+fn variant_refusal<'a>(
+    i: usize,
+    fields: impl Iterator<Item = (&'a str, Option<String>)>,
+) -> Option<String> {
+    for (field, refused) in fields {
+        let is_fact = Contract::FACTS.iter().any(|f| f.name == field);
+        if !is_fact && !VARIANT_FIELDS.contains(&field) {
+            return Some(format!(
+                "[[variant]] {}: unknown field `{field}`, expected one of {} or a fact ({})",
+                i + 1,
+                VARIANT_FIELDS.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", "),
+                Contract::FACTS.iter().map(|f| f.name).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if let Some(message) = refused.filter(|_| is_fact) {
+            return Some(format!("[[variant]] {}: {message}", i + 1));
+        }
+    }
+    None
+}
+
+/// The line of the `i`-th (from 0) table header `header` in `text`.
+fn nth_header_line(text: &str, header: &str, i: usize) -> Option<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim_start().starts_with(header))
+        .nth(i)
+        .map(|(n, _)| n + 1)
+}
+
 /// Whether `field` is one a profile sets (a fact, or one of [`FIELDS`]).
 pub fn is_field(field: &str) -> bool {
     FIELDS.contains(&field) || Contract::FACTS.iter().any(|f| f.name == field)
@@ -410,11 +516,11 @@ pub fn is_field(field: &str) -> bool {
 
 /// The fields a profile sets, in the order `show` prints them.
 fn fields_in_order() -> impl Iterator<Item = &'static str> {
-    FIELDS[..3]
+    FIELDS[..4]
         .iter()
         .copied()
         .chain(Contract::FACTS.iter().map(|f| f.name))
-        .chain(FIELDS[3..].iter().copied())
+        .chain(FIELDS[4..].iter().copied())
 }
 
 fn builtins() -> &'static [Arc<Profile>] {
@@ -565,6 +671,27 @@ impl Profile {
                 message,
             });
         }
+        if let Some(toml::Value::Array(variants)) = table.get("variant") {
+            for (i, v) in variants.iter().enumerate() {
+                let Some(t) = v.as_table() else { continue };
+                if let Some(message) = variant_refusal(
+                    i,
+                    t.iter().map(|(k, v)| {
+                        let one = toml::Table::from_iter([(k.clone(), v.clone())]);
+                        (
+                            k.as_str(),
+                            one.try_into::<Contract>().err().map(|e| e.message().trim().to_owned()),
+                        )
+                    }),
+                ) {
+                    return Err(Error::Profile {
+                        origin: origin.to_owned(),
+                        line: nth_header_line(text, "[[variant]]", i),
+                        message,
+                    });
+                }
+            }
+        }
         // Each fact alone first: a value serde refuses inside the flattened record would lose
         // its line.
         for (key, value) in
@@ -634,6 +761,37 @@ impl Profile {
                          entries `\"train/key\" = {{ record = \"batch.…\", kind = \"rate\" }}`"
                     ),
                 });
+            }
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for (i, v) in p.variants.iter().enumerate() {
+            let at = nth_header_line(text, "[[variant]]", i);
+            let bad =
+                |message: String| Error::Profile { origin: origin.to_owned(), line: at, message };
+            if v.name.is_empty()
+                || !v
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            {
+                return Err(bad(format!(
+                    "[[variant]] {}: `name` = {:?}: expected lowercase letters, digits and `_`",
+                    i + 1,
+                    v.name
+                )));
+            }
+            if seen.contains(&v.name.as_str()) {
+                return Err(bad(format!("[[variant]] {}: a second variant `{}`", i + 1, v.name)));
+            }
+            seen.push(&v.name);
+            if let Some(key) = v.sources.keys().find(|k| {
+                let field = k.split('.').next().unwrap_or(k);
+                !is_field(field) && !VARIANT_FIELDS.contains(&field)
+            }) {
+                return Err(bad(format!(
+                    "[[variant]] `{}`: [sources] `{key}` is not a field of a variant",
+                    v.name
+                )));
             }
         }
         for key in p.sources.keys() {
@@ -835,6 +993,19 @@ impl Profile {
                         .map(|e| e.to_string())
                 })
             });
+            let refused = refused.or_else(|| {
+                let variants = fields.get("variant").and_then(|v| v.as_array())?;
+                variants.iter().enumerate().find_map(|(i, v)| {
+                    variant_refusal(
+                        i,
+                        v.as_object()?.iter().map(|(k, v)| {
+                            let one = serde_json::Map::from_iter([(k.clone(), v.clone())]);
+                            let err = serde_json::from_value::<Contract>(one.into()).err();
+                            (k.as_str(), err.map(|e| e.to_string()))
+                        }),
+                    )
+                })
+            });
             if let Some(message) = refused {
                 return Err(Error::Profile { origin: "profile=".into(), line: None, message });
             }
@@ -881,6 +1052,16 @@ impl Profile {
             } else {
                 top.side_tensors
             },
+            drop: {
+                let mut drop = self.drop;
+                for k in top.drop {
+                    if !drop.contains(&k) {
+                        drop.push(k);
+                    }
+                }
+                drop
+            },
+            variants: if top.variants.is_empty() { self.variants } else { top.variants },
             // Detection keys belong to the stack that has them, not to a profile built on it.
             detect: top.detect,
             fuzz: FuzzFacts {
@@ -899,6 +1080,55 @@ impl Profile {
             loggers,
             sources,
             origin: top.origin,
+            chosen: None,
+        }
+    }
+
+    /// The profile a file with these keys is read under: its first `[[variant]]` that the
+    /// keys tell, put over the profile's own facts (the variant's name in
+    /// [`Profile::chosen`]), with a note saying which; the profile itself when it has no
+    /// variant, with a note when none tells the file.
+    pub fn for_keys(
+        self: &Arc<Self>,
+        keys: &dyn Fn(&str) -> bool,
+    ) -> (Arc<Profile>, Option<String>) {
+        if self.variants.is_empty() {
+            return (self.clone(), None);
+        }
+        let Some(v) = self.variants.iter().find(|v| v.tells(keys)) else {
+            let tried: Vec<String> =
+                self.variants.iter().map(|v| format!("`{}` ({})", v.name, v.told_by())).collect();
+            return (
+                self.clone(),
+                Some(format!(
+                    "profile `{}`: no variant tells these keys (tried {}): read under its common \
+                     facts",
+                    self.name,
+                    tried.join(", ")
+                )),
+            );
+        };
+        let mut base = (**self).clone();
+        base.drop.extend(v.drop.iter().cloned());
+        base.map.extend(v.map.clone());
+        base.sources.extend(v.sources.clone());
+        base.format = v.format.or(base.format);
+        base.facts = v.facts.or(base.facts);
+        base.chosen = Some(v.name.clone());
+        let note = format!(
+            "read under variant `{}` of profile `{}` (told by {})",
+            v.name,
+            self.name,
+            v.told_by()
+        );
+        (Arc::new(base), Some(note))
+    }
+
+    /// The profile's name, with the variant a file chose: `roll[worker]` (fact origins).
+    pub fn label(&self) -> String {
+        match &self.chosen {
+            Some(v) => format!("{}[{v}]", self.name),
+            None => self.name.clone(),
         }
     }
 

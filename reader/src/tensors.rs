@@ -360,6 +360,11 @@ impl BatchFile {
         Ok(())
     }
 
+    /// Takes `key` out of the file (a profile's `drop`): whether it was there.
+    pub fn remove(&mut self, key: &str) -> bool {
+        self.entries.remove(key).is_some()
+    }
+
     /// Row `r` of a file whose tensors are stacked `[rows, …]` (NeMo Automodel's
     /// `split_batch_into_thd_chunks`: one independent pack per row): every tensor whose first
     /// dimension is `rows` is cut to that row; the others are kept whole.

@@ -42,23 +42,15 @@ pub fn show(p: &Profile) -> String {
     if let Some(base) = &p.extends {
         let _ = writeln!(out, "  extends: {base}");
     }
-    let facts = p.stated_facts();
+    let facts: Vec<_> = p.stated_facts().into_iter().filter(|(f, _)| *f != "variant").collect();
     if facts.is_empty() {
         out.push_str("  no facts: the defaults of packed training (docs/profiles.md)\n");
     }
-    for (field, value) in facts {
-        let _ = writeln!(out, "  {field:<17} {value}");
-        let source = p.sources.iter().find(|(k, _)| {
-            k.as_str() == field || k.strip_prefix(field).is_some_and(|r| r.starts_with('.'))
-        });
-        match source {
-            Some((_, s)) => {
-                let _ = writeln!(out, "  {:<17}   source: {s}", "");
-            }
-            None => {
-                let _ = writeln!(out, "  {:<17}   source: none given", "");
-            }
-        }
+    facts_with_sources(&mut out, "  ", facts, p);
+    for v in &p.variants {
+        let _ = writeln!(out, "  variant {:<9} told by {}", v.name, v.told_by());
+        let as_profile = v.as_profile();
+        facts_with_sources(&mut out, "    ", as_profile.stated_facts(), &as_profile);
     }
     for d in &p.detect {
         let _ = writeln!(
@@ -70,6 +62,23 @@ pub fn show(p: &Profile) -> String {
         );
     }
     out
+}
+
+/// Each fact of `p` and its source, indented by `indent`.
+fn facts_with_sources(
+    out: &mut String,
+    indent: &str,
+    facts: Vec<(&'static str, String)>,
+    p: &Profile,
+) {
+    for (field, value) in facts {
+        let _ = writeln!(out, "{indent}{field:<17} {value}");
+        let source = p.sources.iter().find(|(k, _)| {
+            k.as_str() == field || k.strip_prefix(field).is_some_and(|r| r.starts_with('.'))
+        });
+        let source = source.map_or("none given", |(_, s)| s.as_str());
+        let _ = writeln!(out, "{indent}{:<17}   source: {source}", "");
+    }
 }
 
 fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {

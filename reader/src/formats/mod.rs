@@ -282,6 +282,22 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
         ));
         profile = Some(p);
     }
+    // The stack's path, told by the file's own keys, then the keys its model never reads.
+    if let Some(p) = profile.take() {
+        let (p, note) = p.for_keys(&|k| file.contains(k));
+        notes.extend(note);
+        let dropped: Vec<String> =
+            p.drop.iter().filter(|k| file.remove(k)).map(|k| format!("`{k}`")).collect();
+        if !dropped.is_empty() {
+            notes.push(format!(
+                "profile `{}`: {} not read (the stack's model never reads {}: `drop`)",
+                p.label(),
+                dropped.join(", "),
+                if dropped.len() == 1 { "it" } else { "them" }
+            ));
+        }
+        profile = Some(p);
+    }
     let map_missing = match profile.clone() {
         Some(p) => common::apply_profile_map(&mut file, &p, &mut notes)?,
         None => Vec::new(),
@@ -299,8 +315,20 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
         scale: cp_shard.map_or(1, |(_, s)| s),
         rank: cp_shard.map_or(0, |(r, _)| r),
     };
-    let format = select(dialect, &input)?;
-    let read = format.read(&input)?;
+    // A path's format that does not fit the file names the path it was read as.
+    let on_path = |e: Error| match (e, profile.as_ref().and_then(|p| p.chosen.as_ref())) {
+        (Error::MissingKey { key, dialect, hint }, Some(v)) => Error::MissingKey {
+            key,
+            dialect,
+            hint: format!(
+                "{hint}; the file was read as variant `{v}` of profile `{}`",
+                profile.as_ref().map_or("", |p| p.name.as_str())
+            ),
+        },
+        (e, _) => e,
+    };
+    let format = select(dialect, &input).map_err(on_path)?;
+    let read = format.read(&input).map_err(on_path)?;
     notes.extend(read.notes);
     let (mut packs, dpo) = (read.packs, read.dpo);
     contract_facts(dialect, &file, &facts.contract, profile.as_deref(), &mut packs, &mut notes);
