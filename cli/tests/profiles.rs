@@ -845,3 +845,56 @@ fn a_bad_variant_is_exit_2_naming_its_line() {
         assert!(text(&o).contains(want), "want {want:?} in {}", text(&o));
     }
 }
+
+/// Offsets that are the padded slots with no mask (issue 39 item 1): a per-document length
+/// tensor beside them gives the real lengths (`seq_lens`, or the stack's key mapped onto it),
+/// so the useful work is the documents', not the slots'; a length outside its slot is exit 2
+/// naming the key, the index and the value, and the lengths hide no cross-document label.
+#[test]
+fn padded_slot_offsets_take_their_real_lengths_from_a_length_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("slots.toml");
+    std::fs::write(
+        &profile,
+        "name = \"slots\"\nformat = \"te\"\noffsets = \"padded-slots\"\nlabels = \"shifted\"\n\
+         pad_token_id = 0\nattention = \"causal\"\n[map]\nreal_lens = \"seq_lens\"\n",
+    )
+    .unwrap();
+    let ids = vec![11, 12, 13, 14, 15, 0, 0, 0, 21, 22, 23, 24, 25, 26, 0, 0];
+    let labels = vec![12, 13, 14, 15, -100, -100, -100, -100, 22, 23, 24, 25, 26, -100, -100, -100];
+    let write = |name: &str, lens: Vec<i64>, labels: Vec<i64>| {
+        let path = tmp.path().join(name);
+        let t = vec![
+            ("input_ids", vec![1, 16], ids.clone()),
+            ("labels", vec![1, 16], labels),
+            ("cu_seqlens", vec![3], vec![0, 8, 16]),
+            ("real_lens", vec![2], lens),
+        ];
+        std::fs::write(&path, reader::tensors::write_ints(&t, &[]).unwrap()).unwrap();
+        path
+    };
+    let check = |path: &Path| {
+        thdcheck_in(
+            &repo(),
+            ["check", "--json", "--profile", profile.to_str().unwrap(), path.to_str().unwrap()],
+        )
+    };
+    let good = write("good.safetensors", vec![5, 6], labels.clone());
+    let o = check(&good);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = &v["files"][0]["report"]["packs"][0]["facts"];
+    assert_eq!((&f["real_tokens"], &f["useful"]["sum_squares"]), (&11.into(), &61.into()));
+
+    let wide = write("wide.safetensors", vec![5, 9], labels.clone());
+    let o = check(&wide);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("`seq_lens`[1] = 9, expected a real length from 0"), "{}", text(&o));
+
+    let mut crossing = labels;
+    crossing[4] = 21;
+    let cross = write("cross.safetensors", vec![5, 6], crossing);
+    let o = check(&cross);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("\"cross-doc-label\""), "{}", text(&o));
+}

@@ -231,11 +231,25 @@ fn te_pack(file: &BatchFile, sentinel: i64, facts: &Contract, scale: usize) -> R
     if facts.offsets == Some(OffsetsFact::PaddedSlots) {
         // The profile's offsets hold storage slots, with no offsets of real lengths (verl's and
         // SkyRL's `preprocess_packed_seqs`): the real lengths are the padding mask's.
-        let Some(key) = mask_key else {
-            return Err(missing(file, "attention_mask", d));
-        };
         let slots = cu_padded.clone().unwrap_or_else(|| cu.clone());
-        let (lens, per_row) = slot_lengths(file, key, invert, &slots, tokens)?;
+        // The real lengths: the padding mask's, or without one a per-document length tensor
+        // beside the slots (`seq_lens`, after the profile's renames).
+        let (key, (lens, per_row)) = match mask_key {
+            Some(key) => (key, slot_lengths(file, key, invert, &slots, tokens)?),
+            None if cu_name != "seq_lens" && file.contains("seq_lens") => {
+                ("seq_lens", (lengths_of_slots(file, "seq_lens", &slots, sentinel)?, true))
+            }
+            None => {
+                let mut e = missing(file, "attention_mask", d);
+                if let Error::MissingKey { hint, .. } = &mut e {
+                    hint.push_str(
+                        "; offsets = padded-slots reads each document's real length from a \
+                         padding mask, or from `seq_lens` (one length per slot)",
+                    );
+                }
+                return Err(e);
+            }
+        };
         let mut real = Vec::with_capacity(lens.len() + 1);
         real.push(0i64);
         for l in &lens {
@@ -244,7 +258,9 @@ fn te_pack(file: &BatchFile, sentinel: i64, facts: &Contract, scale: usize) -> R
         notes.push(format!(
             "`{cu_name}` read as storage slots (the profile's offsets = padded-slots): each \
              document's real length is {} of `{key}`",
-            if per_row {
+            if key == "seq_lens" {
+                "its entry"
+            } else if per_row {
                 "its row's count of real tokens"
             } else {
                 "its slot's count of real tokens"
@@ -364,6 +380,50 @@ fn slot_lengths(
              ({tokens})"
         ),
     })
+}
+
+/// One real length per slot of `slots` from `key` (a 1-D tensor, or `[1, K]`; trailing
+/// sentinel entries are empty slots' and dropped): each from 0 to its slot's width.
+fn lengths_of_slots(
+    file: &BatchFile,
+    key: &str,
+    slots: &Column,
+    sentinel: i64,
+) -> Result<Vec<i64>> {
+    let Ints { shape, mut values } = file.ints(key)?;
+    if !matches!(shape.as_slice(), [_] | [1, _]) {
+        return Err(Error::Shape {
+            key: key.to_owned(),
+            shape,
+            expected: "[K] or [1, K]: one real length per slot of the offsets".into(),
+        });
+    }
+    while values.last() == Some(&sentinel) {
+        values.pop();
+    }
+    let n = slots.len().saturating_sub(1);
+    if values.len() != n {
+        return Err(Error::CountMismatch {
+            key: key.to_owned(),
+            got: values.len(),
+            what: "real lengths",
+            reference: "the offsets (slots)".into(),
+            expected: n,
+        });
+    }
+    let s = slots.ints();
+    for (i, &l) in values.iter().enumerate() {
+        let width = s.at(i + 1) - s.at(i);
+        if !(0..=width).contains(&l) {
+            return Err(Error::Value {
+                key: key.to_owned(),
+                index: i,
+                value: l.to_string(),
+                expected: "a real length from 0 to its slot's width (offsets = padded-slots)",
+            });
+        }
+    }
+    Ok(values)
 }
 
 /// Automodel's trailing-pad absorption (#2316) grows the last segment over the pack padding
