@@ -898,3 +898,72 @@ fn padded_slot_offsets_take_their_real_lengths_from_a_length_key() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("\"cross-doc-label\""), "{}", text(&o));
 }
+
+/// `padding_labels = "masked-by-loss"` (issue 39 item 2): rolled targets that carry 0 or a
+/// token id on slot padding, which the loss never reads, are read as -100 and noted (no
+/// `pad-labels`, and not counted as trained labels); the same fact does not hide the labels of
+/// a mock segment, which a loss over the real lengths does read.
+#[test]
+fn padding_labels_the_loss_never_reads_are_not_trained() {
+    let tmp = tempfile::tempdir().unwrap();
+    let write = |name: &str, profile: &str, mock: bool| {
+        let (path, pf) = (tmp.path().join(name), tmp.path().join(format!("{name}.toml")));
+        std::fs::write(
+            &pf,
+            format!(
+                "name = \"p\"\nformat = \"te\"\nlabels = \"shifted\"\npad_token_id = 0\n\
+                 attention = \"causal\"\n{profile}"
+            ),
+        )
+        .unwrap();
+        let mut ids = vec![11, 12, 13, 14, 15, 0, 0, 0, 21, 22, 23, 24, 25, 26, 0, 0];
+        // Rolled targets: the padding carries the next slot's first token, then 0.
+        let mut labels = vec![12, 13, 14, 15, -100, 21, 0, 0, 22, 23, 24, 25, 26, -100, 0, 0];
+        // Real lengths 5 and 6 in slots of 8.
+        let (mut cu, mut padded) = (vec![0, 5, 11], vec![0, 8, 16]);
+        if mock {
+            // A third segment of 4 pad ids with labels, past `num_real_seqs`: a mock segment
+            // the loss reads.
+            ids.extend([0, 0, 0, 0]);
+            labels.extend([0, 0, 0, 0]);
+            cu.push(15);
+            padded.push(20);
+        }
+        let t = ids.len();
+        let mut tensors = vec![
+            ("input_ids", vec![1, t], ids),
+            ("labels", vec![1, t], labels),
+            ("cu_seqlens", vec![cu.len()], cu),
+            ("cu_seqlens_padded", vec![padded.len()], padded),
+        ];
+        if mock {
+            tensors.push(("num_real_seqs", vec![1], vec![2]));
+        }
+        std::fs::write(&path, reader::tensors::write_ints(&tensors, &[]).unwrap()).unwrap();
+        let o = thdcheck_in(
+            &repo(),
+            ["check", "--json", "--profile", pf.to_str().unwrap(), path.to_str().unwrap()],
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+        (o.status.code(), v["files"][0]["report"].clone())
+    };
+    let violated = |r: &serde_json::Value| -> Vec<String> {
+        r["packs"][0]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["status"] == "violated")
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (code, r) = write("read.safetensors", "", false);
+    assert_eq!((code, violated(&r)), (Some(1), vec!["pad-labels".to_owned()]), "{r}");
+    let (code, r) = write("unread.safetensors", "padding_labels = \"masked-by-loss\"\n", false);
+    assert_eq!((code, violated(&r)), (Some(0), Vec::<String>::new()), "{r}");
+    assert_eq!(r["packs"][0]["facts"]["valid_labels"], 9, "{r}");
+    assert!(r.to_string().contains("5 labels on padding read as ignored"), "{r}");
+    let (code, r) = write("mock.safetensors", "padding_labels = \"masked-by-loss\"\n", true);
+    assert_eq!(code, Some(1), "{r}");
+    assert!(violated(&r).contains(&"pad-labels".to_owned()), "{r}");
+}

@@ -159,6 +159,19 @@ fact_enum! {
 }
 
 fact_enum! {
+    /// Whether the loss reads the labels on padding tokens (`padding_labels`).
+    PaddingLabelsFact, "read or masked-by-loss" {
+        /// The loss reads every label the batch carries: a label on padding is trained
+        /// (`pad-labels`). The default.
+        Read = "read",
+        /// The loss never reads a label on the padding after a document's real tokens or after
+        /// the last slot (it slices the real tokens, or masks them itself): such labels are
+        /// read as -100, and noted. A mock segment's labels are still judged.
+        MaskedByLoss = "masked-by-loss",
+    }
+}
+
+fact_enum! {
     /// What a `loss_mask` trains when the batch has no labels (`loss_mask`).
     LossMaskFact, "unshifted or shifted" {
         /// `loss_mask[t]` trains token `t` as a target; the loss rolls it.
@@ -386,6 +399,8 @@ contract! {
     objective: Objective,
     /// Whether the loss reads the label of each document's last prediction (default `read`).
     boundary_labels: BoundaryLabelsFact,
+    /// Whether the loss reads the labels on padding tokens (default `read`).
+    padding_labels: PaddingLabelsFact,
     /// The attention the model computes (default: neither stated, so useful work is Σ s²).
     attention: Attention,
     /// Where padding may sit as segments of its own (default `none`).

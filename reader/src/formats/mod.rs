@@ -43,7 +43,9 @@ use rules::checks::DpoConcat;
 
 pub use position_restarts::restarts;
 
-use rules::contract::Contract;
+use rules::contract::{Contract, PaddingLabelsFact};
+use rules::words::plural;
+use thd::IGNORE_INDEX;
 
 use crate::facts::{Facts, Origin};
 use crate::pack::BatchData;
@@ -387,7 +389,37 @@ fn contract_facts(
             p.side_tensors.extend(sides.iter().cloned());
             *facts
         };
+        if facts.padding_labels == Some(PaddingLabelsFact::MaskedByLoss) && dialect != Dialect::Dpo
+        {
+            unread_padding_labels(p);
+        }
     }
+}
+
+/// Under `padding_labels = "masked-by-loss"`: the labels on the padding after each slot's real
+/// tokens and after the last slot (never a mock segment's) read as -100, with a note.
+fn unread_padding_labels(p: &mut BatchData) {
+    let Some(labels) = &p.labels else { return };
+    let view = p.view();
+    let pad: Vec<usize> = view
+        .padding_ranges(&[])
+        .flatten()
+        .filter(|&t| labels.ints().get(t).is_some_and(|l| l != IGNORE_INDEX))
+        .collect();
+    if pad.is_empty() {
+        return;
+    }
+    let mut owned = labels.ints().to_vec();
+    for &t in &pad {
+        owned[t] = IGNORE_INDEX;
+    }
+    let key = p.keys.labels.clone();
+    p.labels = Some(owned.into());
+    p.notes.push(format!(
+        "`{key}`: {} on padding read as ignored (padding_labels = masked-by-loss: the loss never \
+         reads them)",
+        plural(pad.len(), "label")
+    ));
 }
 
 #[cfg(test)]
