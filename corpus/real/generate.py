@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import common  # noqa: E402
+import facts  # noqa: E402
 
 STACKS = [p.stem for p in sorted((HERE / "stacks").glob("*.py")) if not p.stem.startswith("_")]
 
@@ -54,8 +55,12 @@ def cases_md() -> str:
         "exact input, the output, the stubs and the full reasoning). Rank files of a CP group are",
         "judged as their reassembled `cp-group`.",
         "",
-        "| case | upstream | function | expected | bug |",
-        "|---|---|---|---|---|",
+        "`facts` (documents / real tokens / useful Σ s² / trained labels) are computed from each",
+        "record's input by `corpus/real/facts.py`, never from the output; `*` marks a valid batch",
+        "whose report differs, explained in its record's `facts_mismatch`.",
+        "",
+        "| case | upstream | function | expected | bug | facts |",
+        "|---|---|---|---|---|---|",
     ]
     for r in records:
         if str(Path(r["path"]).parent) in groups and not r["path"].endswith("cp-group"):
@@ -64,7 +69,12 @@ def cases_md() -> str:
         exp = "pass" if exp == "pass" else ", ".join(exp if isinstance(exp, list) else [exp])
         commit = r["commit"] if r["commit"].startswith("pypi:") else r["commit"][:9]
         fn = r["function"].replace("|", "\\|")
-        lines.append(f"| `{r['path']}` | {r['repo']}@{commit} | `{fn}` | {exp} | {r.get('bug') or ''} |")
+        f = r.get("facts") or {}
+        tl = f.get("trained_labels")
+        fx = (f"{f.get('documents')} / {f.get('real_tokens')} / {f.get('useful_sum_sq')} / "
+              f"{'–' if tl is None else tl}{' *' if r.get('facts_mismatch') else ''}") if f else ""
+        lines.append(f"| `{r['path']}` | {r['repo']}@{commit} | `{fn}` | {exp} | {r.get('bug') or ''} "
+                     f"| {fx} |")
     return "\n".join(lines) + "\n"
 
 
@@ -93,6 +103,7 @@ def pending_md() -> str:
 
 def main(argv: list[str]) -> None:
     if argv == ["--index"]:
+        facts.main([])
         (common.OUT / "expected.toml").write_text(expected_toml())
         (HERE / "CASES.md").write_text(cases_md())
         if common.PENDING.exists():
@@ -114,6 +125,7 @@ def main(argv: list[str]) -> None:
         before = len(common.RECORDS)
         module.generate()
         print(f"{stack}: {len(common.RECORDS) - before} cases")
+    facts.main([])  # the records' facts, from their inputs (facts.py)
     (common.OUT / "expected.toml").write_text(expected_toml())
     (HERE / "CASES.md").write_text(cases_md())
     if common.PENDING.exists():
