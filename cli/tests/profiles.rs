@@ -967,3 +967,54 @@ fn padding_labels_the_loss_never_reads_are_not_trained() {
     assert_eq!(code, Some(1), "{r}");
     assert!(violated(&r).contains(&"pad-labels".to_owned()), "{r}");
 }
+
+/// `padding_segments = "absorbed"` (issue 39 item 4): the padding at a row's end that
+/// continues its last document (positions that go on counting; a `seq_lens` entry that counts
+/// it) is that document's padding, not real tokens: the useful work is the documents'. A
+/// label on that padding is still `pad-labels`.
+#[test]
+fn padding_absorbed_into_the_last_document_is_padding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("absorbed.toml");
+    std::fs::write(&profile, "name = \"absorbed\"\npadding_segments = \"absorbed\"\n").unwrap();
+    let ids = vec![11, 12, 13, 21, 22, 23, 0, 0, 31, 32, 33, 34, 41, 42, 2, 0];
+    let labels = vec![12, 13, -100, 22, 23, -100, -100, -100, 32, 33, 34, -100, 42, 2, -100, -100];
+    let pos = vec![0, 1, 2, 0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2, 3];
+    let run =
+        |name: &str, extra: Vec<(&str, Vec<usize>, Vec<i64>)>, labels: Vec<i64>, with: bool| {
+            let path = tmp.path().join(name);
+            let mut t =
+                vec![("input_ids", vec![2, 8], ids.clone()), ("labels", vec![2, 8], labels)];
+            t.extend(extra);
+            let meta = [("pad_token_id", "0"), ("labels", "shifted")];
+            std::fs::write(&path, reader::tensors::write_ints(&t, &meta).unwrap()).unwrap();
+            let mut args = vec!["check", "--json"];
+            if with {
+                args.extend(["--profile", profile.to_str().unwrap()]);
+            }
+            args.push(path.to_str().unwrap());
+            let o = thdcheck_in(&repo(), &args);
+            let v: serde_json::Value =
+                serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+            let f = v["files"][0]["report"]["packs"][0]["facts"].clone();
+            (o.status.code(), f["real_tokens"].clone(), f["useful"]["sum_squares"].clone(), v)
+        };
+    let positions = || vec![("position_ids", vec![2, 8], pos.clone())];
+    // Without the fact the padding is read as real tokens of the last documents.
+    let (code, real, _, _) = run("plain.safetensors", positions(), labels.clone(), false);
+    assert_eq!((code, real), (Some(0), 16.into()));
+    let (code, real, sq, v) = run("pos.safetensors", positions(), labels.clone(), true);
+    assert_eq!((code, real, sq), (Some(0), 13.into(), 43.into()), "{v}");
+    assert!(v.to_string().contains("the pad ids that end the last document of 2 rows"), "{v}");
+    let lens = || vec![("seq_lens", vec![2, 2], vec![3, 5, 4, 4])];
+    let (code, real, sq, v) = run("lens.safetensors", lens(), labels.clone(), true);
+    assert_eq!((code, real, sq), (Some(0), 13.into(), 43.into()), "{v}");
+    // A label on the absorbed padding (past the EOS the first pad id could be) is trained
+    // padding.
+    let mut bad = labels;
+    bad[6] = 0;
+    bad[7] = 0;
+    let (code, _, _, v) = run("bad.safetensors", positions(), bad, true);
+    assert_eq!(code, Some(1), "{v}");
+    assert!(v.to_string().contains("\"got\":\"labels[6] = 0\""), "{v}");
+}

@@ -243,13 +243,17 @@ fact_enum! {
 
 fact_enum! {
     /// Where padding may sit as segments of its own (`padding_segments`).
-    PaddingSegments, "none, per-row or any" {
+    PaddingSegments, "none, per-row, any or absorbed" {
         /// A padding segment is a mock segment: marked or flagged.
         None = "none",
         /// One final padding segment per row, by design; one per pad token is flagged.
         PerRow = "per-row",
         /// Final padding segments by design, one per pad token included.
         Any = "any",
+        /// No padding segment: the padding at a row's end continues the row's last document
+        /// (its position ids go on counting, or its `seq_lens` entry counts it), so the pad ids
+        /// that end that document are read as its padding (`pad_token_id` needed).
+        Absorbed = "absorbed",
     }
 }
 
@@ -443,7 +447,7 @@ impl Contract {
     /// The stack puts its pack padding in final segments on purpose (Megatron-Bridge): an
     /// unmarked all-padding segment is noted by `mock-marked`, not flagged.
     pub fn padding_segment_by_design(&self) -> bool {
-        self.padding_segments.is_some_and(|p| p != PaddingSegments::None)
+        matches!(self.padding_segments, Some(PaddingSegments::PerRow | PaddingSegments::Any))
     }
 
     /// With [`Contract::padding_segment_by_design`]: only one padding segment per row is by

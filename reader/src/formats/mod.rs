@@ -43,9 +43,9 @@ use rules::checks::DpoConcat;
 
 pub use position_restarts::restarts;
 
-use rules::contract::{Contract, PaddingLabelsFact};
+use rules::contract::{Contract, PaddingLabelsFact, PaddingSegments};
 use rules::words::plural;
-use thd::IGNORE_INDEX;
+use thd::{IGNORE_INDEX, LabelConvention};
 
 use crate::facts::{Facts, Origin};
 use crate::pack::BatchData;
@@ -389,11 +389,75 @@ fn contract_facts(
             p.side_tensors.extend(sides.iter().cloned());
             *facts
         };
+        if facts.padding_segments == Some(PaddingSegments::Absorbed)
+            && dialect != Dialect::Dpo
+            && let Some(pad) = facts.pad_token_id
+        {
+            absorbed_padding(p, pad);
+        }
         if facts.padding_labels == Some(PaddingLabelsFact::MaskedByLoss) && dialect != Dialect::Dpo
         {
             unread_padding_labels(p);
         }
     }
+}
+
+/// Under `padding_segments = "absorbed"`: each row's last document (the segment that ends at
+/// the row's end) without the run of `pad` ids that ends it, which is its padding; the first of
+/// them is kept when a label trains it (an EOS equal to the pad id: its prediction is trained).
+/// A segment of pad ids only is left whole (a mock segment, for the rules); a pack whose slots
+/// or real-token mask already tell its padding is left as it is.
+fn absorbed_padding(p: &mut BatchData, pad: i64) {
+    let tokens = p.tokens();
+    if p.cu_padded.is_some() || p.real_mask.is_some() || tokens == 0 {
+        return;
+    }
+    let Some(width) = tokens.checked_div(p.rows.max(1)).filter(|&w| w > 0) else { return };
+    let (cu, ids) = (p.cu.ints(), p.input_ids.ints());
+    let labels = p.labels.as_ref().map(|l| l.ints());
+    let trained = |t: usize| {
+        labels.is_some_and(|l| match p.convention {
+            LabelConvention::Shifted => t > 0 && l.get(t - 1) == Some(ids.at(t)),
+            _ => l.get(t).is_some_and(|x| x != IGNORE_INDEX),
+        })
+    };
+    let mut lens: Vec<i64> =
+        (0..cu.len().saturating_sub(1)).map(|i| cu.at(i + 1) - cu.at(i)).collect();
+    let mut cut = 0;
+    for (i, len) in lens.iter_mut().enumerate() {
+        let (a, b) = (cu.at(i) as usize, cu.at(i + 1) as usize);
+        if b <= a || b % width != 0 {
+            continue;
+        }
+        let mut tail = (a..b).rev().take_while(|&t| ids.at(t) == pad).count();
+        if tail == b - a {
+            continue;
+        }
+        if tail > 0 && trained(b - tail) {
+            tail -= 1;
+        }
+        if tail > 0 {
+            *len -= tail as i64;
+            cut += 1;
+        }
+    }
+    if cut == 0 {
+        return;
+    }
+    let real: Vec<i64> = std::iter::once(0)
+        .chain(lens.iter().scan(0, |acc, l| {
+            *acc += l;
+            Some(*acc)
+        }))
+        .collect();
+    let slots = std::mem::replace(&mut p.cu, real.into());
+    p.cu_padded = Some(slots);
+    p.keys.cu_seqlens_padded = format!("{} (slots)", p.keys.cu_seqlens);
+    p.notes.push(format!(
+        "the pad ids that end the last document of {} read as its padding (the profile's \
+         padding_segments = absorbed)",
+        plural(cut, "row")
+    ));
 }
 
 /// Under `padding_labels = "masked-by-loss"`: the labels on the padding after each slot's real
