@@ -618,10 +618,6 @@ MISMATCH: dict[str, str] = {
     "slime/thd_cp2/cp-group": _PADDED_CU.format(
         tail=" (6 -> 8, 7 -> 8, 7 -> 8 for 2*cp)", what="global [0,8,16,24]",
         real="6, 7, 7 = prompt ++ response", bad="192 (24 tokens)", good="134 (20 tokens)"),
-    "megatron_lm/inter_doc_padded_v0.19.0.safetensors": (
-        "thdcheck counts the 3 pad tokens of the short sample as real: inter_document_masking folds "
-        "them into the last document (cu_seqlens [0,2,8]) and the batch marks them only by "
-        "loss_mask 0 and id 0; real 5 tokens ([25 E], [31 32 E]), Σ s² 13, report 8 tokens, 40"),
     "olmo_core/packed_bos_pad_v2.5.0.safetensors": (
         "thdcheck counts the 5 pad tokens as real: with a BOS configured OLMo-core's doc_lens make "
         "the padding the tail of each row's last document ([8], [5,3], [2,6]), marked only by "
