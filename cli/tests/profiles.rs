@@ -1018,3 +1018,29 @@ fn padding_absorbed_into_the_last_document_is_padding() {
     assert_eq!(code, Some(1), "{v}");
     assert!(v.to_string().contains("\"got\":\"labels[6] = 0\""), "{v}");
 }
+
+/// A padding value that is no token id (issue 39 item 11): -100 in the tokens, stated as the
+/// pad id, is padding like any other (absorbed at a row's end, or a padding segment by
+/// design), and an ignored label of -100 never reads as a trained prediction of it.
+#[test]
+fn a_pad_id_of_minus_100_is_padding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("m100.safetensors");
+    let t = vec![
+        ("input_ids", vec![1, 8], vec![11, 12, 13, 21, 22, 23, -100, -100]),
+        ("labels", vec![1, 8], vec![12, 13, -100, 22, 23, -100, -100, -100]),
+        ("position_ids", vec![1, 8], vec![0, 1, 2, 0, 1, 2, 3, 4]),
+    ];
+    let meta = [("pad_token_id", "-100"), ("labels", "shifted")];
+    std::fs::write(&path, reader::tensors::write_ints(&t, &meta).unwrap()).unwrap();
+    let profile = tmp.path().join("p.toml");
+    std::fs::write(&profile, "name = \"p\"\npadding_segments = \"absorbed\"\n").unwrap();
+    let o = thdcheck_in(
+        &repo(),
+        ["check", "--json", "--profile", profile.to_str().unwrap(), path.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = &v["files"][0]["report"]["packs"][0]["facts"];
+    assert_eq!((&f["real_tokens"], &f["pad_tokens"]), (&6.into(), &2.into()), "{v}");
+}

@@ -417,7 +417,11 @@ fn absorbed_padding(p: &mut BatchData, pad: i64) {
     let labels = p.labels.as_ref().map(|l| l.ints());
     let trained = |t: usize| {
         labels.is_some_and(|l| match p.convention {
-            LabelConvention::Shifted => t > 0 && l.get(t - 1) == Some(ids.at(t)),
+            LabelConvention::Shifted => {
+                // Not an ignored label that equals a pad id of -100 (a padding value that is
+                // no token id).
+                t > 0 && l.get(t - 1).is_some_and(|x| x != IGNORE_INDEX && x == ids.at(t))
+            }
             _ => l.get(t).is_some_and(|x| x != IGNORE_INDEX),
         })
     };

@@ -43,7 +43,11 @@ impl Format for PadTail {
             let trained = |t: usize| {
                 labels.as_ref().is_some_and(|l| match shifted {
                     false => l[t] != IGNORE_INDEX,
-                    true => !t.is_multiple_of(tokens / rows.max(1)) && l[t - 1] == ids.at(t),
+                    true => {
+                        !t.is_multiple_of(tokens / rows.max(1))
+                            && l[t - 1] != IGNORE_INDEX
+                            && l[t - 1] == ids.at(t)
+                    }
                 })
             };
             let (real, storage, kept) = pad_tail_rows(ids, rows, pad, trained);
