@@ -1044,3 +1044,25 @@ fn a_pad_id_of_minus_100_is_padding() {
     let f = &v["files"][0]["report"]["packs"][0]["facts"];
     assert_eq!((&f["real_tokens"], &f["pad_tokens"]), (&6.into(), &2.into()), "{v}");
 }
+
+/// `[sources]` per rename (issue 39 item 9): `"map.KEY"` is the source `profile show` prints
+/// beside that rename; a rename without one shows the `map` source.
+#[test]
+fn each_rename_shows_its_own_source() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("m.toml");
+    std::fs::write(
+        &path,
+        "name = \"m\"\n[map]\na = \"input_ids\"\nb = \"labels\"\n[sources]\nmap = \"all renames\"\n\
+         \"map.b\" = \"where b is the labels\"\n",
+    )
+    .unwrap();
+    let o = thdcheck_in(tmp.path(), ["profile", "show", "m.toml"]);
+    let out = text(&o);
+    let after = |rename: &str| {
+        let i = out.find(rename).unwrap_or_else(|| panic!("{rename} in {out}"));
+        out[i..].lines().nth(1).unwrap_or_default().trim().to_owned()
+    };
+    assert_eq!(after("a = input_ids"), "source: all renames", "{out}");
+    assert_eq!(after("b = labels"), "source: where b is the labels", "{out}");
+}

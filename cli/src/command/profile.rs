@@ -73,10 +73,17 @@ fn facts_with_sources(
 ) {
     for (field, value) in facts {
         let _ = writeln!(out, "{indent}{field:<17} {value}");
-        let source = p.sources.iter().find(|(k, _)| {
-            k.as_str() == field || k.strip_prefix(field).is_some_and(|r| r.starts_with('.'))
+        // A rename's own source first (`[sources] "map.KEY"`), then the field's.
+        let own = value.split_once(" = ").map(|(key, _)| format!("{field}.{key}"));
+        let source = own.and_then(|o| p.sources.get(&o)).or_else(|| {
+            p.sources
+                .iter()
+                .find(|(k, _)| {
+                    k.as_str() == field || k.strip_prefix(field).is_some_and(|r| r.starts_with('.'))
+                })
+                .map(|(_, s)| s)
         });
-        let source = source.map_or("none given", |(_, s)| s.as_str());
+        let source = source.map_or("none given", String::as_str);
         let _ = writeln!(out, "{indent}{:<17}   source: {source}", "");
     }
 }
