@@ -129,7 +129,7 @@ fn te_pack(file: &BatchFile, sentinel: i64, facts: &Contract, scale: usize) -> R
     let padded_key = first_present(file, &["cu_seqlens_padded", "cu_seqlens_q_padded"]);
     let (cu_name, cu, cu_padded, padded_name) = match cu_key {
         Some(key) => {
-            let cu =
+            let mut cu =
                 offsets(file, key, shard_bound(tokens, scale), Some(sentinel), mb, &mut notes)?;
             let padded = match padded_key {
                 Some(pk) => {
@@ -141,7 +141,29 @@ fn te_pack(file: &BatchFile, sentinel: i64, facts: &Contract, scale: usize) -> R
                         mb,
                         &mut notes,
                     )?;
-                    padded_count(pk, &p, key, &cu)?;
+                    let cu = &mut cu;
+                    if p.len() > cu.len() && facts.padding_segment_by_design() && cu.len() > 0 {
+                        // The stack's padding segment(s) by design sit in the slots only (AReaL's
+                        // `pad_packed_tensor_dict` keeps the real offsets as `old_cu_seqlens`):
+                        // read whole, for the rules to judge as padding.
+                        let extra = p.len() - cu.len();
+                        let (pv, last) = (p.ints(), cu.ints().at(cu.len() - 1));
+                        let widths: Vec<i64> =
+                            (cu.len() - 1..p.len() - 1).map(|i| pv.at(i + 1) - pv.at(i)).collect();
+                        let mut v = cu.ints().to_vec();
+                        v.extend(widths.iter().scan(last, |acc, w| {
+                            *acc += w;
+                            Some(*acc)
+                        }));
+                        *cu = Column::from(v);
+                        notes.push(format!(
+                            "`{key}` ends {} before `{pk}`: the slots' final {} read whole (the \
+                             profile's padding_segments: padding as segments by design)",
+                            plural(extra, "segment"),
+                            plural(extra, "padding segment")
+                        ));
+                    }
+                    padded_count(pk, &p, key, cu)?;
                     Some(p)
                 }
                 None => None,
