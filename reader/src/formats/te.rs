@@ -142,7 +142,7 @@ fn te_pack(file: &BatchFile, sentinel: i64, facts: &Contract, scale: usize) -> R
                         &mut notes,
                     )?;
                     let cu = &mut cu;
-                    if p.len() > cu.len() && facts.padding_segment_by_design() && cu.len() > 0 {
+                    if p.len() > cu.len() && facts.padding_segment_by_design() && !cu.is_empty() {
                         // The stack's padding segment(s) by design sit in the slots only (AReaL's
                         // `pad_packed_tensor_dict` keeps the real offsets as `old_cu_seqlens`):
                         // read whole, for the rules to judge as padding.
