@@ -1066,3 +1066,81 @@ fn each_rename_shows_its_own_source() {
     assert_eq!(after("a = input_ids"), "source: all renames", "{out}");
     assert_eq!(after("b = labels"), "source: where b is the labels", "{out}");
 }
+
+/// `documents = "block-mask"` and `positions = "per-row"` (issue 39 item 5): a 4-D block mask
+/// delimits the documents where the position ids count along the row (Megatron-LM's
+/// `reset_attention_mask` without `reset_position_ids`). Read from the positions, the row is one
+/// document the mask contradicts; under the two facts the file passes with its documents' work,
+/// and neither fact hides a future key in a block or a position that skips.
+#[test]
+fn block_mask_documents_with_positions_along_the_row() {
+    use safetensors::Dtype;
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("p.toml");
+    std::fs::write(
+        &profile,
+        "name = \"p\"\ndocuments = \"block-mask\"\npositions = \"per-row\"\nlabels = \"shifted\"\n",
+    )
+    .unwrap();
+    let s = 8usize;
+    let docs = [0, 0, 0, 1, 1, 1, 1, 1];
+    let write = |name: &str, future: bool, skip: bool| {
+        let mut mask = vec![0u8; s * s];
+        for q in 0..s {
+            for k in 0..=q {
+                mask[q * s + k] = u8::from(docs[q] == docs[k]);
+            }
+        }
+        if future {
+            mask[4 * s + 6] = 1;
+        }
+        let mut pos: Vec<i64> = (0..s as i64).collect();
+        if skip {
+            pos[5] = 9;
+        }
+        let ints = [
+            ("input_ids", vec![11i64, 12, 13, 21, 22, 23, 24, 25]),
+            ("labels", vec![12, 13, -100, 22, 23, 24, 25, -100]),
+            ("position_ids", pos),
+        ];
+        let bytes: Vec<Vec<u8>> =
+            ints.iter().map(|(_, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
+        let mut t: Vec<(&str, Dtype, Vec<usize>, &[u8])> = ints
+            .iter()
+            .zip(&bytes)
+            .map(|((k, _), b)| (*k, Dtype::I64, vec![1, s], b.as_slice()))
+            .collect();
+        t.push(("attention_mask", Dtype::BOOL, vec![1, 1, s, s], &mask));
+        let path = tmp.path().join(name);
+        std::fs::write(&path, reader::tensors::write_raw(t, &[]).unwrap()).unwrap();
+        path
+    };
+    let check = |path: &Path, with: bool| {
+        let mut args = vec!["check", "--json"];
+        if with {
+            args.extend(["--profile", profile.to_str().unwrap()]);
+        }
+        args.push(path.to_str().unwrap());
+        let o = thdcheck_in(&repo(), &args);
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+        let violated: Vec<String> = v["files"][0]["report"]["packs"][0]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["status"] == "violated")
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect();
+        (o.status.code(), violated, v["files"][0]["report"]["packs"][0]["facts"].clone())
+    };
+    let good = write("good.safetensors", false, false);
+    let (code, violated, _) = check(&good, false);
+    assert_eq!((code, violated), (Some(1), vec!["block-mask".to_owned()]));
+    let (code, violated, facts) = check(&good, true);
+    assert_eq!((code, violated), (Some(0), vec![]), "{facts}");
+    assert_eq!((&facts["real_segments"], &facts["useful"]["sum_squares"]), (&2.into(), &34.into()));
+    let (_, violated, _) = check(&write("future.safetensors", true, false), true);
+    assert_eq!(violated, vec!["block-mask".to_owned()]);
+    let (_, violated, _) = check(&write("skip.safetensors", false, true), true);
+    assert_eq!(violated, vec!["position-ids".to_owned()]);
+}

@@ -159,6 +159,18 @@ fact_enum! {
 }
 
 fact_enum! {
+    /// How position ids count (`positions`).
+    PositionsFact, "per-document or per-row" {
+        /// From the base at every document's first token (`position-ids`). The default.
+        PerDocument = "per-document",
+        /// From the base at every row's first token, on through its documents, by design
+        /// (Megatron-LM's `reset_attention_mask` without `reset_position_ids`; plain packing):
+        /// `position-ids` holds each real token to its offset in its row.
+        PerRow = "per-row",
+    }
+}
+
+fact_enum! {
     /// Whether the loss reads the labels on padding tokens (`padding_labels`).
     PaddingLabelsFact, "read or masked-by-loss" {
         /// The loss reads every label the batch carries: a label on padding is trained
@@ -198,7 +210,7 @@ fact_enum! {
 
 fact_enum! {
     /// How documents are delimited when the file has no key that delimits them (`documents`).
-    DocumentsFact, "keys, row-pad-tail or eos" {
+    DocumentsFact, "keys, row-pad-tail, eos or block-mask" {
         /// Offsets, `doc_lens`, sample numbers, position-id restarts or mask rows; without any
         /// of them the file is unreadable.
         Keys = "keys",
@@ -209,6 +221,11 @@ fact_enum! {
         /// key that delimits them, a document ends after every EOS; with one, a document that
         /// lacks its EOS or holds one inside is flagged (`eos-delimited`).
         Eos = "eos",
+        /// A 4-D block-diagonal attention mask is what delimits them (the kernel's only
+        /// document boundaries): a document starts at a query whose first visible key is
+        /// itself, even where position ids do not restart there (Megatron-LM's
+        /// `reset_attention_mask` without `reset_position_ids`).
+        BlockMask = "block-mask",
     }
 }
 
@@ -405,6 +422,8 @@ contract! {
     boundary_labels: BoundaryLabelsFact,
     /// Whether the loss reads the labels on padding tokens (default `read`).
     padding_labels: PaddingLabelsFact,
+    /// How position ids count (default `per-document`).
+    positions: PositionsFact,
     /// The attention the model computes (default: neither stated, so useful work is Σ s²).
     attention: Attention,
     /// Where padding may sit as segments of its own (default `none`).

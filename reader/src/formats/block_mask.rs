@@ -4,7 +4,7 @@
 //! means is the profile's `block_mask` fact, default: attends) or additive float (0 attends).
 //!
 //! The documents come from what else the batch says, in this order: the EOS tokens under
-//! `documents = "eos"`, the position-id restarts, or the mask itself (a document starts at a
+//! `documents = "eos"`, the position-id restarts (unless `documents = "block-mask"`), or the mask itself (a document starts at a
 //! query whose first visible key is itself). The mask is then summarised per query
 //! ([`BlockMaskSummary`]) and judged against them by the `block-mask` rule: the reader never
 //! decides whether it is right.
@@ -17,7 +17,7 @@ use super::eos::{eos_id, eos_offsets};
 use super::hf::{self, Boundaries};
 use super::position_restarts::restarts;
 use super::{Format, Input, Read};
-use crate::profile::{BlockMaskFact, Dialect};
+use crate::profile::{BlockMaskFact, Dialect, DocumentsFact};
 use crate::{Error, Result};
 use rules::words::plural;
 
@@ -69,7 +69,9 @@ impl Format for BlockMask {
             let (cu, storage, from_positions, source) = if let Some(eos) = eos {
                 let (cu, st) = eos_offsets(ids, mask_rows, eos, pad.filter(|&p| p != eos));
                 (cu, Some(st), false, format!("the EOS tokens ({eos})"))
-            } else if file.contains("position_ids") {
+            } else if file.contains("position_ids")
+                && facts.documents != Some(DocumentsFact::BlockMask)
+            {
                 let (_, pos) = token_tensor(file, "position_ids")?;
                 same_tokens("position_ids", pos.len(), "input_ids", tokens)?;
                 (restarts(&pos, mask_rows, tokens), None, true, "the position-id restarts".into())
@@ -83,7 +85,12 @@ impl Format for BlockMask {
                 if tokens > 0 {
                     cu.push(tokens as i64);
                 }
-                (cu, None, false, "the mask itself (a document starts at a query whose first visible key is itself: a mask that joins two documents reads as one; state `documents = \"eos\"` or dump position_ids to check it)".into())
+                let why = if facts.documents == Some(DocumentsFact::BlockMask) {
+                    "the mask itself (the profile's documents = block-mask: a document starts at a query whose first visible key is itself)"
+                } else {
+                    "the mask itself (a document starts at a query whose first visible key is itself: a mask that joins two documents reads as one; state `documents = \"eos\"` or dump position_ids to check it)"
+                };
+                (cu, None, false, why.into())
             };
             let note = format!(
                 "no offsets: a 4-D `{KEY}` ({}{}); {} read from {source}",

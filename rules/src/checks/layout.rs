@@ -15,7 +15,7 @@ use crate::checks::rules::{
     PADDED_SLOTS, POSITION_IDS, QK_OFFSETS, ROW_SLOTS, SEQ_IDX, STATIC_SHAPE, TOKEN_COUNTS,
     first_violation,
 };
-use crate::contract::{BoundaryLabelsFact, Contract};
+use crate::contract::{BoundaryLabelsFact, Contract, PositionsFact};
 use crate::words::plural;
 use crate::{Checked, Location, Violation};
 
@@ -637,20 +637,37 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
             _ => 0,
         }
     });
+    // Per row by design: each real token's offset in its row, not in its document.
+    let row_width = (view.facts.positions == Some(PositionsFact::PerRow))
+        .then(|| view.num_tokens.checked_div(view.rows.max(1)))
+        .flatten()
+        .filter(|&w| w > 0);
     let mut first = None;
     let mut bad = 0usize;
     for i in 0..b {
         let r = view.real(i);
         let start = r.start;
-        if let Some(j) = pos.slice(r).iter().enumerate().position(|(j, p)| p != base + j as i64) {
+        let offset = |j: usize| match row_width {
+            Some(w) => (start + j) % w,
+            None => j,
+        };
+        if let Some(j) =
+            pos.slice(r).iter().enumerate().position(|(j, p)| p != base + offset(j) as i64)
+        {
             bad += 1;
-            first.get_or_insert((i, start + j, j));
+            first.get_or_insert((i, start + j, offset(j)));
         }
     }
     match first {
         None => {
-            let mut o =
-                POSITION_IDS.ok(format!("restart at {base} in each of {}", plural(b, "segment")));
+            let mut o = POSITION_IDS.ok(match row_width {
+                Some(_) => format!(
+                    "count from {base} along each of {} (positions = per-row), through {}",
+                    plural(view.rows.max(1), "row"),
+                    plural(b, "segment")
+                ),
+                None => format!("restart at {base} in each of {}", plural(b, "segment")),
+            });
             if base != 0 && view.facts.position_base.is_none() {
                 o.notes.push(format!(
                     "`{}` start at {base} in every segment (RoBERTa/ESM-style padding_idx + 1); \
@@ -672,10 +689,17 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
                     .at(Location::default().segment(i).token(t).key(&k.position_ids))
                     .expected(base + j as i64)
                     .got(pos.at(t))
-                    .note(format!(
-                        "offset {j} within segment {i}{prev}; {} not restarting",
-                        plural(bad, "segment")
-                    )),
+                    .note(match row_width {
+                        Some(_) => format!(
+                            "offset {j} within its row (segment {i}){prev}; {} not counting \
+                             along its row",
+                            plural(bad, "segment")
+                        ),
+                        None => format!(
+                            "offset {j} within segment {i}{prev}; {} not restarting",
+                            plural(bad, "segment")
+                        ),
+                    }),
             )
         }
     }
