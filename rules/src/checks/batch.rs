@@ -29,27 +29,13 @@ use thd::{IGNORE_INDEX, LabelConvention};
 use crate::Location;
 use crate::checks::WorkSums;
 use crate::checks::cp_shard::zigzag_ranges;
-use crate::checks::layout::{self, LayoutView};
+use crate::checks::layout;
 use crate::checks::rules::{
     BatchInput, CP_SHARD, LABEL_TARGETS, MOCK_MARKED, Outcome, PAD_LABELS, PAD_MULTIPLE, RULES,
     Status,
 };
+use crate::checks::view::{BatchOptions, LayoutView};
 use crate::words::plural;
-
-/// What the user states that the batch cannot.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BatchOptions {
-    /// Check that the batch shards over this many CP ranks.
-    pub cp_size: Option<usize>,
-    /// Check that `T` is a multiple of this.
-    pub pad_to_multiple_of: Option<usize>,
-    /// Causal LM: check every valid label against the token it predicts; useful work is the
-    /// exact triangle `Σ s(s+1)/2`.
-    pub causal: bool,
-    /// Masked LM (ESM, BERT): each label is the target at its own position, nothing is
-    /// shifted, so no prediction can cross a boundary and `cross-doc-label` does not apply.
-    pub masked_lm: bool,
-}
 
 /// Layout facts of one pack: what the report shows above the rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

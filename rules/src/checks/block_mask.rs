@@ -8,8 +8,8 @@
 //! [`BlockMaskSummary`] computes that summary from any dense mask, the obvious way.
 
 use crate::Location;
-use crate::checks::layout::{BlockMask, LayoutView};
 use crate::checks::rules::{BLOCK_MASK, Outcome};
+use crate::checks::view::{BlockMask, LayoutView};
 use crate::words::plural;
 
 /// The per-query summary of a dense mask, owned: what a reader (or a test) hands the

@@ -43,6 +43,7 @@ mod proof;
 mod proofs;
 mod rules;
 mod tokens_cp;
+mod view;
 mod work;
 
 pub use attention::{
@@ -52,8 +53,8 @@ pub use attention::{
 };
 pub use attn::{AttnView, check_attention, check_isolation};
 pub use batch::{
-    BatchFacts, BatchOptions, BatchReport, batch_facts, check_batch, check_layout, cp_shard,
-    label_targets, layout_rules, mock_marked, mock_segments, pad_labels, pad_multiple,
+    BatchFacts, BatchReport, batch_facts, check_batch, check_layout, cp_shard, label_targets,
+    layout_rules, mock_marked, mock_segments, pad_labels, pad_multiple,
 };
 pub use block_mask::{BlockMaskSummary, block_mask};
 pub use cp_loss::{
@@ -74,10 +75,9 @@ pub use eos::eos_delimited;
 pub use flops::{FlopsStats, MicroBatchView, check_flops, check_flops_additive};
 pub use ints::{IntSlice, IntsIter};
 pub use layout::{
-    BlockMask, CollatorJudge, CollatorPack, KeyNames, LayoutView, SideTensor, check_documents,
-    check_offsets, check_packs_present, check_static_shape, cross_doc_label, mask, max_seqlen,
-    mock_nonempty, num_real_seqs, offsets, padded_slots, position_ids, qk_offsets, row_slots,
-    seq_idx, token_counts,
+    check_documents, check_offsets, check_packs_present, check_static_shape, cross_doc_label, mask,
+    max_seqlen, mock_nonempty, num_real_seqs, offsets, padded_slots, position_ids, qk_offsets,
+    row_slots, seq_idx, token_counts,
 };
 pub use logged::{Factor, LoggedKind, LoggedTolerance, Number, check_logged, check_logged_text};
 pub use loss::{LossRecord, check_loss};
@@ -90,4 +90,7 @@ pub use packer::{
 pub use proof::Proof;
 pub use rules::*;
 pub use tokens_cp::{TokenCounts, TokenRecord, check_tokens_cp};
+pub use view::{
+    BatchOptions, BlockMask, CollatorJudge, CollatorPack, KeyNames, LayoutView, SideTensor,
+};
 pub use work::{HardwareKind, WorkSums, WorkView, check_work};
