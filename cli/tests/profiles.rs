@@ -1144,3 +1144,33 @@ fn block_mask_documents_with_positions_along_the_row() {
     let (_, violated, _) = check(&write("skip.safetensors", false, true), true);
     assert_eq!(violated, vec!["position-ids".to_owned()]);
 }
+
+/// Zero-length sequences, one meaning wherever they sit (issue 39 item 7): by default a
+/// repeated offset is no document, counted apart (`empty_segments`), leading, inside or
+/// trailing alike; under `empty_segments = "forbidden"` each of the three is `mock-nonempty`.
+#[test]
+fn a_zero_length_sequence_means_one_thing_wherever_it_sits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("p.toml");
+    std::fs::write(&profile, "name = \"p\"\nempty_segments = \"forbidden\"\n").unwrap();
+    for (name, cu) in [("lead", [0, 0, 5, 9]), ("inside", [0, 5, 5, 9]), ("trail", [0, 5, 9, 9])] {
+        let path = tmp.path().join(format!("{name}.safetensors"));
+        let t = vec![
+            ("input_ids", vec![1, 9], (1..=9).collect()),
+            ("cu_seqlens", vec![4], cu.to_vec()),
+            ("position_ids", vec![1, 9], vec![0, 1, 2, 3, 4, 0, 1, 2, 3]),
+        ];
+        std::fs::write(&path, reader::tensors::write_ints(&t, &[]).unwrap()).unwrap();
+        let o = thdcheck_in(&repo(), ["check", "--json", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let f = &v["files"][0]["report"]["packs"][0]["facts"];
+        assert_eq!((&f["real_segments"], &f["empty_segments"]), (&2.into(), &1.into()), "{name}");
+        let o = thdcheck_in(
+            &repo(),
+            ["check", "--profile", profile.to_str().unwrap(), path.to_str().unwrap()],
+        );
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", text(&o));
+        assert!(text(&o).contains("VIOLATED mock-nonempty"), "{name}: {}", text(&o));
+    }
+}

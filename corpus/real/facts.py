@@ -606,8 +606,6 @@ _PADDED_CU = ("thdcheck counts the alignment padding of every slot{tail} as real
               "kernel's cu_seqlens are the padded slots ({what}), and the profile does not state "
               "offsets = \"padded-slots\" (as SkyRL's does), so the real lengths ({real}) are "
               "not read; useful Σ s² {bad} instead of {good}")
-_EMPTY = ("thdcheck counts a zero-length segment ({what}) as a real segment: documents {good} "
-          "non-empty, report {bad}; tokens and Σ s² agree")
 MISMATCH: dict[str, str] = {
     # The CP rank files carry no real-length key (no old_cu_seqlens): the dummy tail is told
     # by the pad id (0), but each slot's alignment padding still reads as real.
@@ -623,12 +621,6 @@ MISMATCH: dict[str, str] = {
         "thdcheck counts the 5 pad tokens as real: with a BOS configured OLMo-core's doc_lens make "
         "the padding the tail of each row's last document ([8], [5,3], [2,6]), marked only by "
         "label_mask False; the documents are 7,5,3,2,2 = 19 tokens, Σ s² 91, report 24, 138"),
-    "llm_foundry/binpack_left_v0.21.0.safetensors": _EMPTY.format(
-        what="the left-padded row's pad run before its documents", good=4, bad=5),
-    "megatron_bridge/head_cp_prepad.safetensors": _EMPTY.format(
-        what="the logical cu_seqlens_q [0,4,7,7]'s final 7..7 entry, the pack tail", good=2, bad=3),
-    "megatron_bridge/head_zero_length_repeat_row.safetensors": _EMPTY.format(
-        what="the zero-length repeat 8..8 of cu_seqlens_q [0,7,8,8] (#5400)", good=1, bad=2),
     "unsloth/packing_trl_v0.23.0.safetensors": (
         "thdcheck's valid_labels counts the live labels at the 2nd and 3rd documents' first tokens "
         "(TRL v0.23.0 leaves them), 14, though the profile states boundary_labels = "

@@ -422,7 +422,8 @@ pub(crate) fn step_metrics(mbs: &[MicroBatch], spec: &StepSpec) -> Result<Step> 
             let mut w = BatchWork::from_seq_lens(
                 &real,
                 &slots,
-                Some(report.facts.real_segments),
+                // The segments before the mock ones, empty ones included (their positions).
+                Some(report.facts.real_segments + report.facts.empty_segments),
                 pack.tokens() as u64,
             )
             .with_context(|| mb.label.clone())?;

@@ -139,10 +139,15 @@ impl FileReport {
             let f = &p.facts;
             let _ = writeln!(
                 out,
-                "{indent}{:<9}{} ({} real, {} mock) · {} tokens: {} real, {} mock, {} pad{}",
+                "{indent}{:<9}{} ({} real, {}{} mock) · {} tokens: {} real, {} mock, {} pad{}",
                 "layout",
                 plural(f.segments, "segment"),
                 f.real_segments,
+                if f.empty_segments > 0 {
+                    format!("{} empty, ", f.empty_segments)
+                } else {
+                    String::new()
+                },
                 f.mock_segments,
                 f.tokens,
                 f.real_tokens,

@@ -159,6 +159,19 @@ fact_enum! {
 }
 
 fact_enum! {
+    /// Whether the stack can take a zero-length sequence (`empty_segments`).
+    EmptySegmentsFact, "allowed or forbidden" {
+        /// A zero-length segment (a repeated offset) is no document, counted apart wherever
+        /// it sits (TE pads `[0, 3, 3]`, Automodel packs `[2, 0, 2]`). The default.
+        Allowed = "allowed",
+        /// The stack's kernel or model cannot take one (a linear-attention conv1d over an
+        /// empty sequence): a zero-length segment anywhere, leading, inside or trailing, is
+        /// `mock-nonempty`.
+        Forbidden = "forbidden",
+    }
+}
+
+fact_enum! {
     /// How position ids count (`positions`).
     PositionsFact, "per-document or per-row" {
         /// From the base at every document's first token (`position-ids`). The default.
@@ -424,6 +437,8 @@ contract! {
     padding_labels: PaddingLabelsFact,
     /// How position ids count (default `per-document`).
     positions: PositionsFact,
+    /// Whether the stack can take a zero-length sequence (default `allowed`).
+    empty_segments: EmptySegmentsFact,
     /// The attention the model computes (default: neither stated, so useful work is Σ s²).
     attention: Attention,
     /// Where padding may sit as segments of its own (default `none`).

@@ -46,8 +46,12 @@ pub struct BatchFacts {
     pub tokens: usize,
     /// Segments `B`, mock ones included.
     pub segments: usize,
-    /// Real segments.
+    /// Real segments: the documents, each holding at least one token.
     pub real_segments: usize,
+    /// Zero-length segments that are no mock segment (a repeated offset): no document, counted
+    /// apart wherever they sit (left out of the JSON when there are none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub empty_segments: usize,
     /// Mock segments (padding dressed as sequences).
     pub mock_segments: usize,
     /// Tokens of real segments (real lengths).
@@ -70,6 +74,10 @@ pub struct BatchFacts {
     pub hardware: WorkSums,
     /// Hardware attention work if each row is one sequence (no offsets passed).
     pub whole_pack: WorkSums,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The facts and rule outcomes of one pack.
@@ -186,7 +194,8 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
         rows: view.rows.max(1),
         tokens: view.num_tokens,
         segments: n,
-        real_segments: mock.iter().filter(|&&m| !m).count(),
+        real_segments: (0..n).filter(|&i| !mock[i] && !view.real(i).is_empty()).count(),
+        empty_segments: (0..n).filter(|&i| !mock[i] && view.real(i).is_empty()).count(),
         mock_segments: mock.iter().filter(|&&m| m).count(),
         real_tokens,
         mock_tokens,

@@ -15,7 +15,7 @@ use crate::checks::rules::{
     first_violation,
 };
 use crate::checks::view::{CollatorPack, LayoutView};
-use crate::contract::{BoundaryLabelsFact, PositionsFact};
+use crate::contract::{BoundaryLabelsFact, EmptySegmentsFact, PositionsFact};
 use crate::words::plural;
 use crate::{Checked, Location, Violation};
 
@@ -315,12 +315,12 @@ pub fn mock_nonempty(view: &LayoutView<'_>) -> Outcome {
         None => (&k.cu_seqlens, view.cu_seqlens),
     };
     let empty = |i: usize| storage.at(i + 1) == storage.at(i);
-    let violated = |i: usize, note: &str| {
+    let violated_as = |i: usize, expected: &str, note: &str| {
         MOCK_NONEMPTY.violated(
             MOCK_NONEMPTY
                 .violation()
                 .at(Location::default().segment(i).key(name.as_str()))
-                .expected("a non-empty mock segment (or none at all)")
+                .expected(expected)
                 .got(format!(
                     "a zero-length segment: {name}[{i}] = {name}[{}] = {}",
                     i + 1,
@@ -329,6 +329,22 @@ pub fn mock_nonempty(view: &LayoutView<'_>) -> Outcome {
                 .note(note),
         )
     };
+    let violated =
+        |i: usize, note: &str| violated_as(i, "a non-empty mock segment (or none at all)", note);
+    if view.facts.empty_segments == Some(EmptySegmentsFact::Forbidden)
+        && let Some(i) = (0..b).find(|&i| empty(i))
+    {
+        let n = (0..b).filter(|&i| empty(i)).count();
+        return violated_as(
+            i,
+            "a segment of at least one token",
+            &format!(
+                "the stack cannot take a zero-length sequence (the profile's empty_segments = \
+                 forbidden); {} in the pack",
+                plural(n, "zero-length segment")
+            ),
+        );
+    }
     let Some(n_real) = view.num_real_seqs.filter(|&n| n <= b) else {
         // A stack whose last segment is its padding by design (AReaL) must not append one that
         // is empty; elsewhere a trailing zero-length sequence is legal (TE pads `[0, 3, 3]`).
