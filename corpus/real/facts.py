@@ -621,11 +621,6 @@ MISMATCH: dict[str, str] = {
         "thdcheck counts the 5 pad tokens as real: with a BOS configured OLMo-core's doc_lens make "
         "the padding the tail of each row's last document ([8], [5,3], [2,6]), marked only by "
         "label_mask False; the documents are 7,5,3,2,2 = 19 tokens, Σ s² 91, report 24, 138"),
-    "unsloth/packing_trl_v0.23.0.safetensors": (
-        "thdcheck's valid_labels counts the live labels at the 2nd and 3rd documents' first tokens "
-        "(TRL v0.23.0 leaves them), 14, though the profile states boundary_labels = "
-        "\"masked-by-loss\": Unsloth's loss masks each document's last prediction, so it trains "
-        "15 - 3 = 12"),
 }
 
 

@@ -35,6 +35,7 @@ use crate::checks::rules::{
     Status,
 };
 use crate::checks::view::{BatchOptions, LayoutView};
+use crate::contract::BoundaryLabelsFact;
 use crate::words::plural;
 
 /// Layout facts of one pack: what the report shows above the rules.
@@ -180,7 +181,25 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
             }
             LabelConvention::Shifted => 0,
         };
-        (valid - row_firsts) as u64
+        // The loss masks each document's last prediction itself (`boundary_labels =
+        // "masked-by-loss"`): a label there is never trained, so not counted.
+        let boundaries = if view.facts.boundary_labels == Some(BoundaryLabelsFact::MaskedByLoss) {
+            let at = |i: usize| match view.label_convention {
+                LabelConvention::Shifted => view.real(i).end.checked_sub(1),
+                // The next document's first label, unless it opens a row (left out above).
+                LabelConvention::Unshifted => (i + 1 < n)
+                    .then(|| view.real(i + 1).start)
+                    .filter(|&t| !t.is_multiple_of(width)),
+            };
+            (0..n)
+                .filter(|&i| !view.real(i).is_empty())
+                .filter_map(at)
+                .filter(|&t| l.get(t).is_some_and(|x| x != IGNORE_INDEX))
+                .count()
+        } else {
+            0
+        };
+        (valid - row_firsts - boundaries) as u64
     });
     let labelled_segments = view.labels.map(|l| {
         let skip = usize::from(view.label_convention == LabelConvention::Unshifted);
