@@ -1174,3 +1174,66 @@ fn a_zero_length_sequence_means_one_thing_wherever_it_sits() {
         assert!(text(&o).contains("VIOLATED mock-nonempty"), "{name}: {}", text(&o));
     }
 }
+
+/// Plain packing, stated (issue 39 item 3): documents that attend to each other by design,
+/// EOS-delimited, positions along the row, trained across documents. Under
+/// `document_attention = "shared"` with `documents = "eos"`, `positions = "per-row"` and
+/// `objective = "pretrain"` the batch passes with each document's useful work and each row's
+/// hardware work; a position that skips and a label that is not the next token still fail.
+#[test]
+fn plain_packing_is_stated_and_still_judged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("plain.toml");
+    std::fs::write(
+        &profile,
+        "name = \"plain\"\ndocuments = \"eos\"\neos_token_id = 2\npositions = \"per-row\"\n\
+         objective = \"pretrain\"\nattention = \"causal\"\nlabels = \"shifted\"\n\
+         document_attention = \"shared\"\n",
+    )
+    .unwrap();
+    let ids = vec![11, 12, 2, 21, 22, 23, 2, 31, 41, 42, 43, 2, 51, 52, 2, 61];
+    let labels: Vec<i64> = (0..16).map(|t| if t % 8 == 7 { -100 } else { ids[t + 1] }).collect();
+    let run = |name: &str, pos: Vec<i64>, labels: Vec<i64>| {
+        let path = tmp.path().join(name);
+        let t = vec![
+            ("input_ids", vec![2, 8], ids.clone()),
+            ("labels", vec![2, 8], labels),
+            ("attention_mask", vec![2, 8], vec![1; 16]),
+            ("position_ids", vec![2, 8], pos),
+        ];
+        std::fs::write(&path, reader::tensors::write_ints(&t, &[]).unwrap()).unwrap();
+        let o = thdcheck_in(
+            &repo(),
+            ["check", "--json", "--profile", profile.to_str().unwrap(), path.to_str().unwrap()],
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+        (o.status.code(), v["files"][0]["report"]["packs"][0].clone())
+    };
+    let pos: Vec<i64> = (0..16).map(|t| t % 8).collect();
+    let (code, pack) = run("plain.safetensors", pos.clone(), labels.clone());
+    assert_eq!(code, Some(0), "{pack}");
+    let f = &pack["facts"];
+    assert_eq!(
+        (&f["real_tokens"], &f["useful"]["sum_squares"], &f["hardware"]["sum_squares"]),
+        (&16.into(), &52.into(), &128.into()),
+        "{pack}"
+    );
+    let mut skip = pos;
+    skip[12] = 9;
+    let (code, pack) = run("skip.safetensors", skip, labels.clone());
+    assert_eq!(code, Some(1), "{pack}");
+    assert!(pack.to_string().contains("offset 4 within its row"), "{pack}");
+    let mut wrong = labels;
+    wrong[4] = 99;
+    let (code, pack) = run("wrong.safetensors", (0..16).map(|t| t % 8).collect(), wrong);
+    assert_eq!(code, Some(1), "{pack}");
+    let violated: Vec<&str> = pack["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "violated")
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(violated, ["label-targets"], "{pack}");
+}

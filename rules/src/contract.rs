@@ -172,6 +172,19 @@ fact_enum! {
 }
 
 fact_enum! {
+    /// Whether the documents of a row attend to each other (`document_attention`).
+    DocumentAttention, "isolated or shared" {
+        /// Each document attends only to itself (offsets, a block mask, restarts given to the
+        /// kernel): the hardware work is each slot's. The default.
+        Isolated = "isolated",
+        /// Plain packing, by design: the kernel sees each row whole (an all-ones mask, no
+        /// offsets), so the documents of a row attend to each other and the hardware work is
+        /// each row's; the useful work stays each document's.
+        Shared = "shared",
+    }
+}
+
+fact_enum! {
     /// How position ids count (`positions`).
     PositionsFact, "per-document or per-row" {
         /// From the base at every document's first token (`position-ids`). The default.
@@ -437,6 +450,8 @@ contract! {
     padding_labels: PaddingLabelsFact,
     /// How position ids count (default `per-document`).
     positions: PositionsFact,
+    /// Whether the documents of a row attend to each other (default `isolated`).
+    document_attention: DocumentAttention,
     /// Whether the stack can take a zero-length sequence (default `allowed`).
     empty_segments: EmptySegmentsFact,
     /// The attention the model computes (default: neither stated, so useful work is Σ s²).

@@ -35,7 +35,7 @@ use crate::checks::rules::{
     Status,
 };
 use crate::checks::view::{BatchOptions, LayoutView};
-use crate::contract::BoundaryLabelsFact;
+use crate::contract::{BoundaryLabelsFact, DocumentAttention};
 use crate::words::plural;
 
 /// Layout facts of one pack: what the report shows above the rules.
@@ -209,6 +209,12 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
             })
             .count() as u64
     });
+    // Each row as one sequence (a `[B, S]` batch is B sequences of S to a dense kernel).
+    let whole_pack = if view.num_tokens == 0 {
+        WorkSums::of([0])
+    } else {
+        WorkSums::of(std::iter::repeat_n(width as u64, view.num_tokens / width))
+    };
     BatchFacts {
         rows: view.rows.max(1),
         tokens: view.num_tokens,
@@ -226,13 +232,13 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
             LabelConvention::Shifted => "shifted",
         },
         useful,
-        hardware,
-        // Each row as one sequence (a `[B, S]` batch is B sequences of S to a dense kernel).
-        whole_pack: if view.num_tokens == 0 {
-            WorkSums::of([0])
+        // Documents that attend to each other by design: the kernel computes every row whole.
+        hardware: if view.facts.document_attention == Some(DocumentAttention::Shared) {
+            whole_pack
         } else {
-            WorkSums::of(std::iter::repeat_n(width as u64, view.num_tokens / width))
+            hardware
         },
+        whole_pack,
     }
 }
 
