@@ -1237,3 +1237,46 @@ fn plain_packing_is_stated_and_still_judged() {
         .collect();
     assert_eq!(violated, ["label-targets"], "{pack}");
 }
+
+/// A document that continues into the next row (issue 39 item 6): a packer that splits a
+/// document across rows starts the next row inside it, its positions going on counting. Under
+/// `positions = "continued"` that row's first document passes; a document inside a row that does
+/// not restart, and a continued one that skips, still fail.
+#[test]
+fn a_document_split_across_rows_continues_its_positions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("p.toml");
+    std::fs::write(&profile, "name = \"p\"\npositions = \"continued\"\n").unwrap();
+    let run = |name: &str, pos: Vec<i64>, with: bool| {
+        let path = tmp.path().join(name);
+        let t = vec![
+            ("input_ids", vec![2, 6], (1..=12).collect()),
+            ("cu_seqlens", vec![5], vec![0, 2, 6, 9, 12]),
+            ("position_ids", vec![2, 6], pos),
+        ];
+        std::fs::write(&path, reader::tensors::write_ints(&t, &[]).unwrap()).unwrap();
+        let mut args = vec!["check"];
+        if with {
+            args.extend(["--profile", profile.to_str().unwrap()]);
+        }
+        args.push(path.to_str().unwrap());
+        let o = thdcheck_in(&repo(), &args);
+        (o.status.code(), text(&o))
+    };
+    // Row 1 opens with the last 3 tokens of row 0's second document (positions 4, 5, 6).
+    let split = vec![0, 1, 0, 1, 2, 3, 4, 5, 6, 0, 1, 2];
+    let (code, out) = run("split.safetensors", split.clone(), false);
+    assert_eq!(code, Some(1), "{out}");
+    let (code, out) = run("split.safetensors", split.clone(), true);
+    assert_eq!(code, Some(0), "{out}");
+    let mut inside = split.clone();
+    inside[9] = 7;
+    let (code, out) = run("inside.safetensors", inside, true);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("VIOLATED position-ids"), "{out}");
+    let mut skips = split;
+    skips[7] = 9;
+    let (code, out) = run("skips.safetensors", skips, true);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("VIOLATED position-ids"), "{out}");
+}

@@ -186,13 +186,17 @@ fact_enum! {
 
 fact_enum! {
     /// How position ids count (`positions`).
-    PositionsFact, "per-document or per-row" {
+    PositionsFact, "per-document, per-row or continued" {
         /// From the base at every document's first token (`position-ids`). The default.
         PerDocument = "per-document",
         /// From the base at every row's first token, on through its documents, by design
         /// (Megatron-LM's `reset_attention_mask` without `reset_position_ids`; plain packing):
         /// `position-ids` holds each real token to its offset in its row.
         PerRow = "per-row",
+        /// From the base at every document's first token, except a row's first one, which may
+        /// continue a document the previous row's end cut (packers that split a document
+        /// across rows): its positions go on counting from wherever they start.
+        Continued = "continued",
     }
 }
 

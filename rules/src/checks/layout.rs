@@ -394,6 +394,9 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
         .then(|| view.num_tokens.checked_div(view.rows.max(1)))
         .flatten()
         .filter(|&w| w > 0);
+    // A row's first document may continue one cut at the previous row's end.
+    let continued = view.facts.positions == Some(PositionsFact::Continued);
+    let width = view.num_tokens.checked_div(view.rows.max(1)).filter(|&w| w > 0);
     let mut first = None;
     let mut bad = 0usize;
     for i in 0..b {
@@ -403,11 +406,15 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
             Some(w) => (start + j) % w,
             None => j,
         };
+        let from = match (continued, width) {
+            (true, Some(w)) if start.is_multiple_of(w) && !r.is_empty() => pos.at(start).max(base),
+            _ => base,
+        };
         if let Some(j) =
-            pos.slice(r).iter().enumerate().position(|(j, p)| p != base + offset(j) as i64)
+            pos.slice(r).iter().enumerate().position(|(j, p)| p != from + offset(j) as i64)
         {
             bad += 1;
-            first.get_or_insert((i, start + j, offset(j)));
+            first.get_or_insert((i, start + j, offset(j), from + offset(j) as i64));
         }
     }
     match first {
@@ -416,6 +423,11 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
                 Some(_) => format!(
                     "count from {base} along each of {} (positions = per-row), through {}",
                     plural(view.rows.max(1), "row"),
+                    plural(b, "segment")
+                ),
+                None if continued => format!(
+                    "restart at {base} in each of {} (a row's first may continue the previous \
+                     row's last: positions = continued)",
                     plural(b, "segment")
                 ),
                 None => format!("restart at {base} in each of {}", plural(b, "segment")),
@@ -429,7 +441,7 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
             }
             o
         }
-        Some((i, t, j)) => {
+        Some((i, t, j, want)) => {
             let prev = if t > 0 {
                 format!(" (previous position {})", pos.at(t - 1))
             } else {
@@ -439,7 +451,7 @@ pub fn position_ids(view: &LayoutView<'_>) -> Outcome {
                 POSITION_IDS
                     .violation()
                     .at(Location::default().segment(i).token(t).key(&k.position_ids))
-                    .expected(base + j as i64)
+                    .expected(want)
                     .got(pos.at(t))
                     .note(match row_width {
                         Some(_) => format!(
