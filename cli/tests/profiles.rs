@@ -1280,3 +1280,41 @@ fn a_document_split_across_rows_continues_its_positions() {
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("VIOLATED position-ids"), "{out}");
 }
+
+/// Side tensors with one entry per prediction (issue 39 item 8): next-token log-probs hold
+/// `T − 1` entries per sequence, not `T`. Listed under `prediction_tensors`, such a tensor
+/// passes `token-counts` at that count and fails at any other (one per token included); listed
+/// as a per-token side tensor it fails.
+#[test]
+fn per_prediction_side_tensors_hold_one_entry_per_prediction() {
+    let tmp = tempfile::tempdir().unwrap();
+    let write_profile = |name: &str, field: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, format!("name = \"p\"\n{field} = [\"logprobs\"]\n")).unwrap();
+        p
+    };
+    let per_prediction = write_profile("pred.toml", "prediction_tensors");
+    let per_token = write_profile("tok.toml", "side_tensors");
+    let run = |entries: usize, profile: &Path| {
+        let path = tmp.path().join(format!("b{entries}.safetensors"));
+        let t = vec![
+            ("input_ids", vec![1, 9], (1..=9).collect()),
+            ("cu_seqlens", vec![3], vec![0, 4, 9]),
+            ("logprobs", vec![entries], vec![0; entries]),
+        ];
+        std::fs::write(&path, reader::tensors::write_ints(&t, &[]).unwrap()).unwrap();
+        let o = thdcheck_in(
+            &repo(),
+            ["check", "--profile", profile.to_str().unwrap(), path.to_str().unwrap()],
+        );
+        (o.status.code(), text(&o))
+    };
+    // 3 + 4 predictions for documents of 4 and 5 tokens.
+    assert_eq!(run(7, &per_prediction).0, Some(0), "{}", run(7, &per_prediction).1);
+    for wrong in [6, 9] {
+        let (code, out) = run(wrong, &per_prediction);
+        assert_eq!(code, Some(1), "{out}");
+        assert!(out.contains("VIOLATED token-counts"), "{out}");
+    }
+    assert_eq!(run(7, &per_token).0, Some(1));
+}

@@ -92,7 +92,7 @@ proptest! {
         entries in vec(0usize..14, 0..3),
     ) {
         let side: Vec<SideTensor> =
-            entries.iter().map(|&entries| SideTensor { key: "side", entries }).collect();
+            entries.iter().map(|&entries| SideTensor { key: "side", entries, per_prediction: false }).collect();
         let view = LayoutView {
             num_tokens: t,
             rows,

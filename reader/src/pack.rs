@@ -64,6 +64,9 @@ pub struct BatchData {
     pub loss_mask_targets: Option<Vec<bool>>,
     /// The profile's per-token side tensors present in the file: `(key, entries)`.
     pub side_tensors: Vec<(String, usize)>,
+    /// Side tensors with one entry per prediction (the profile's `prediction_tensors`):
+    /// `(key, entries)`.
+    pub prediction_tensors: Vec<(String, usize)>,
     /// The facts in force ([`crate::facts::Facts`]), the same for every pack of a file.
     pub facts: Contract,
     /// Things worth knowing that are not violations.
@@ -88,10 +91,17 @@ impl BatchData {
 
     /// The side tensors as the view takes them ([`LayoutView::side_tensors`]).
     pub fn side_views(&self) -> Vec<SideTensor<'_>> {
-        self.side_tensors
-            .iter()
-            .map(|(key, entries)| SideTensor { key, entries: *entries })
-            .collect()
+        let per_token = self.side_tensors.iter().map(|(key, entries)| SideTensor {
+            key,
+            entries: *entries,
+            per_prediction: false,
+        });
+        let per_prediction = self.prediction_tensors.iter().map(|(key, entries)| SideTensor {
+            key,
+            entries: *entries,
+            per_prediction: true,
+        });
+        per_token.chain(per_prediction).collect()
     }
 
     /// The plain-data view the rules of `rules::checks` judge; its side tensors are set

@@ -362,6 +362,10 @@ pub struct Profile {
     /// per token.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub side_tensors: Vec<String>,
+    /// Side tensors with one entry per prediction (`T − 1` per sequence: next-token
+    /// log-probs), each slot's length minus one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prediction_tensors: Vec<String>,
     /// Keys the stack's model never reads (a stale `attention_mask` beside the offsets): taken
     /// out of the file before it is read, and noted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -454,14 +458,31 @@ const VARIANT_FIELDS: &[&str] = &["name", "present", "absent", "format", "map", 
 
 /// The fields of a profile besides its facts ([`Contract::FACTS`]), in the order `show` prints
 /// them: `format`, `map` and `map_when` before the facts, the rest after.
-pub const FIELDS: &[&str] =
-    &["format", "map", "map_when", "drop", "side_tensors", "variant", "fuzz", "loggers"];
+pub const FIELDS: &[&str] = &[
+    "format",
+    "map",
+    "map_when",
+    "drop",
+    "side_tensors",
+    "prediction_tensors",
+    "variant",
+    "fuzz",
+    "loggers",
+];
 
 /// Every field a profile's file may hold at its top level, for messages.
 fn top_level_fields() -> Vec<&'static str> {
     let mut all = vec!["name", "stack", "extends", "format", "map", "map_when", "drop"];
     all.extend(Contract::FACTS.iter().map(|f| f.name));
-    all.extend(["side_tensors", "variant", "detect", "fuzz", "loggers", "sources"]);
+    all.extend([
+        "side_tensors",
+        "prediction_tensors",
+        "variant",
+        "detect",
+        "fuzz",
+        "loggers",
+        "sources",
+    ]);
     all
 }
 
@@ -1051,6 +1072,11 @@ impl Profile {
                 self.side_tensors
             } else {
                 top.side_tensors
+            },
+            prediction_tensors: if top.prediction_tensors.is_empty() {
+                self.prediction_tensors
+            } else {
+                top.prediction_tensors
             },
             drop: {
                 let mut drop = self.drop;

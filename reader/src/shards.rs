@@ -530,6 +530,7 @@ fn build(
         block_mask: None,
         loss_mask_targets: loss_mask.clone(),
         side_tensors: Vec::new(),
+        prediction_tensors: Vec::new(),
         facts: ranks[0].pack.facts,
         notes: vec![format!(
             "reassembled from {cp} rank files ({}, {})",

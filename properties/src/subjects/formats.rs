@@ -318,8 +318,10 @@ pub fn run_side_tensors(subject: &dyn SideTensors, case: &CollateCase) -> Checke
         .collate(&case.sft.examples(), &case.padding, case.position_base)
         .map_err(|e| failed(Invariant::Layout, "thd::collate", e))?;
     let tensors = subject.side_tensors(&case.sft, &pack);
-    let side: Vec<SideTensor<'_>> =
-        tensors.iter().map(|(key, v)| SideTensor { key, entries: v.len() }).collect();
+    let side: Vec<SideTensor<'_>> = tensors
+        .iter()
+        .map(|(key, v)| SideTensor { key, entries: v.len(), per_prediction: false })
+        .collect();
     let view = LayoutView { side_tensors: &side, ..pack.view(case.position_base) };
     check_layout(&view).map_err(|v| v.within(format!("{}, {}", subject.name(), case.padding)))
 }

@@ -365,12 +365,17 @@ fn contract_facts(
                 .into(),
         );
     }
-    let mut sides = Vec::new();
-    for key in profile.iter().flat_map(|p| p.side_tensors.iter()) {
+    let (mut sides, mut predictions) = (Vec::new(), Vec::new());
+    let named = profile.iter().flat_map(|p| {
+        let per_token = p.side_tensors.iter().map(|k| (k, false));
+        per_token.chain(p.prediction_tensors.iter().map(|k| (k, true)))
+    });
+    for (key, per_prediction) in named {
         match file.entry(key) {
             Some(e) => {
                 file.mark_read(key);
-                sides.push((key.clone(), e.shape.iter().product::<usize>()));
+                let side = (key.clone(), e.shape.iter().product::<usize>());
+                if per_prediction { predictions.push(side) } else { sides.push(side) }
             }
             None => notes.push(format!("side tensor `{key}` of the profile is not in the file")),
         }
@@ -387,6 +392,7 @@ fn contract_facts(
             }
         } else {
             p.side_tensors.extend(sides.iter().cloned());
+            p.prediction_tensors.extend(predictions.iter().cloned());
             *facts
         };
         if facts.padding_segments == Some(PaddingSegments::Absorbed)

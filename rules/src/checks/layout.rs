@@ -127,7 +127,24 @@ pub fn token_counts(view: &LayoutView<'_>) -> Outcome {
                 .got(format!("{} query rows", m.spans.len())),
         );
     }
+    // One prediction per token of a slot but its last.
+    let predictions = || t - (0..view.segments()).filter(|&i| !view.slot(i).is_empty()).count();
     for side in view.side_tensors {
+        if side.per_prediction {
+            let want = predictions();
+            if side.entries != want {
+                return TOKEN_COUNTS.violated(
+                    Violation::new(
+                        TOKEN_COUNTS.invariant,
+                        "every per-prediction side tensor has one entry per prediction",
+                    )
+                    .at(Location::default().key(side.key))
+                    .expected(format!("{want} (T − 1 per non-empty slot)"))
+                    .got(side.entries),
+                );
+            }
+            continue;
+        }
         if side.entries != t {
             let mut v = Violation::new(
                 TOKEN_COUNTS.invariant,

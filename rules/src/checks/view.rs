@@ -173,7 +173,7 @@ pub struct LayoutView<'a> {
 /// # Example
 /// ```
 /// use rules::checks::{IntSlice, LayoutView, SideTensor, token_counts};
-/// let side = [SideTensor { key: "old_logprobs", entries: 4 }];
+/// let side = [SideTensor { key: "old_logprobs", entries: 4, per_prediction: false }];
 /// let view = LayoutView {
 ///     num_tokens: 5,
 ///     cu_seqlens: IntSlice::from(&[0, 5]),
@@ -193,6 +193,9 @@ pub struct SideTensor<'a> {
     pub key: &'a str,
     /// Its number of entries along the token axis (flattened over rows).
     pub entries: usize,
+    /// One entry per prediction rather than per token: each non-empty slot's length minus one
+    /// (log-probs of the next token, `T − 1` per sequence), a profile's `prediction_tensors`.
+    pub per_prediction: bool,
 }
 
 impl<'a> LayoutView<'a> {
