@@ -561,43 +561,100 @@ fn drive<T: Target>(
         }
         Err(TestError::Abort(reason)) => anyhow::bail!("fuzzing aborted: {reason}"),
         Err(TestError::Fail(_, shrunk)) => {
-            let minimized = minimize::minimize(&mut run, shrunk, given.is_some());
-            let replayed = replay::replay(&mut run, &minimized.case);
-            let runs = run.adapter.executed;
-            let (scan_runs, budget_left) = runner::scan_budget(
-                &run,
-                &replayed.failure,
-                replayed.shrunk_as.as_ref(),
-                given.is_some(),
-            );
-            let also = if scan_runs > 0 {
-                runner::scan(&mut run, &config, scan_runs, &replayed.failure.signature())
-            } else {
-                Default::default()
-            };
-            let replay = replay::command_line(
-                &command,
-                &replayed.requests,
-                replayed.history_file.as_deref(),
-            );
-            let failed = report::Failed {
-                replayed: &replayed,
-                replay: &replay,
-                runs,
-                scanned: run.adapter.executed - runs,
-                minimizes: target.minimizes(),
-                one_minimal: minimized.one_minimal,
-                reductions: minimized.reductions,
-                given: given.is_some(),
-                hung: run.hung,
-                other_classes: run.other_classes,
-                also: &also,
-                scan_runs,
-                budget_left,
-            };
+            let failed = failed(&mut run, &config, shrunk, given.is_some(), &command);
             report::write_fail(out, &header, &failed)?;
             Ok(1)
         }
+    }
+}
+
+/// A failure found by the search, shrunk (`shrunk`): minimized and replayed; then, unless
+/// `--first-failure`, the rest of the run's cases, each further distinct failure they meet
+/// shrunk on its own, and the scan of fresh cases for other failing classes.
+fn failed<T: Target>(
+    run: &mut Run<'_, '_, T>,
+    config: &proptest::test_runner::Config,
+    shrunk: T::Case,
+    given: bool,
+    command: &str,
+) -> report::Failed {
+    let first = shrink_one(run, shrunk, given, command, None);
+    let (mut scan_runs, budget_left) = runner::scan_budget(
+        run,
+        &first.replayed.failure,
+        first.replayed.shrunk_as.as_ref(),
+        given,
+    );
+    let found = run.found.as_ref().map(Failure::signature);
+    let blind = |f: Option<&Failure>| f.is_some_and(runner::blinding);
+    let go_on = !run.args.first_failure
+        && !given
+        && !run.hung
+        && !blind(Some(&first.replayed.failure))
+        && !blind(first.replayed.shrunk_as.as_ref());
+    let more = match &found {
+        Some(sig) if go_on => Some(runner::more_failures(run, config, sig)),
+        _ => None,
+    };
+    let mut reported: Vec<Signature> = found.into_iter().collect();
+    let mut failures = vec![first];
+    let (mut beyond, mut continued) = (Default::default(), 0);
+    if let Some(more) = more {
+        (beyond, continued) = (more.beyond, more.runs);
+        for d in more.found {
+            reported.push(d.failure.signature());
+            let case = d.case;
+            let shrunk = runner::shrink_distinct(run, config, d);
+            failures.push(shrink_one(run, shrunk, false, command, Some(case)));
+        }
+    }
+    if failures.iter().skip(1).any(|s| s.hung) {
+        // Each further run of a hang would wait the full timeout.
+        scan_runs = 0;
+    }
+    reported.extend(failures.iter().map(|s| s.replayed.failure.signature()));
+    let before_scan = run.adapter.executed;
+    let also = if scan_runs > 0 {
+        runner::scan(run, config, scan_runs, &reported)
+    } else {
+        Default::default()
+    };
+    report::Failed {
+        failures,
+        beyond,
+        continued,
+        scanned: run.adapter.executed - before_scan,
+        minimizes: run.target.minimizes(),
+        given,
+        also,
+        scan_runs,
+        budget_left,
+    }
+}
+
+/// The failure being shrunk (`run.found`), from its shrunk case on: minimized, replayed, its
+/// replay command. `case`: the number of the case that found it, for one after the first.
+fn shrink_one<T: Target>(
+    run: &mut Run<'_, '_, T>,
+    shrunk: T::Case,
+    given: bool,
+    command: &str,
+    case: Option<u64>,
+) -> report::Shrunk {
+    let minimized = minimize::minimize(run, shrunk, given);
+    let replayed = replay::replay(run, &minimized.case);
+    let replay =
+        replay::command_line(command, &replayed.requests, replayed.history_file.as_deref());
+    report::Shrunk {
+        replayed,
+        replay,
+        // The first failure's runs count every run of the search before it, as they always did.
+        runs: run.adapter.executed - if case.is_some() { run.base } else { 0 },
+        one_minimal: minimized.one_minimal,
+        reductions: minimized.reductions,
+        hung: run.hung,
+        other_classes: run.other_classes,
+        case,
     }
 }
 
