@@ -598,9 +598,9 @@ fn failed<T: Target>(
     };
     let mut reported: Vec<Signature> = found.into_iter().collect();
     let mut failures = vec![first];
-    let (mut beyond, mut continued) = (Default::default(), 0);
+    let (mut beyond, mut continued, mut stopped) = (Default::default(), 0, None);
     if let Some(more) = more {
-        (beyond, continued) = (more.beyond, more.runs);
+        (beyond, continued, stopped) = (more.beyond, more.runs, more.stopped);
         for d in more.found {
             reported.push(d.failure.signature());
             let case = d.case;
@@ -623,6 +623,7 @@ fn failed<T: Target>(
         failures,
         beyond,
         continued,
+        stopped,
         scanned: run.adapter.executed - before_scan,
         minimizes: run.target.minimizes(),
         given,

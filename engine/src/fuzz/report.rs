@@ -62,6 +62,8 @@ pub(super) struct Failed {
     pub(super) beyond: BTreeMap<String, u64>,
     /// The runs of the cases after the first failure (the rest of `--cases`).
     pub(super) continued: u64,
+    /// Why those cases stopped early, if they did for crashes.
+    pub(super) stopped: Option<String>,
     /// The scan's runs.
     pub(super) scanned: u64,
     /// Whether the target lists every reduction (the report then says if the case is
@@ -210,6 +212,9 @@ fn fail_doc(h: &Header<'_>, f: &Failed) -> Value {
         "failures": failures,
         "continued_runs": f.continued,
     });
+    if let Some(why) = &f.stopped {
+        doc["continued_stopped"] = json!(why);
+    }
     if !f.beyond.is_empty() {
         doc["not_shrunk"] = f
             .beyond
@@ -296,6 +301,9 @@ fn write_fail_text(out: &mut dyn Write, h: &Header<'_>, f: &Failed) -> Result<()
             n,
             listed.join(", ")
         )?;
+    }
+    if let Some(why) = &f.stopped {
+        writeln!(out, "  {:<14}{why}", "more cases")?;
     }
     write_scan(out, h, f)
 }

@@ -345,6 +345,10 @@ impl Stream {
 /// counted.
 pub(super) const MAX_DISTINCT: usize = 8;
 
+/// The cases after the first failure stop at this many crashes of a class already found: each
+/// restarts the adapter (an adapter that crashes on most requests would restart for every case).
+pub(super) const MAX_KNOWN_CRASHES: u64 = 16;
+
 /// A failure of another class than every one before it, met by the cases after the first.
 pub(super) struct Distinct<V> {
     /// The case that failed (its value tree, for proptest to shrink).
@@ -365,6 +369,8 @@ pub(super) struct More<V> {
     pub(super) beyond: BTreeMap<String, u64>,
     /// The cases run.
     pub(super) runs: u64,
+    /// Why they stopped before the end of `--cases`, if they did for crashes.
+    pub(super) stopped: Option<String>,
 }
 
 /// Whether `f` says nothing about the answers after it: an answer too long, not JSON, or
@@ -377,7 +383,8 @@ pub(super) fn blinding(f: &Failure) -> bool {
 /// case after it to `--cases`, each judged once, unshrunk. The first case of each class that
 /// is not in `known` is kept for shrinking, so that a crash of the simplest case cannot hide a
 /// different bug of a later one. A hang, or an answer after which every later one may be out of
-/// step ([`blinding`]), is kept and ends the run.
+/// step ([`blinding`]), is kept and ends the run; so do [`MAX_KNOWN_CRASHES`] crashes of classes
+/// already found.
 pub(super) fn more_failures<T: Target>(
     run: &mut Run<'_, '_, T>,
     config: &Config,
@@ -391,7 +398,8 @@ pub(super) fn more_failures<T: Target>(
     let strategy = run.target.strategy();
     let mut stream = Stream::new(config, run.args.seed);
     let mut known = vec![first.clone()];
-    let mut more = More { found: Vec::new(), beyond: BTreeMap::new(), runs: 0 };
+    let mut more = More { found: Vec::new(), beyond: BTreeMap::new(), runs: 0, stopped: None };
+    let mut known_crashes = 0;
     for i in 0..total {
         let Some(tree) = stream.next(&strategy) else { break };
         if i < drawn {
@@ -401,6 +409,17 @@ pub(super) fn more_failures<T: Target>(
         let Err(failure) = run.judge(&tree.current()) else { continue };
         let sig = failure.signature();
         let stop = failure.kind == "hang" || blinding(&failure);
+        if failure.kind == "crash" && known.contains(&sig) {
+            known_crashes += 1;
+            if known_crashes == MAX_KNOWN_CRASHES {
+                more.stopped = Some(format!(
+                    "stopped after {MAX_KNOWN_CRASHES} crashes of a failure already found (each \
+                     restarts the adapter); {} of the run's cases not run",
+                    total - i - 1
+                ));
+                break;
+            }
+        }
         if !known.contains(&sig) {
             if known.len() < MAX_DISTINCT {
                 let history = run.adapter.crash_history.clone();
