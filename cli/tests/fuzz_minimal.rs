@@ -310,7 +310,13 @@ fn two_distinct_bugs_are_both_reported_each_one_minimal() {
     assert_eq!(failures.len(), 2, "{v}");
     let (crash, lost) = (&failures[0], &failures[1]);
     assert_eq!(crash["kind"], "adapter-error", "{v}");
-    assert!(crash["class"].as_str().unwrap().contains("ZeroDivisionError at greedy_packer_two_bugs.py:"), "{v}");
+    assert!(
+        crash["class"]
+            .as_str()
+            .unwrap()
+            .contains("ZeroDivisionError at greedy_packer_two_bugs.py:"),
+        "{v}"
+    );
     assert_eq!(crash["case"], 0, "{v}");
     assert_eq!(crash["request"]["examples"], json!([]), "{v}");
     assert_eq!(crash["request"]["capacity"], 1, "{v}");

@@ -579,12 +579,8 @@ fn failed<T: Target>(
     command: &str,
 ) -> report::Failed {
     let first = shrink_one(run, shrunk, given, command, None);
-    let (mut scan_runs, budget_left) = runner::scan_budget(
-        run,
-        &first.replayed.failure,
-        first.replayed.shrunk_as.as_ref(),
-        given,
-    );
+    let (mut scan_runs, budget_left) =
+        runner::scan_budget(run, &first.replayed.failure, first.replayed.shrunk_as.as_ref(), given);
     let found = run.found.as_ref().map(Failure::signature);
     let blind = |f: Option<&Failure>| f.is_some_and(runner::blinding);
     let go_on = !run.args.first_failure

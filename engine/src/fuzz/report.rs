@@ -216,11 +216,8 @@ fn fail_doc(h: &Header<'_>, f: &Failed) -> Value {
         doc["continued_stopped"] = json!(why);
     }
     if !f.beyond.is_empty() {
-        doc["not_shrunk"] = f
-            .beyond
-            .iter()
-            .map(|(class, n)| json!({"class": class, "cases": n}))
-            .collect();
+        doc["not_shrunk"] =
+            f.beyond.iter().map(|(class, n)| json!({"class": class, "cases": n})).collect();
     }
     doc
 }
@@ -283,9 +280,10 @@ fn write_fail_text(out: &mut dyn Write, h: &Header<'_>, f: &Failed) -> Result<()
     }
     for (i, s) in f.failures.iter().enumerate() {
         let which = if n > 1 { format!(" ({} of {n})", i + 1) } else { String::new() };
-        let at = s
-            .case
-            .map_or_else(|| format!("after {} passing cases", h.passed), |c| format!("at case {c}"));
+        let at = s.case.map_or_else(
+            || format!("after {} passing cases", h.passed),
+            |c| format!("at case {c}"),
+        );
         writeln!(out, "  FAILED{which} {at} (seed {}); {}:", args.seed, how_shrunk(f, s))?;
         write_case(out, s)?;
     }
