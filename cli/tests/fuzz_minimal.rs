@@ -37,6 +37,8 @@ const PACKER_BUGS: &[(&str, &[&str], &[&str], &str)] = &[
         &["--dp-size", "2", "--drops", "over-length", "--drops", "dp-remainder"],
         "packer-conservation",
     ),
+    // Its other bug, an adapter error on the empty request, let pass to shrink this one alone.
+    ("greedy_packer_two_bugs", &[], &["--ignore", "adapter-error"], "packer-conservation"),
 ];
 
 fn fuzz_args<'a>(flags: &[&'a str], adapter: &'a str, args: &[&'a str]) -> Vec<&'a str> {
@@ -287,6 +289,84 @@ fn dealing_bugs_shrink_to_one_example_at_the_users_dp_size() {
             "{mode}: {f}"
         );
     }
+}
+
+/// The two-bug packer's failures, as one run reports them (`--json`, exit 1): each with its
+/// class and shrunk request.
+fn two_bug_failures(flags: &[&str]) -> (Value, Vec<Value>) {
+    let adapter = example_adapter("greedy_packer_two_bugs");
+    let v = fuzz_json(&fuzz_args(flags, &adapter, &[]), 1);
+    let failures = v["failures"].as_array().cloned().unwrap_or_default();
+    (v, failures)
+}
+
+/// Two planted bugs, one of the empty request (an adapter error, the simplest case's) and one of
+/// 3 or more examples (one lost): one run reports both, each shrunk on its own to a 1-minimal
+/// request (issue 40: a crash of the simplest case does not hide a later bug). The second is
+/// judged again one reduction at a time through `--request`, the first has none (it is empty).
+#[test]
+fn two_distinct_bugs_are_both_reported_each_one_minimal() {
+    let (v, failures) = two_bug_failures(&[]);
+    assert_eq!(failures.len(), 2, "{v}");
+    let (crash, lost) = (&failures[0], &failures[1]);
+    assert_eq!(crash["kind"], "adapter-error", "{v}");
+    assert!(
+        crash["class"]
+            .as_str()
+            .unwrap()
+            .contains("ZeroDivisionError at greedy_packer_two_bugs.py:"),
+        "{v}"
+    );
+    assert_eq!(crash["case"], 0, "{v}");
+    assert_eq!(crash["request"]["examples"], json!([]), "{v}");
+    assert_eq!(crash["request"]["capacity"], 1, "{v}");
+    assert_eq!(lost["checks"], json!(["packer-conservation"]), "{v}");
+    assert!(lost["case"].as_u64().unwrap() > 0, "{v}");
+    let ones = json!([{"id": 0, "len": 1}, {"id": 1, "len": 1}, {"id": 2, "len": 1}]);
+    assert_eq!((&lost["request"]["examples"], &lost["request"]["capacity"]), (&ones, &json!(1)));
+    for f in &failures {
+        assert_eq!(f["one_minimal"], json!(true), "{v}");
+    }
+    // The first failure stays where it always was.
+    assert_eq!(v["failure"]["kind"], "adapter-error", "{v}");
+    let adapter = example_adapter("greedy_packer_two_bugs");
+    let dir = tempfile::tempdir().unwrap();
+    for smaller in single_reductions(&lost["request"]) {
+        let a = fuzz_args(&["{request}"], &adapter, &[]);
+        assert_not_same_failure(&dir, &a, lost, &smaller, "greedy_packer_two_bugs");
+    }
+    // The text report counts them and reports each.
+    let o = run_expect(&["fuzz", "packer", "--", "python3", &adapter], 1);
+    let out = text(&o);
+    assert!(out.contains("found 2 distinct failures"), "{out}");
+    assert!(out.contains("FAILED (1 of 2) after 0 passing cases"), "{out}");
+    assert!(out.contains("FAILED (2 of 2) at case"), "{out}");
+}
+
+/// The DP size the user fixed is never shrunk, for any failure of the run: at `--dp-size 4` both
+/// of the two-bug packer's failures shrink with dp 4 (the lost example still needs 3 examples).
+#[test]
+fn every_distinct_failure_keeps_the_users_dp_size() {
+    let (v, failures) = two_bug_failures(&["--dp-size", "4"]);
+    assert_eq!(failures.len(), 2, "{v}");
+    for f in &failures {
+        assert_eq!(f["request"]["dp_size"], 4, "{v}");
+        assert_eq!(f["one_minimal"], json!(true), "{v}");
+    }
+    assert_eq!(failures[1]["request"]["examples"].as_array().map(Vec::len), Some(3), "{v}");
+}
+
+/// `--first-failure` stops at the first failure: the two-bug packer's empty-request error
+/// alone, no further cases.
+#[test]
+fn first_failure_reports_exactly_one() {
+    let (v, failures) = two_bug_failures(&["--first-failure"]);
+    assert_eq!(failures.len(), 1, "{v}");
+    assert_eq!(failures[0]["kind"], "adapter-error", "{v}");
+    assert_eq!(v["continued_runs"], 0, "{v}");
+    let adapter = example_adapter("greedy_packer_two_bugs");
+    let o = run_expect(&["fuzz", "packer", "--first-failure", "--", "python3", &adapter], 1);
+    assert!(!text(&o).contains("distinct"), "{}", text(&o));
 }
 
 /// A bug that needs the tokens one past a multiple of the capacity (split_packer's short-tail:

@@ -71,7 +71,9 @@ pub struct MetricsArgs {
 pub const FUZZ_AFTER_HELP: &str = "Collators: the batch is read and checked with the options of \
 `thdcheck check` (--dialect, --map, --labels, --sentinel, --position-base, --pad-token-id, \
 --cp-size, --pad-to-multiple-of, --causal); token ids include 0 and the --pad-token-id. A \
-failure is shrunk keeping its kind and first violated check. The first request after each \
+failure is shrunk keeping its kind and first violated check (an adapter error or crash: its \
+exception's type and place); each distinct failure of the run is shrunk and reported on its own \
+unless --first-failure. The first request after each \
 (re)start of the adapter waits --startup-timeout-ms, later ones --timeout-ms.\n\
 Exit codes: 0 every case passed, 1 a case failed (violation, crash, hang, malformed answer), 2 \
 the adapter could not be started or a usage error.\n\
@@ -130,11 +132,14 @@ pub struct FuzzArgs {
     pub ignore: Vec<String>,
     /// At most this many runs after the first failure: shrinking it, replaying it, and the scan
     /// of fresh cases for other failing classes (at most 256; none after a crash, a hang, a
-    /// too-long or not-json answer). A crashing adapter is restarted per run.
+    /// too-long or not-json answer). Each further distinct failure gets as many to shrink it. A
+    /// crashing adapter is restarted per run.
     #[arg(long, default_value_t = 1000)]
     pub max_shrink_runs: u32,
-    /// Stop at the first failing class: shrink it and report it, without the scan of fresh
-    /// cases for other failing classes (the Python fuzzers' default).
+    /// Stop at the first failure: shrink it and report it alone. Without it the run goes on
+    /// with the rest of --cases after a failure, and shrinks and reports each distinct failure
+    /// (another rule, another exception type or place) on its own, at most 8, then scans fresh
+    /// cases for other failing classes. The Python fuzzers' default.
     #[arg(long, conflicts_with = "also_failing")]
     pub first_failure: bool,
     /// Also write one self-contained HTML page drawing the shrunk request and the adapter's

@@ -27,14 +27,13 @@ pub(super) fn minimize<T: Target>(
     shrunk: T::Case,
     given: bool,
 ) -> Minimized<T::Case> {
-    let budget = u64::from(run.args.max_shrink_runs) + run.passed;
     let mut minimal = shrunk;
     let mut reductions = 0u64;
     let mut one_minimal = !run.hung && run.target.minimizes() && !given;
     if one_minimal {
         'fixpoint: loop {
             for candidate in run.target.reductions(&minimal) {
-                if run.adapter.executed > budget {
+                if run.budget_spent() {
                     one_minimal = false;
                     break 'fixpoint;
                 }

@@ -85,9 +85,14 @@ impl Failure {
         Self { detail, ..Self::from_violation(v) }
     }
 
-    /// What makes two failures the same bug: the kind and the first violated check.
+    /// What makes two failures the same bug: the kind and the first violated check, and for an
+    /// adapter error or a crash where the exception came from ([`origin`]).
     pub fn signature(&self) -> Signature {
-        Signature { kind: self.kind, check: self.checks.first().cloned() }
+        let origin = match self.kind {
+            "adapter-error" | "crash" => origin(&self.detail),
+            _ => None,
+        };
+        Signature { kind: self.kind, check: self.checks.first().cloned(), origin }
     }
 
     /// An answer that breaks the protocol (a missing rank, lengths that disagree).
@@ -102,13 +107,28 @@ impl Failure {
 }
 
 /// The class of a failure: shrinking keeps it, so a bug cannot turn into another one (an offset
-/// bug into a `seq-idx` one) on the way to the minimal case.
+/// bug into a `seq-idx` one, an exception into another) on the way to the minimal case; a run
+/// reports each distinct class it meets as a failure of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Signature {
     /// The failure's kind.
     pub kind: &'static str,
     /// Its first violated check, for a violation.
     pub check: Option<String>,
+    /// Where an adapter error's or a crash's exception came from (`ZeroDivisionError at
+    /// packer.py:21`), or a crash's exit status when its stderr shows no exception.
+    pub origin: Option<String>,
+}
+
+impl Signature {
+    /// The class as a report names a distinct failure: the kind and check (what `--ignore`
+    /// takes, the [`Display`](std::fmt::Display) form), then the origin in parentheses.
+    pub fn distinct(&self) -> String {
+        match &self.origin {
+            Some(o) => format!("{self} ({o})"),
+            None => self.to_string(),
+        }
+    }
 }
 
 impl std::fmt::Display for Signature {
@@ -116,6 +136,48 @@ impl std::fmt::Display for Signature {
         match &self.check {
             Some(c) => write!(f, "{} {c}", self.kind),
             None => f.write_str(self.kind),
+        }
+    }
+}
+
+/// Where an adapter's exception came from, read from a Python traceback in `detail` (an `error`
+/// answer, or the stderr tail of a crash): its type and the innermost frame's file and line,
+/// `ValueError at packer.py:12` (as Hypothesis tells distinct failures apart). Without a frame,
+/// the type alone when the last line names one (`RuntimeError: …`); a crash without either, its
+/// exit status (`exit status: 7`); else `None`.
+pub(crate) fn origin(detail: &str) -> Option<String> {
+    let body = detail.strip_prefix(ADAPTER_ERROR).unwrap_or(detail);
+    let lines: Vec<&str> = body.lines().collect();
+    // `  File "/path/packer.py", line 12, in pack`: the innermost frame is the last.
+    let frame = lines.iter().enumerate().rev().find_map(|(i, l)| {
+        let rest = l.trim_start().strip_prefix("File \"")?;
+        let (path, rest) = rest.split_once('"')?;
+        let line: String =
+            rest.strip_prefix(", line ")?.chars().take_while(char::is_ascii_digit).collect();
+        let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
+        Some((i, format!("{file}:{line}")))
+    });
+    // The exception's line: the last one at the margin (after the frame, when there is one).
+    let after = frame.as_ref().map_or(0, |(i, _)| i + 1);
+    let ty = lines[after.min(lines.len())..]
+        .iter()
+        .rev()
+        .find(|l| !l.is_empty() && !l.starts_with([' ', '\t']))
+        .and_then(|l| {
+            let name = l.split_once(':').map_or(*l, |(n, _)| n).trim();
+            let ident = !name.is_empty()
+                && name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+                && !name.starts_with(|c: char| c.is_ascii_digit());
+            ident.then(|| name.rsplit('.').next().unwrap_or(name).to_owned())
+        });
+    match (ty, frame) {
+        (Some(ty), Some((_, at))) => Some(format!("{ty} at {at}")),
+        (None, Some((_, at))) => Some(format!("an exception at {at}")),
+        (Some(ty), None) if ty.ends_with("Error") || ty.ends_with("Exception") => Some(ty),
+        _ => {
+            // A crash: `the adapter exited (exit status: 7) without answering`.
+            let status = detail.strip_prefix("the adapter exited (")?;
+            status.split_once(") without answering").map(|(s, _)| s.to_owned())
         }
     }
 }
@@ -499,43 +561,97 @@ fn drive<T: Target>(
         }
         Err(TestError::Abort(reason)) => anyhow::bail!("fuzzing aborted: {reason}"),
         Err(TestError::Fail(_, shrunk)) => {
-            let minimized = minimize::minimize(&mut run, shrunk, given.is_some());
-            let replayed = replay::replay(&mut run, &minimized.case);
-            let runs = run.adapter.executed;
-            let (scan_runs, budget_left) = runner::scan_budget(
-                &run,
-                &replayed.failure,
-                replayed.shrunk_as.as_ref(),
-                given.is_some(),
-            );
-            let also = if scan_runs > 0 {
-                runner::scan(&mut run, &config, scan_runs, &replayed.failure.signature())
-            } else {
-                Default::default()
-            };
-            let replay = replay::command_line(
-                &command,
-                &replayed.requests,
-                replayed.history_file.as_deref(),
-            );
-            let failed = report::Failed {
-                replayed: &replayed,
-                replay: &replay,
-                runs,
-                scanned: run.adapter.executed - runs,
-                minimizes: target.minimizes(),
-                one_minimal: minimized.one_minimal,
-                reductions: minimized.reductions,
-                given: given.is_some(),
-                hung: run.hung,
-                other_classes: run.other_classes,
-                also: &also,
-                scan_runs,
-                budget_left,
-            };
+            let failed = failed(&mut run, &config, shrunk, given.is_some(), &command);
             report::write_fail(out, &header, &failed)?;
             Ok(1)
         }
+    }
+}
+
+/// A failure found by the search, shrunk (`shrunk`): minimized and replayed; then, unless
+/// `--first-failure`, the rest of the run's cases, each further distinct failure they meet
+/// shrunk on its own, and the scan of fresh cases for other failing classes.
+fn failed<T: Target>(
+    run: &mut Run<'_, '_, T>,
+    config: &proptest::test_runner::Config,
+    shrunk: T::Case,
+    given: bool,
+    command: &str,
+) -> report::Failed {
+    let first = shrink_one(run, shrunk, given, command, None);
+    let (mut scan_runs, budget_left) =
+        runner::scan_budget(run, &first.replayed.failure, first.replayed.shrunk_as.as_ref(), given);
+    let found = run.found.as_ref().map(Failure::signature);
+    let blind = |f: Option<&Failure>| f.is_some_and(runner::blinding);
+    let go_on = !run.args.first_failure
+        && !given
+        && !run.hung
+        && !blind(Some(&first.replayed.failure))
+        && !blind(first.replayed.shrunk_as.as_ref());
+    let more = match &found {
+        Some(sig) if go_on => Some(runner::more_failures(run, config, sig)),
+        _ => None,
+    };
+    let mut reported: Vec<Signature> = found.into_iter().collect();
+    let mut failures = vec![first];
+    let (mut beyond, mut continued, mut stopped) = (Default::default(), 0, None);
+    if let Some(more) = more {
+        (beyond, continued, stopped) = (more.beyond, more.runs, more.stopped);
+        for d in more.found {
+            reported.push(d.failure.signature());
+            let case = d.case;
+            let shrunk = runner::shrink_distinct(run, config, d);
+            failures.push(shrink_one(run, shrunk, false, command, Some(case)));
+        }
+    }
+    if failures.iter().skip(1).any(|s| s.hung) {
+        // Each further run of a hang would wait the full timeout.
+        scan_runs = 0;
+    }
+    reported.extend(failures.iter().map(|s| s.replayed.failure.signature()));
+    let before_scan = run.adapter.executed;
+    let also = if scan_runs > 0 {
+        runner::scan(run, config, scan_runs, &reported)
+    } else {
+        Default::default()
+    };
+    report::Failed {
+        failures,
+        beyond,
+        continued,
+        stopped,
+        scanned: run.adapter.executed - before_scan,
+        minimizes: run.target.minimizes(),
+        given,
+        also,
+        scan_runs,
+        budget_left,
+    }
+}
+
+/// The failure being shrunk (`run.found`), from its shrunk case on: minimized, replayed, its
+/// replay command. `case`: the number of the case that found it, for one after the first.
+fn shrink_one<T: Target>(
+    run: &mut Run<'_, '_, T>,
+    shrunk: T::Case,
+    given: bool,
+    command: &str,
+    case: Option<u64>,
+) -> report::Shrunk {
+    let minimized = minimize::minimize(run, shrunk, given);
+    let replayed = replay::replay(run, &minimized.case);
+    let replay =
+        replay::command_line(command, &replayed.requests, replayed.history_file.as_deref());
+    report::Shrunk {
+        replayed,
+        replay,
+        // The first failure's runs count every run of the search before it, as they always did.
+        runs: run.adapter.executed - if case.is_some() { run.base } else { 0 },
+        one_minimal: minimized.one_minimal,
+        reductions: minimized.reductions,
+        hung: run.hung,
+        other_classes: run.other_classes,
+        case,
     }
 }
 
@@ -589,15 +705,42 @@ fn two_answers(f: &Failure) -> bool {
     f.kind == "schema" && f.detail.starts_with(TWO_ANSWERS)
 }
 
+/// How an adapter error's detail begins (the adapter's `error` follows).
+const ADAPTER_ERROR: &str = "the adapter reported an error: ";
+
 /// The failure of an answer that breaks the protocol.
 fn bad_response(bad: BadResponse, line: &str) -> Failure {
     let (kind, detail) = match bad {
         BadResponse::NotJson(d) => ("not-json", format!("the answer is not JSON: {d}")),
         BadResponse::Schema(d) => ("schema", format!("the answer breaks the protocol: {d}")),
-        BadResponse::AdapterError(d) => {
-            ("adapter-error", format!("the adapter reported an error: {d}"))
-        }
+        BadResponse::AdapterError(d) => ("adapter-error", format!("{ADAPTER_ERROR}{d}")),
         BadResponse::Stale(d) => ("schema", format!("{TWO_ANSWERS}: {d}")),
     };
     Failure { kind, checks: vec![], detail, response: Some(clip(line)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin;
+
+    /// Distinct adapter errors and crashes are told apart by the exception's type and the
+    /// innermost frame of its traceback, or a crash's exit status.
+    #[test]
+    fn an_exception_is_known_by_its_type_and_innermost_frame() {
+        let tb = "Traceback (most recent call last):\n  File \"/a/thdcheck_adapter.py\", line \
+                  103, in answer\n    reply.update(x)\n  File \"/a/examples/p.py\", line 26, in \
+                  pack\n    mean = s / n\n           ~~^~\nZeroDivisionError: division by zero\n";
+        let err = format!("the adapter reported an error: {tb}");
+        assert_eq!(origin(&err).as_deref(), Some("ZeroDivisionError at p.py:26"));
+        let crash = format!(
+            "the adapter exited (exit status: 1) without answering; stderr:\n{}",
+            tb.lines().skip(3).collect::<Vec<_>>().join("\n")
+        );
+        assert_eq!(origin(&crash).as_deref(), Some("ZeroDivisionError at p.py:26"));
+        let exit = "the adapter exited (exit status: 7) without answering";
+        assert_eq!(origin(exit).as_deref(), Some("exit status: 7"));
+        let typed = "the adapter reported an error: RuntimeError: no frames";
+        assert_eq!(origin(typed).as_deref(), Some("RuntimeError"));
+        assert_eq!(origin("the adapter reported an error: index 5: out of range"), None);
+    }
 }

@@ -50,8 +50,12 @@ pub(super) fn replay<T: Target>(run: &mut Run<'_, '_, T>, minimal: &T::Case) -> 
     // its first answer and passes. What the adapter did stands.
     let twice = found.as_ref().is_some_and(two_answers) && replayed.is_ok();
     let history_file = if stateful_crash && !run.found_history.is_empty() {
-        let path =
-            std::env::temp_dir().join(format!("thdcheck-replay-{}.jsonl", std::process::id()));
+        // One file per crash replayed in this process (a run may report several).
+        static WRITTEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let suffix = if n == 0 { String::new() } else { format!("-{n}") };
+        let path = std::env::temp_dir()
+            .join(format!("thdcheck-replay-{}{suffix}.jsonl", std::process::id()));
         std::fs::write(&path, run.found_history.join("\n") + "\n").ok().map(|()| path)
     } else {
         None

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use proptest::strategy::{Just, Strategy, ValueTree};
+use proptest::strategy::{BoxedStrategy, Just, Strategy, ValueTree};
 use proptest::test_runner::{
     Config, RngAlgorithm, TestCaseError, TestCaseResult, TestError, TestRng, TestRunner,
 };
@@ -37,6 +37,11 @@ pub(super) struct Run<'a, 't, T: Target> {
     /// A case hung: it is reported as found, unshrunk (each further run of a hang waits the
     /// full timeout).
     pub(super) hung: bool,
+    /// The adapter's runs before the failure being shrunk was run: its shrink budget
+    /// (`--max-shrink-runs`) counts the runs after it.
+    pub(super) base: u64,
+    /// Whether the search judged the strategy's simplest case before the seed's draws.
+    pub(super) simplest: bool,
 }
 
 impl<'a, 't, T: Target> Run<'a, 't, T> {
@@ -52,7 +57,14 @@ impl<'a, 't, T: Target> Run<'a, 't, T> {
             found_history: Vec::new(),
             other_classes: 0,
             hung: false,
+            base: 0,
+            simplest: false,
         }
+    }
+
+    /// Whether the shrink budget of the failure being shrunk is spent.
+    pub(super) fn budget_spent(&self) -> bool {
+        self.adapter.executed > u64::from(self.args.max_shrink_runs) + self.base
     }
 
     /// Runs `case` and judges it, `--ignore` applied.
@@ -142,16 +154,22 @@ struct Search<'r, 'a, 't, T: Target> {
     shrinking: bool,
     /// A hang while shrinking another failure ends the shrinking.
     stop_shrinking: bool,
+    /// The failure of the case being shrunk, already judged: its first run is answered with
+    /// it, not run again.
+    known: Option<Failure>,
 }
 
 impl<T: Target> Search<'_, '_, '_, T> {
     /// One case as proptest runs it: a pass, or the failure (while shrinking, a failure of
     /// another class counts as a pass).
     fn test(&mut self, case: &T::Case) -> TestCaseResult {
+        if let Some(f) = self.known.take() {
+            return Err(TestCaseError::fail(format!("{}: {}", f.kind, f.detail)));
+        }
         let run = &mut *self.run;
         // Past the shrink budget (or after a hang) a run reports success without running, so
         // proptest keeps the smallest failure found so far.
-        let spent = run.adapter.executed > u64::from(run.args.max_shrink_runs) + run.passed;
+        let spent = run.budget_spent();
         if run.hung
             || run.adapter.not_started.is_some()
             || self.stop_shrinking
@@ -181,6 +199,7 @@ impl<T: Target> Search<'_, '_, '_, T> {
                 run.hung = true;
             }
             run.keep(f.clone());
+            run.base = run.passed;
             self.shrinking = true;
             self.bar.set_message("failure found, shrinking");
         } else {
@@ -209,12 +228,14 @@ pub(super) fn search<T: Target>(
         None => target.strategy(),
     };
     let bar = progress_bar(args, target.kind());
-    let search = RefCell::new(Search { run, bar, shrinking: false, stop_shrinking: false });
-    let test = |case: T::Case| search.borrow_mut().test(&case);
     let simplest = match (given, args.cases) {
         (None, 1..) => properties::strategies::fuzz::simplest(&strategy),
         _ => None,
     };
+    run.simplest = simplest.is_some();
+    let search =
+        RefCell::new(Search { run, bar, shrinking: false, stop_shrinking: false, known: None });
+    let test = |case: T::Case| search.borrow_mut().test(&case);
     let result = match simplest {
         Some(case) => match test(case.clone()) {
             Err(TestCaseError::Fail(why)) => Err(TestError::Fail(why, case)),
@@ -255,14 +276,16 @@ pub(super) fn scan_budget<T: Target>(
 }
 
 /// The scan: `runs` fresh cases (a second stream of the seed), unshrunk, after a failure, so
-/// that every other failing class is reported. Each violated check is a class of its own; the
-/// failure reported (`first`) is not counted. Class → (cases, its detail line).
+/// that every other failing class is reported. Each violated check is a class of its own (an
+/// adapter error or a crash: with its origin); the failures reported (`reported`) are not
+/// counted. Class → (cases, its detail line).
 pub(super) fn scan<T: Target>(
     run: &mut Run<'_, '_, T>,
     config: &Config,
     runs: u64,
-    first: &Signature,
+    reported: &[Signature],
 ) -> BTreeMap<String, (u64, String)> {
+    let reported: Vec<String> = reported.iter().map(Signature::distinct).collect();
     let mut also: BTreeMap<String, (u64, String)> = BTreeMap::new();
     let mut scan = TestRunner::new_with_rng(config.clone(), rng(run.args.seed, 1));
     let strategy = run.target.strategy();
@@ -274,7 +297,7 @@ pub(super) fn scan<T: Target>(
         }
         // (check, its own detail line): a case counts once per class.
         let mut classes: Vec<(String, String)> = if f.checks.is_empty() {
-            vec![(f.signature().to_string(), f.detail.clone())]
+            vec![(f.signature().distinct(), f.detail.clone())]
         } else {
             f.checks
                 .iter()
@@ -290,10 +313,186 @@ pub(super) fn scan<T: Target>(
         };
         classes.sort();
         classes.dedup_by(|a, b| a.0 == b.0);
-        for (class, detail) in classes.into_iter().filter(|(c, _)| *c != first.to_string()) {
+        for (class, detail) in classes.into_iter().filter(|(c, _)| !reported.contains(c)) {
             let e = also.entry(class).or_insert((0, detail));
             e.0 += 1;
         }
     }
     also
+}
+
+/// The seed's stream of drawn cases as the search's proptest runner draws them: each case from
+/// a fresh generator seeded by the one before it (proptest's `gen_get_seed`), so the n-th value
+/// here is the search's n-th case. A test holds the two streams equal.
+struct Stream {
+    runner: TestRunner,
+}
+
+impl Stream {
+    fn new(config: &Config, seed: u64) -> Self {
+        Self { runner: TestRunner::new_with_rng(config.clone(), rng(seed, 0)) }
+    }
+
+    /// The next case's value tree.
+    fn next<S: Strategy>(&mut self, strategy: &S) -> Option<S::Tree> {
+        let config = self.runner.config().clone();
+        self.runner = TestRunner::new_with_rng(config, self.runner.new_rng());
+        strategy.new_tree(&mut self.runner).ok()
+    }
+}
+
+/// At most this many distinct failures are shrunk and reported in a run; the others met are
+/// counted.
+pub(super) const MAX_DISTINCT: usize = 8;
+
+/// The cases after the first failure stop at this many crashes of a class already found: each
+/// restarts the adapter (an adapter that crashes on most requests would restart for every case).
+pub(super) const MAX_KNOWN_CRASHES: u64 = 16;
+
+/// A failure of another class than every one before it, met by the cases after the first.
+pub(super) struct Distinct<V> {
+    /// The case that failed (its value tree, for proptest to shrink).
+    pub(super) tree: V,
+    pub(super) failure: Failure,
+    /// Its number in the run (the simplest case is case 0).
+    pub(super) case: u64,
+    /// The requests the adapter had received when it crashed, if it did.
+    pub(super) history: Vec<String>,
+}
+
+/// What the cases after the first failure found.
+pub(super) struct More<V> {
+    /// The first case of each new class, in the order met (at most [`MAX_DISTINCT`] with the
+    /// first failure).
+    pub(super) found: Vec<Distinct<V>>,
+    /// The classes met beyond that limit, with their number of cases.
+    pub(super) beyond: BTreeMap<String, u64>,
+    /// The cases run.
+    pub(super) runs: u64,
+    /// Why they stopped before the end of `--cases`, if they did for crashes.
+    pub(super) stopped: Option<String>,
+}
+
+/// Whether `f` says nothing about the answers after it: an answer too long, not JSON, or
+/// written twice (every later answer may be out of step). A run stops there.
+pub(super) fn blinding(f: &Failure) -> bool {
+    ["too-long", "not-json"].contains(&f.kind) || two_answers(f)
+}
+
+/// The rest of the run's cases after the first failure (`first`): the seed's stream from the
+/// case after it to `--cases`, each judged once, unshrunk. The first case of each class that
+/// is not in `known` is kept for shrinking, so that a crash of the simplest case cannot hide a
+/// different bug of a later one. A hang, or an answer after which every later one may be out of
+/// step ([`blinding`]), is kept and ends the run; so do [`MAX_KNOWN_CRASHES`] crashes of classes
+/// already found.
+pub(super) fn more_failures<T: Target>(
+    run: &mut Run<'_, '_, T>,
+    config: &Config,
+    first: &Signature,
+) -> More<<BoxedStrategy<T::Case> as Strategy>::Tree> {
+    let simplest = u64::from(run.simplest);
+    // The stream's cases the search had drawn: every passing one and the failing one (none when
+    // the simplest case failed).
+    let drawn = (run.passed + 1).saturating_sub(simplest);
+    let total = u64::from(run.args.cases).saturating_sub(simplest);
+    let strategy = run.target.strategy();
+    let mut stream = Stream::new(config, run.args.seed);
+    let mut known = vec![first.clone()];
+    let mut more = More { found: Vec::new(), beyond: BTreeMap::new(), runs: 0, stopped: None };
+    let mut known_crashes = 0;
+    for i in 0..total {
+        let Some(tree) = stream.next(&strategy) else { break };
+        if i < drawn {
+            continue;
+        }
+        more.runs += 1;
+        let Err(failure) = run.judge(&tree.current()) else { continue };
+        let sig = failure.signature();
+        let stop = failure.kind == "hang" || blinding(&failure);
+        if failure.kind == "crash" && known.contains(&sig) {
+            known_crashes += 1;
+            if known_crashes == MAX_KNOWN_CRASHES {
+                more.stopped = Some(format!(
+                    "stopped after {MAX_KNOWN_CRASHES} crashes of a failure already found (each \
+                     restarts the adapter); {} of the run's cases not run",
+                    total - i - 1
+                ));
+                break;
+            }
+        }
+        if !known.contains(&sig) {
+            if known.len() < MAX_DISTINCT {
+                let history = run.adapter.crash_history.clone();
+                more.found.push(Distinct { tree, failure, case: i + simplest, history });
+                known.push(sig);
+            } else {
+                *more.beyond.entry(sig.distinct()).or_default() += 1;
+            }
+        }
+        if stop {
+            break;
+        }
+    }
+    more
+}
+
+/// Shrinks a failure the cases after the first one found, as the search shrinks the first: its
+/// own budget of `--max-shrink-runs`, its class kept. Returns the shrunk case (the case as it
+/// was for a hang).
+pub(super) fn shrink_distinct<T: Target>(
+    run: &mut Run<'_, '_, T>,
+    config: &Config,
+    d: Distinct<<BoxedStrategy<T::Case> as Strategy>::Tree>,
+) -> T::Case {
+    run.found = Some(d.failure.clone());
+    run.found_history = d.history;
+    run.other_classes = 0;
+    run.hung = d.failure.kind == "hang";
+    // The failing case was run once already: the budget counts the runs after it.
+    run.base = run.adapter.executed.saturating_sub(1);
+    let original = d.tree.current();
+    if run.hung {
+        return original;
+    }
+    let bar = ProgressBar::hidden();
+    let known = Some(d.failure);
+    let search = RefCell::new(Search { run, bar, shrinking: true, stop_shrinking: false, known });
+    let mut runner = TestRunner::new_with_rng(config.clone(), rng(0, 2));
+    match runner.run_one(d.tree, |case| search.borrow_mut().test(&case)) {
+        Err(TestError::Fail(_, shrunk)) => shrunk,
+        _ => original,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use proptest::collection::vec;
+    use proptest::strategy::{Strategy, ValueTree};
+    use proptest::test_runner::{Config, TestRunner};
+
+    use super::{Stream, rng};
+
+    /// The cases after a failure are the ones the search would have drawn next: `Stream` draws
+    /// the seed's cases as proptest's runner does (a proptest that seeds its cases otherwise
+    /// fails here, not silently in the reports).
+    #[test]
+    fn the_stream_is_the_searchs() {
+        let strategy = (0u64..1000, vec(0u8..9, 0..6), proptest::bool::ANY).boxed();
+        for seed in [0, 1, 42] {
+            let config = Config { cases: 40, failure_persistence: None, ..Config::default() };
+            let seen = RefCell::new(Vec::new());
+            TestRunner::new_with_rng(config.clone(), rng(seed, 0))
+                .run(&strategy, |v| {
+                    seen.borrow_mut().push(v);
+                    Ok(())
+                })
+                .unwrap();
+            let mut stream = Stream::new(&config, seed);
+            let drawn: Vec<_> =
+                (0..40).map(|_| stream.next(&strategy).unwrap().current()).collect();
+            assert_eq!(drawn, seen.into_inner(), "seed {seed}");
+        }
+    }
 }

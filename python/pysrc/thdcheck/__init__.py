@@ -577,6 +577,11 @@ def _fuzz(target: str, handler: Callable[[dict], dict], call: str, options: Mapp
         lines.append(f"  replay    {shown}")
     if f.get("response"):
         lines.append(f"  response  {f['response']}")
+    # Without first_failure, every other distinct failure the run met, shrunk on its own.
+    for g in report.get("failures", [])[1:]:
+        lines.append(f"  also failed: `{g['class']}` at case {g['case']}, shrunk to")
+        lines.append(f"    request   {json.dumps(g['request'])}")
+        lines.append(f"    {g['detail'].splitlines()[0] if g['detail'] else ''}")
     for a in report.get("also_failing", []):
         lines.append(f"  also failing: `{a['class']}` in {a['cases']} more cases")
     raise FuzzFailure("\n".join(lines), report)
