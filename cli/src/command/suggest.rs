@@ -507,17 +507,18 @@ fn identify(input: &Input, map: &[(String, String)]) -> Vec<(String, String, Str
     // A loss mask under another name.
     if !has("loss_mask", &out) {
         for k in &input.keys {
-            if k != "loss_mask" && k.contains("loss_mask") && !mapped(k) {
-                if let Ok((_, m)) = f.mask(k)
-                    && m.len() == numel
-                {
-                    out.push((
-                        k.clone(),
-                        "loss_mask".to_owned(),
-                        format!("a 0/1 tensor of one value per token named `{k}`"),
-                    ));
-                    break;
-                }
+            if k != "loss_mask"
+                && k.contains("loss_mask")
+                && !mapped(k)
+                && let Ok((_, m)) = f.mask(k)
+                && m.len() == numel
+            {
+                out.push((
+                    k.clone(),
+                    "loss_mask".to_owned(),
+                    format!("a 0/1 tensor of one value per token named `{k}`"),
+                ));
+                break;
             }
         }
     }
@@ -893,10 +894,11 @@ fn lift_common(draft: &mut Draft) {
     }
 }
 
+/// A descriptive fact's value as TOML and its evidence, or why the files do not show it.
+type Seen = std::result::Result<(String, String), String>;
+
 /// What the parsed files of one path show: each descriptive fact's value and why, or why not.
-fn evidence_of(
-    parsed: &[(Parsed, &BatchFile)],
-) -> Vec<(&'static str, std::result::Result<(String, String), String>)> {
+fn evidence_of(parsed: &[(Parsed, &BatchFile)]) -> Vec<(&'static str, Seen)> {
     let mut out = Vec::new();
     if let Some(seen) = padding_length(parsed) {
         out.push(("padding_segments", seen));
@@ -1009,9 +1011,7 @@ fn evidence_of(
 
 /// A scalar padding length (AReaL's `padding_length`) that is, in every file, 0 or the length of
 /// the file's last segment, and not 0 in some: the padding is one final segment by design.
-fn padding_length(
-    parsed: &[(Parsed, &BatchFile)],
-) -> Option<std::result::Result<(String, String), String>> {
+fn padding_length(parsed: &[(Parsed, &BatchFile)]) -> Option<Seen> {
     let mut key = None;
     let (mut last, mut zero) = (0usize, 0usize);
     for (p, file) in parsed {
