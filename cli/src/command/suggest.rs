@@ -405,6 +405,18 @@ pub fn suggest(name: &str, files: &[PathBuf], map: &[(String, String)]) -> Resul
             break;
         }
     }
+    // Paths that read as different formats are named by them (ROLL: `te` and `hf`).
+    let formats: Vec<Option<String>> = draft
+        .variants
+        .iter()
+        .map(|v| v.scope.get("format").map(|l| l.value.trim_matches('"').to_owned()))
+        .collect();
+    let distinct: BTreeSet<&String> = formats.iter().flatten().collect();
+    if formats.iter().all(Option::is_some) && distinct.len() == formats.len() {
+        for (v, f) in draft.variants.iter_mut().zip(formats) {
+            v.name = f.unwrap_or_default();
+        }
+    }
     lift_common(&mut draft);
 
     // What the files still fail under the whole suggestion, for review.
