@@ -694,6 +694,12 @@ fn profile_suggest_maps_and_identifies_keys_and_names_the_file_it_cannot_read() 
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(out.contains("\"targets\" = \"labels\"    # --map"), "{out}");
     assert!(!out.contains("each of its"), "{out}");
+    // A rename one file reads with survives beside files that read without it (LitGPT's SFT
+    // rows have `labels`, its pretraining rows `targets`).
+    let dir = litgpt.parent().unwrap();
+    let o = thdcheck_in(&repo(), ["profile", "suggest", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("\"targets\" = \"labels\"    # each of its"), "{}", text(&o));
     let o = thdcheck_in(&repo(), ["profile", "suggest", picotron.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout).into_owned();

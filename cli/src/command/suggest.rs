@@ -642,21 +642,33 @@ fn cover(
     let mut left: BTreeSet<usize> = (0..inputs.len()).collect();
     let mut groups: Vec<(Reading, Vec<usize>)> = Vec::new();
     while !left.is_empty() {
+        // Readings compare by their facts: the renames are each file's own (a rename whose key
+        // a file lacks is skipped), so a group takes every rename its files read with.
         let mut best: Option<(&Reading, Vec<usize>)> = None;
         for &i in &left {
             for r in &readable[i] {
-                let members: Vec<usize> =
-                    left.iter().copied().filter(|&j| readable[j].contains(r)).collect();
+                let members: Vec<usize> = left
+                    .iter()
+                    .copied()
+                    .filter(|&j| readable[j].iter().any(|x| x.facts == r.facts))
+                    .collect();
                 if best.as_ref().is_none_or(|(_, m)| members.len() > m.len()) {
                     best = Some((r, members));
                 }
             }
         }
         let (r, members) = best.expect("every file has a reading");
+        let mut reading = Reading { renames: Vec::new(), facts: r.facts.clone() };
         for m in &members {
             left.remove(m);
+            let own = readable[*m].iter().find(|x| x.facts == r.facts).expect("a member");
+            for (from, to) in &own.renames {
+                if !reading.renames.iter().any(|(f, _)| f == from) {
+                    reading.renames.push((from.clone(), to.clone()));
+                }
+            }
         }
-        groups.push((r.clone(), members));
+        groups.push((reading, members));
     }
     // Paths of different formats (ROLL's Megatron THD and FSDP2 rows) under one reading: a
     // variant each, when keys tell them apart.
