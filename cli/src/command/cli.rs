@@ -89,8 +89,24 @@ pub enum ProfileCommand {
         /// The profile's name.
         #[arg(long, default_value = "mystack")]
         name: String,
+        /// Rename a key of the files before reading, e.g. --map tokens=input_ids (repeatable):
+        /// written into the suggested profile's [map].
+        #[arg(long = "map", value_name = "KEY=NAME", value_parser = parse_map)]
+        map: Vec<(String, String)>,
         /// Known-good batch files (directories: every .safetensors under them).
         #[arg(required = true, value_name = "FILE")]
         paths: Vec<std::path::PathBuf>,
     },
+}
+
+/// `KEY=NAME`: a key in the file = the name the format reads.
+fn parse_map(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((from, to)) if !from.is_empty() && !to.is_empty() => {
+            Ok((from.to_owned(), to.to_owned()))
+        }
+        _ => Err(format!(
+            "expected KEY=NAME (a key in the file = the name the format reads), got `{s}`"
+        )),
+    }
 }

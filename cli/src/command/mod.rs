@@ -10,6 +10,7 @@ mod check;
 pub mod cli;
 mod profile;
 mod selfcheck;
+mod suggest;
 
 use std::ffi::OsString;
 

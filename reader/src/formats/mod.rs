@@ -436,7 +436,9 @@ fn absorbed_padding(p: &mut BatchData, pad: i64) {
     let mut cut = 0;
     for (i, len) in lens.iter_mut().enumerate() {
         let (a, b) = (cu.at(i) as usize, cu.at(i + 1) as usize);
-        if b <= a || b % width != 0 {
+        // A CP rank's shard keeps the global offsets over its local tokens: a segment past
+        // them is not this file's to trim (an index out of bounds on slime's rank files).
+        if b <= a || b > tokens || b % width != 0 {
             continue;
         }
         let mut tail = (a..b).rev().take_while(|&t| ids.at(t) == pad).count();
