@@ -90,7 +90,7 @@ pub enum ProfileCommand {
         #[arg(long, default_value = "mystack")]
         name: String,
         /// Rename a key of the files before reading, e.g. --map tokens=input_ids (repeatable):
-        /// written into the suggested profile's [map].
+        /// written into the suggested profile's `[map]`.
         #[arg(long = "map", value_name = "KEY=NAME", value_parser = parse_map)]
         map: Vec<(String, String)>,
         /// Known-good batch files (directories: every .safetensors under them).

@@ -86,7 +86,7 @@ impl Failure {
     }
 
     /// What makes two failures the same bug: the kind and the first violated check, and for an
-    /// adapter error or a crash where the exception came from ([`origin`]).
+    /// adapter error or a crash where the exception came from (its `origin`).
     pub fn signature(&self) -> Signature {
         let origin = match self.kind {
             "adapter-error" | "crash" => origin(&self.detail),
