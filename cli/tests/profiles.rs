@@ -394,14 +394,38 @@ fn profile_suggest_evidences_padded_slot_offsets() {
     assert!(!String::from_utf8_lossy(&o.stdout).contains("offsets ="), "{}", text(&o));
 }
 
+/// The ids of the checks a pack of a JSON report violates, in report order.
+fn violated_ids(pack: &serde_json::Value) -> Vec<String> {
+    let checks = pack["checks"].as_array().cloned().unwrap_or_default();
+    checks
+        .iter()
+        .filter(|c| c["status"] == "violated")
+        .filter_map(|c| c["id"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// `path`'s tensors written to `to` with `meta` as the whole metadata.
 fn rewrite_with_metadata(path: &Path, to: &Path, meta: &[(&str, &str)]) {
+    rewrite(path, to, meta, |_, _| {});
+}
+
+/// `path`'s tensors written to `to` as integers (a float 1.0 / 0.0 mask as 1 / 0, read alike),
+/// each after `edit(key, values)`, with `meta` as the whole metadata: a real batch with one
+/// planted change.
+fn rewrite(path: &Path, to: &Path, meta: &[(&str, &str)], edit: impl Fn(&str, &mut Vec<i64>)) {
     let file = BatchFile::read(path).unwrap();
     let ints: Vec<(String, Vec<usize>, Vec<i64>)> = file
         .keys()
         .map(|k| {
-            let v = file.ints(k).unwrap();
-            (k.to_owned(), v.shape.clone(), v.values.clone())
+            let (shape, mut values) = match file.ints(k) {
+                Ok(v) => (v.shape.clone(), v.values.clone()),
+                Err(_) => {
+                    let (s, m) = file.mask(k).unwrap();
+                    (s, m.into_iter().map(i64::from).collect())
+                }
+            };
+            edit(k, &mut values);
+            (k.to_owned(), shape, values)
         })
         .collect();
     let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
@@ -811,34 +835,17 @@ fn one_profile_holds_a_stacks_paths_as_variants() {
     let mask = file.ints("attention_mask").unwrap().values;
     let width = mask.len() / (slots.len() - 1);
     let last_real = slots[0] as usize + mask[..width].iter().filter(|&&m| m != 0).count() - 1;
-    let keys: Vec<(String, Vec<usize>, Vec<i64>)> = file
-        .keys()
-        .map(|k| {
-            // `loss_mask` is float 1.0 / 0.0 upstream: written back as integers, read alike.
-            let (shape, mut values) = match file.ints(k) {
-                Ok(v) => (v.shape.clone(), v.values.clone()),
-                Err(_) => {
-                    let (s, m) = file.mask(k).unwrap();
-                    (s, m.into_iter().map(i64::from).collect())
-                }
-            };
-            // Trained: the label and the loss mask both (the loss reads the mask).
-            match k {
-                "labels" => {
-                    assert_eq!(values[last_real], -100);
-                    values[last_real] = ids[slots[1] as usize];
-                }
-                "loss_mask" => values[last_real] = 1,
-                _ => {}
-            }
-            (k.to_owned(), shape, values)
-        })
-        .collect();
-    let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
-        keys.iter().map(|(k, s, v)| (k.as_str(), s.clone(), v.clone())).collect();
     let tmp = tempfile::tempdir().unwrap();
     let bad = tmp.path().join("cross.safetensors");
-    std::fs::write(&bad, reader::tensors::write_ints(&refs, &[]).unwrap()).unwrap();
+    // Trained: the label and the loss mask both (the loss reads the mask).
+    rewrite(&dir.join("megatron_sft_cp1.safetensors"), &bad, &[], |k, values| match k {
+        "labels" => {
+            assert_eq!(values[last_real], -100);
+            values[last_real] = ids[slots[1] as usize];
+        }
+        "loss_mask" => values[last_real] = 1,
+        _ => {}
+    });
     let o = thdcheck_in(
         &repo(),
         ["check", "--profile", paths.to_str().unwrap(), bad.to_str().unwrap()],
@@ -868,22 +875,12 @@ fn a_dropped_key_is_not_read_and_hides_no_other_bug() {
     assert!(out.contains("`attention_mask` not read"), "{out}");
     assert!(out.contains("no attention_mask"), "{out}");
     // The same rows with one position id broken still fail with the mask dropped.
-    let file = BatchFile::read(&rows).unwrap();
-    let keys: Vec<(String, Vec<usize>, Vec<i64>)> = file
-        .keys()
-        .map(|k| {
-            let v = file.ints(k).unwrap();
-            let mut values = v.values.clone();
-            if k == "position_ids" {
-                values[2] += 5;
-            }
-            (k.to_owned(), v.shape.clone(), values)
-        })
-        .collect();
-    let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
-        keys.iter().map(|(k, s, v)| (k.as_str(), s.clone(), v.clone())).collect();
     let bad = tmp.path().join("pos.safetensors");
-    std::fs::write(&bad, reader::tensors::write_ints(&refs, &[]).unwrap()).unwrap();
+    rewrite(&rows, &bad, &[], |k, values| {
+        if k == "position_ids" {
+            values[2] += 5;
+        }
+    });
     let o = thdcheck_in(
         &repo(),
         ["check", "--profile", profile.to_str().unwrap(), bad.to_str().unwrap()],
@@ -1023,15 +1020,7 @@ fn padding_labels_the_loss_never_reads_are_not_trained() {
             serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
         (o.status.code(), v["files"][0]["report"].clone())
     };
-    let violated = |r: &serde_json::Value| -> Vec<String> {
-        r["packs"][0]["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["status"] == "violated")
-            .map(|c| c["id"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let violated = |r: &serde_json::Value| violated_ids(&r["packs"][0]);
     let (code, r) = write("read.safetensors", "", false);
     assert_eq!((code, violated(&r)), (Some(1), vec!["pad-labels".to_owned()]), "{r}");
     let (code, r) = write("unread.safetensors", "padding_labels = \"masked-by-loss\"\n", false);
@@ -1199,13 +1188,7 @@ fn block_mask_documents_with_positions_along_the_row() {
         let o = thdcheck_in(&repo(), &args);
         let v: serde_json::Value =
             serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
-        let violated: Vec<String> = v["files"][0]["report"]["packs"][0]["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["status"] == "violated")
-            .map(|c| c["id"].as_str().unwrap().to_owned())
-            .collect();
+        let violated = violated_ids(&v["files"][0]["report"]["packs"][0]);
         (o.status.code(), violated, v["files"][0]["report"]["packs"][0]["facts"].clone())
     };
     let good = write("good.safetensors", false, false);
@@ -1303,14 +1286,7 @@ fn plain_packing_is_stated_and_still_judged() {
     wrong[4] = 99;
     let (code, pack) = run("wrong.safetensors", (0..16).map(|t| t % 8).collect(), wrong);
     assert_eq!(code, Some(1), "{pack}");
-    let violated: Vec<&str> = pack["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["status"] == "violated")
-        .map(|c| c["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(violated, ["label-targets"], "{pack}");
+    assert_eq!(violated_ids(&pack), ["label-targets"], "{pack}");
 }
 
 /// A document that continues into the next row (issue 39 item 6): a packer that splits a
