@@ -100,3 +100,34 @@ pub fn check_file(
     }
     Ok(report)
 }
+
+/// Checks a CP group read by [`shards::read_group`]: its reassembled pack under the options
+/// over the facts the group was read under, or, when the ranks lost tokens, what can be judged
+/// of them (`cp-shard`); reported as one file (`DIR/cp-group`).
+pub fn check_group(g: shards::Group, read: &ReadOptions, opts: &CheckOptions) -> FileReport {
+    let pack = match g.batch {
+        shards::GroupBatch::Lost { global, cp, key } => {
+            checks::lost_tokens_report(&global, cp, &key)
+        }
+        shards::GroupBatch::Whole(pack) => {
+            // The options over the facts the group was read under.
+            let opts = checks::check_options(&checks::option_facts(opts).settled().or(pack.facts));
+            let mut report = checks::check_pack(&pack, &opts);
+            if read.picture {
+                report.picture = Some(picture::PackPicture::of(&pack, &opts));
+            }
+            report
+        }
+    };
+    FileReport {
+        dialect: g.dialect,
+        format: g.format,
+        cp_shard: None,
+        packs: vec![pack],
+        checks: Vec::new(),
+        notes: Vec::new(),
+        contract: g.facts.in_force(),
+        unread_keys: Vec::new(),
+        map_missing: Vec::new(),
+    }
+}

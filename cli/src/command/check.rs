@@ -317,35 +317,8 @@ fn cp_groups(
         .into_iter()
         .map(|((dir, size), files)| {
             let path = dir.join("cp-group");
-            let result = reader::shards::read_group(&dir, size, &files, read).map(|g| {
-                let pack = match g.batch {
-                    reader::shards::GroupBatch::Lost { global, cp, key } => {
-                        reader::checks::lost_tokens_report(&global, cp, &key)
-                    }
-                    reader::shards::GroupBatch::Whole(pack) => {
-                        // The options over the facts the group was read under.
-                        let opts = reader::checks::check_options(
-                            &reader::checks::option_facts(opts).settled().or(pack.facts),
-                        );
-                        let mut report = reader::checks::check_pack(&pack, &opts);
-                        if read.picture {
-                            report.picture = Some(reader::picture::PackPicture::of(&pack, &opts));
-                        }
-                        report
-                    }
-                };
-                FileReport {
-                    dialect: g.dialect,
-                    format: g.format,
-                    cp_shard: None,
-                    packs: vec![pack],
-                    checks: Vec::new(),
-                    notes: Vec::new(),
-                    contract: g.facts.in_force(),
-                    unread_keys: Vec::new(),
-                    map_missing: Vec::new(),
-                }
-            });
+            let result = reader::shards::read_group(&dir, size, &files, read)
+                .map(|g| reader::check_group(g, read, opts));
             let covering = expectations.iter().find(|e| e.covers(&path));
             FileOutcome {
                 expected: covering.map_or(Expected::Pass, |e| e.expected(&path)),

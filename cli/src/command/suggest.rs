@@ -818,28 +818,7 @@ fn group_report(
     read: &ReadOptions,
 ) -> std::result::Result<FileReport, String> {
     let g = reader::shards::read_group(dir, size, paths, read).map_err(|e| e.to_string())?;
-    let pack = match g.batch {
-        reader::shards::GroupBatch::Lost { global, cp, key } => {
-            reader::checks::lost_tokens_report(&global, cp, &key)
-        }
-        reader::shards::GroupBatch::Whole(pack) => {
-            let opts = reader::checks::check_options(
-                &reader::checks::option_facts(&CheckOptions::default()).settled().or(pack.facts),
-            );
-            reader::checks::check_pack(&pack, &opts)
-        }
-    };
-    Ok(FileReport {
-        dialect: g.dialect,
-        format: g.format,
-        cp_shard: None,
-        packs: vec![pack],
-        checks: Vec::new(),
-        notes: Vec::new(),
-        contract: g.facts.in_force(),
-        unread_keys: Vec::new(),
-        map_missing: Vec::new(),
-    })
+    Ok(reader::check_group(g, read, &CheckOptions::default()))
 }
 
 /// The first unit that fails something under `after` it did not under `before`, named.
