@@ -1480,3 +1480,42 @@ fn profile_suggest_over_each_stack_passes_its_valid_files_and_keeps_its_bugs() {
     assert!(missed.is_empty(), "suggest misses the goal on:\n{}", missed.join("\n"));
     assert!(reached.is_empty(), "now reached, take out of SUGGEST_GAPS: {reached:?}");
 }
+
+/// Key offsets that differ from the query offsets by design (issue 39 item 11): each
+/// document's keys reach back into a cached prefix, past this batch's tokens. Under
+/// `key_offsets = "longer"` they pass `qk-offsets`; a document with fewer keys than queries,
+/// or another count of documents, still fails it.
+#[test]
+fn key_offsets_that_reach_back_by_design() {
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("p.toml");
+    std::fs::write(&profile, "name = \"p\"\nkey_offsets = \"longer\"\n").unwrap();
+    let run = |name: &str, keys: Vec<i64>, with: bool| {
+        let path = tmp.path().join(name);
+        let t = vec![
+            ("input_ids", vec![1, 9], (1..=9).collect()),
+            ("cu_seqlens_q", vec![3], vec![0, 4, 9]),
+            ("cu_seqlens_kv", vec![keys.len()], keys),
+        ];
+        std::fs::write(&path, reader::tensors::write_ints(&t, &[]).unwrap()).unwrap();
+        let mut args = vec!["check"];
+        if with {
+            args.extend(["--profile", profile.to_str().unwrap()]);
+        }
+        args.push(path.to_str().unwrap());
+        let o = thdcheck_in(&repo(), &args);
+        (o.status.code(), text(&o))
+    };
+    // 6 and 8 keys for 4 and 5 queries: 14 keys, past the 9 tokens.
+    let (code, out) = run("reach.safetensors", vec![0, 6, 14], false);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("VIOLATED offsets"), "{out}");
+    let (code, out) = run("reach.safetensors", vec![0, 6, 14], true);
+    assert_eq!(code, Some(0), "{out}");
+    for (name, keys) in [("short.safetensors", vec![0, 3, 14]), ("count.safetensors", vec![0, 14])]
+    {
+        let (code, out) = run(name, keys, true);
+        assert_eq!(code, Some(1), "{name}: {out}");
+        assert!(out.contains("VIOLATED qk-offsets"), "{name}: {out}");
+    }
+}

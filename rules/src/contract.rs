@@ -185,6 +185,19 @@ fact_enum! {
 }
 
 fact_enum! {
+    /// What the key offsets hold beside the query offsets (`key_offsets`).
+    KeyOffsetsFact, "same or longer" {
+        /// The query offsets again: self-attention packing has one set (`qk-offsets`). The
+        /// default.
+        Same = "same",
+        /// Each document's keys reach back past its queries, by design (into the previous
+        /// micro-sequence, a cached prefix): as many documents, each with at least as many keys
+        /// as queries.
+        Longer = "longer",
+    }
+}
+
+fact_enum! {
     /// How position ids count (`positions`).
     PositionsFact, "per-document, per-row or continued" {
         /// From the base at every document's first token (`position-ids`). The default.
@@ -454,6 +467,8 @@ contract! {
     padding_labels: PaddingLabelsFact,
     /// How position ids count (default `per-document`).
     positions: PositionsFact,
+    /// What the key offsets hold beside the query offsets (default `same`).
+    key_offsets: KeyOffsetsFact,
     /// Whether the documents of a row attend to each other (default `isolated`).
     document_attention: DocumentAttention,
     /// Whether the stack can take a zero-length sequence (default `allowed`).

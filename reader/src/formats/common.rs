@@ -2,7 +2,7 @@
 //! under a loss mask, the profile's renames and the CP shard a file states.
 
 use rules::checks::IntSlice;
-use rules::contract::{Contract, LabelsFact, LossMaskFact};
+use rules::contract::{Contract, KeyOffsetsFact, LabelsFact, LossMaskFact};
 use thd::LabelConvention;
 
 use super::Dialect;
@@ -338,6 +338,17 @@ pub(super) fn padded_count(
 /// the ranks hold together, and reports offsets past them as lost tokens (`cp-shard`).
 pub(super) fn shard_bound(tokens: usize, scale: usize) -> usize {
     if scale > 1 { i32::MAX as usize } else { tokens }
+}
+
+/// How far key offsets may reach: as the query offsets, unless the keys reach back past this
+/// batch's tokens by design (`key_offsets = "longer"`: a cached prefix), then anything an offset
+/// can be (`qk-offsets` judges them against the queries).
+pub(super) fn key_bound(tokens: usize, scale: usize, facts: &Contract) -> usize {
+    if facts.key_offsets == Some(KeyOffsetsFact::Longer) {
+        i32::MAX as usize
+    } else {
+        shard_bound(tokens, scale)
+    }
 }
 
 /// Renames the stack's key names to the format's: first each `[map_when.KEY]` group whose key

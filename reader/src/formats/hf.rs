@@ -7,7 +7,7 @@ use rules::contract::{Contract, LabelsFact};
 use thd::LabelConvention;
 
 use super::common::{
-    count, counted_tokens, derived_input_labels, first_present, labels_from_loss_mask,
+    count, counted_tokens, derived_input_labels, first_present, key_bound, labels_from_loss_mask,
     masked_labels, max_doc_len, missing, offsets, opt_mask, padded_count, scalar, shard_bound,
     token_column,
 };
@@ -183,7 +183,7 @@ pub(super) fn pack(
     let cu_k_key = k("cu_seq_lens_k");
     let cu_k = if file.contains(&cu_k_key) {
         // The same reader as the q offsets: a 2-D `[B, N]` key offset is the same shape error.
-        Some(offsets(file, &cu_k_key, shard_bound(tokens, scale), None, false, &mut notes)?)
+        Some(offsets(file, &cu_k_key, key_bound(tokens, scale, facts), None, false, &mut notes)?)
     } else {
         None
     };

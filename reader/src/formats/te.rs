@@ -8,8 +8,8 @@ use rules::contract::{Contract, LabelsFact};
 use thd::LabelConvention;
 
 use super::common::{
-    count, counted_tokens, first_present, ignore_extra, labels_from_loss_mask, masked_labels,
-    missing, offsets, opt_mask, padded_count, scalar, shard_bound, token_column,
+    count, counted_tokens, first_present, ignore_extra, key_bound, labels_from_loss_mask,
+    masked_labels, missing, offsets, opt_mask, padded_count, scalar, shard_bound, token_column,
 };
 use super::{Dialect, Format, Input, Read};
 use crate::pack::{BatchData, validate_offsets};
@@ -183,7 +183,8 @@ fn te_pack(file: &BatchFile, sentinel: i64, facts: &Contract, scale: usize) -> R
     let mut cu_k = match cu_k_key {
         Some(key) => {
             // Global on a shard, like `cu_seqlens` (AReaL's CP split keeps both).
-            let v = offsets(file, key, shard_bound(tokens, scale), Some(sentinel), mb, &mut notes)?;
+            let bound = key_bound(tokens, scale, facts);
+            let v = offsets(file, key, bound, Some(sentinel), mb, &mut notes)?;
             Some(v)
         }
         None => None,

@@ -15,7 +15,7 @@ use crate::checks::rules::{
     first_violation,
 };
 use crate::checks::view::{CollatorPack, LayoutView};
-use crate::contract::{BoundaryLabelsFact, EmptySegmentsFact, PositionsFact};
+use crate::contract::{BoundaryLabelsFact, EmptySegmentsFact, KeyOffsetsFact, PositionsFact};
 use crate::words::plural;
 use crate::{Checked, Location, Violation};
 
@@ -89,7 +89,13 @@ pub fn offsets(view: &LayoutView<'_>) -> Outcome {
         }
     }
     if let (Ok(()), Some(ck)) = (&checked, view.cu_seqlens_k) {
-        checked = check_offsets(&k.cu_seqlens_k, ck, t);
+        // Keys that reach back past this batch's tokens by design (a cached prefix) are
+        // offsets of their own tensor, judged against the queries by `qk-offsets`.
+        let reach = match view.facts.key_offsets {
+            Some(KeyOffsetsFact::Longer) => i32::MAX as usize,
+            _ => t,
+        };
+        checked = check_offsets(&k.cu_seqlens_k, ck, reach);
     }
     OFFSETS.from_checked(checked, format!("{} valid", plural(view.segments(), "segment")))
 }
@@ -210,6 +216,34 @@ pub fn qk_offsets(view: &LayoutView<'_>) -> Outcome {
     let q = view.cu_seqlens_q_stored.unwrap_or(view.cu_seqlens);
     if ck == q {
         return QK_OFFSETS.ok(format!("`{}` equals `{}`", k.cu_seqlens_k, k.cu_seqlens));
+    }
+    if view.facts.key_offsets == Some(KeyOffsetsFact::Longer) {
+        // Keys that reach back by design: as many documents, none with fewer keys than queries.
+        let len = |v: IntSlice<'_>, i: usize| v.at(i + 1) - v.at(i);
+        let short = if ck.len() == q.len() {
+            (0..q.len().saturating_sub(1)).find(|&i| len(ck, i) < len(q, i))
+        } else {
+            Some(0)
+        };
+        let Some(i) = short else {
+            return QK_OFFSETS.ok(format!(
+                "each document's keys in `{}` reach at least as far as its queries in `{}` \
+                 (key_offsets = longer)",
+                k.cu_seqlens_k, k.cu_seqlens
+            ));
+        };
+        let what = if ck.len() == q.len() {
+            format!("document {i} has {} keys for {} queries", len(ck, i), len(q, i))
+        } else {
+            format!("{} key offsets for {} query offsets", ck.len(), q.len())
+        };
+        return QK_OFFSETS.violated(
+            QK_OFFSETS
+                .violation()
+                .at(Location::default().segment(i).key(&k.cu_seqlens_k))
+                .expected("as many documents as the queries, each with at least as many keys")
+                .got(what),
+        );
     }
     let i = ck.iter().zip(q.iter()).position(|(a, b)| a != b).unwrap_or(ck.len().min(q.len()));
     let show = |v: Option<i64>| v.map_or("end".into(), |v| v.to_string());
