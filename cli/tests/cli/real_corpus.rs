@@ -16,21 +16,11 @@ fn real_corpus_gets_its_recorded_verdicts() {
 fn real_corpus_expected_toml_matches_its_records() {
     let dir = repo().join("corpus/real/batches");
     let mut records = Vec::new();
-    let mut stack = vec![dir.clone()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "json") {
-                let v: serde_json::Value =
-                    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-                for key in ["repo", "commit", "function", "why", "expected", "path"] {
-                    assert!(!v[key].is_null(), "{}: no `{key}`", p.display());
-                }
-                records.push(v);
-            }
+    for (p, v) in corpus_records() {
+        for key in ["repo", "commit", "function", "why", "expected", "path"] {
+            assert!(!v[key].is_null(), "{}: no `{key}`", p.display());
         }
+        records.push(v);
     }
     assert!(records.len() >= 40, "{} records", records.len());
     let toml: toml::Table =
@@ -74,20 +64,7 @@ fn real_corpus_expected_toml_matches_its_records() {
 #[test]
 fn real_corpus_facts_match_records() {
     use serde_json::Value;
-    let dir = repo().join("corpus/real/batches");
-    let mut records: Vec<(std::path::PathBuf, Value)> = Vec::new();
-    let mut stack = vec![dir.clone()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "json") {
-                let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-                records.push((p, v));
-            }
-        }
-    }
+    let mut records = corpus_records();
     records.sort_by(|a, b| a.0.cmp(&b.0));
     let o = run_expect(&["check", "--json", "corpus/real/batches"], 0);
     let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
@@ -179,4 +156,22 @@ fn real_corpus_facts_match_records() {
         known.len(),
         known.join("\n")
     );
+}
+
+/// Every record of the real corpus (`corpus/real/batches/**/*.json`) with its path.
+fn corpus_records() -> Vec<(std::path::PathBuf, serde_json::Value)> {
+    let mut records = Vec::new();
+    let mut stack = vec![repo().join("corpus/real/batches")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                let v = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                records.push((p, v));
+            }
+        }
+    }
+    records
 }
