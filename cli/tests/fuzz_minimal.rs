@@ -401,7 +401,7 @@ fn preconditions_keep_requests_the_packer_accepts() {
         &strict,
         format!(
             "import sys\nsys.path.insert(0, {:?})\nfrom thdcheck_adapter import serve_packer\n\n\
-             def pack(lengths, capacity, seed, dp_size=None):\n\
+             def pack(lengths, capacity, seed, dp_size=1):\n\
              \x20   assert lengths, 'an empty step'\n\
              \x20   assert len(lengths) % dp_size == 0, 'not divisible by the DP size'\n\
              \x20   packs = [[i] for i, n in enumerate(lengths) if n <= capacity]\n\
@@ -435,9 +435,27 @@ fn preconditions_keep_requests_the_packer_accepts() {
     let v =
         fuzz_json(&["packer", "--json", "--dp-size", "3", "--profile", p, "--", "python3", s], 0);
     assert_eq!(v["result"], "pass", "{v}");
-    // A precondition that needs --dp-size, without one, is a usage error.
-    let o = run_expect(&["fuzz", "packer", "--profile", p, "--", "python3", s], 2);
-    assert!(text(&o).contains("--dp-size"), "{}", text(&o));
+    // A fact that needs a DP size applies when the run has one: without --dp-size the packs go
+    // to one rank, every count is a multiple of it, and the run says the fact is not applied.
+    let o = run_expect(&["fuzz", "packer", "--cases", "50", "--profile", p, "--", "python3", s], 0);
+    assert!(text(&o).contains("examples_multiple_of_dp is not applied"), "{}", text(&o));
+}
+
+/// A DP size the user gives as a range (`--dp-size 1..8`) is drawn per case, and the shrinker
+/// may lower it within the range: the padding-batch bug shrinks to dp 2 (one rank cannot be
+/// uneven), never below the range's start (`3..5` keeps 3).
+#[test]
+fn a_dp_size_range_shrinks_within_the_range() {
+    let adapter = example_adapter("padding_batch_packer");
+    for (range, want) in [("1..8", 2), ("3..=5", 3)] {
+        let v = fuzz_json(
+            &fuzz_args(&["--first-failure", "--dp-size", range], &adapter, &["unmarked"]),
+            1,
+        );
+        let f = &v["failure"];
+        assert_eq!(f["checks"], json!(["packer-conservation"]), "{f}");
+        assert_eq!(f["request"]["dp_size"], json!(want), "{range}: {f}");
+    }
 }
 
 /// A drop is accepted only where declared, and then checked: a packer that reports a fitting

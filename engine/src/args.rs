@@ -172,9 +172,11 @@ pub struct FuzzArgs {
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub max_seqs_per_pack: Option<u64>,
     /// Packer: packs are dealt to R data-parallel ranks, and the answer's `ranks` must give
-    /// every rank as many packs; sent as `dp_size`.
-    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub dp_size: Option<u64>,
+    /// every rank as many packs; sent as `dp_size`. A fixed R stays R in every case and in
+    /// every counterexample; a range `LO..HI` (both ends included, as `1..8`, also written
+    /// `1..=8`) draws R per case, and the shrinker may lower it, never below LO.
+    #[arg(long, value_name = "R|LO..HI", value_parser = parse_dp_size)]
+    pub dp_size: Option<DpSize>,
     /// Packer: examples are DPO pairs `{"id", "chosen", "rejected"}`; each branch goes to its
     /// own row of the same capacity.
     #[arg(long)]
@@ -332,6 +334,59 @@ fn parse_profile(s: &str) -> Result<Arc<Profile>, String> {
 }
 
 /// `--cp-slot-align K`: the bound and the message of a profile's `[fuzz] cp_slot_align`.
+/// `--dp-size`: one DP size, or a range of them drawn per case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DpSize {
+    /// The smallest (a fixed size: the size).
+    pub lo: u64,
+    /// The largest, included (a fixed size: the size).
+    pub hi: u64,
+}
+
+impl DpSize {
+    /// The size when it is fixed (`lo == hi`).
+    pub fn fixed(self) -> Option<u64> {
+        (self.lo == self.hi).then_some(self.lo)
+    }
+}
+
+impl std::fmt::Display for DpSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.fixed() {
+            Some(r) => write!(f, "{r}"),
+            None => write!(f, "{}..{}", self.lo, self.hi),
+        }
+    }
+}
+
+/// `R`, `LO..HI` or `LO..=HI` (both ends included either way), each from 1 to 1024.
+///
+/// # Example
+/// ```
+/// use engine::args::{DpSize, parse_dp_size};
+/// assert_eq!(parse_dp_size("4"), Ok(DpSize { lo: 4, hi: 4 }));
+/// assert_eq!(parse_dp_size("1..8"), Ok(DpSize { lo: 1, hi: 8 }));
+/// assert_eq!(parse_dp_size("1..=8"), parse_dp_size("1..8"));
+/// assert!(parse_dp_size("8..1").is_err() && parse_dp_size("0").is_err());
+/// ```
+///
+/// # Errors
+/// Not a size or a range of sizes from 1 to 1024, or a range whose end is below its start.
+pub fn parse_dp_size(s: &str) -> Result<DpSize, String> {
+    let one = |t: &str| match t.trim().parse::<u64>() {
+        Ok(r) if (1..=1024).contains(&r) => Ok(r),
+        _ => Err(format!("`{t}` is not a DP size from 1 to 1024")),
+    };
+    let (lo, hi) = match s.split_once("..") {
+        None => (one(s)?, one(s)?),
+        Some((a, b)) => (one(a)?, one(b.strip_prefix('=').unwrap_or(b))?),
+    };
+    if hi < lo {
+        return Err(format!("`{s}`: the range ends below its start"));
+    }
+    Ok(DpSize { lo, hi })
+}
+
 fn parse_cp_slot_align(s: &str) -> Result<u32, String> {
     let v: i128 = s.trim().parse().map_err(|e| format!("{s:?} is not a whole number: {e}"))?;
     reader::profile::cp_slot_align(v)

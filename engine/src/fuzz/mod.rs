@@ -460,7 +460,7 @@ fn packer_config(
         options: crate::protocol::PackerOptions {
             pad_to_multiple_of: args.pad_sequences_to_multiple_of,
             max_seqs_per_pack: args.max_seqs_per_pack,
-            dp_size: args.dp_size,
+            dp_size: args.dp_size.map(|d| d.lo),
             min_packs: None,
         },
         pairs: args.pairs,
@@ -468,7 +468,10 @@ fn packer_config(
         empty_examples: args.empty_examples || fuzz.empty_examples == Some(true),
         pre: properties::strategies::fuzz::Preconditions {
             non_empty: args.non_empty || fuzz.non_empty == Some(true),
-            dp_multiple: args.examples_multiple_of_dp || fuzz.examples_multiple_of_dp == Some(true),
+            // The profile's fact applies when the run deals to ranks; without --dp-size every
+            // count is a multiple of the one rank (the flag itself requires --dp-size).
+            dp_multiple: args.examples_multiple_of_dp
+                || (fuzz.examples_multiple_of_dp == Some(true) && args.dp_size.is_some()),
             max_examples: args
                 .max_examples
                 .or(fuzz.max_examples)
@@ -481,22 +484,22 @@ fn packer_config(
         })?,
         generation: args.generation,
         min_packs: args.min_packs,
+        dp_size_max: args.dp_size.and_then(|d| d.fixed().is_none().then_some(d.hi)),
     };
-    if cfg.pre.dp_multiple && args.dp_size.is_none() {
-        anyhow::bail!(
-            "the profile's [fuzz] examples_multiple_of_dp needs --dp-size: the example \
-             counts are multiples of the DP size"
+    if fuzz.examples_multiple_of_dp == Some(true) && args.dp_size.is_none() {
+        eprintln!(
+            "note: the profile's [fuzz] examples_multiple_of_dp is not applied: it needs \
+             --dp-size (without it the packs go to one rank)"
         );
     }
-    if cfg.pre.smallest_nonempty(args.dp_size).is_none()
-        && (cfg.pre.non_empty || !cfg.pre.admits(0, args.dp_size))
-    {
+    let lo = args.dp_size.map(|d| d.lo);
+    if cfg.pre.smallest_nonempty(lo).is_none() && (cfg.pre.non_empty || !cfg.pre.admits(0, lo)) {
         anyhow::bail!(
             "the preconditions admit no request: --max-examples {} is below the smallest \
              count of examples the others admit (--dp-size {} with \
              --examples-multiple-of-dp)",
             cfg.pre.max_examples.unwrap_or(0),
-            args.dp_size.unwrap_or(1)
+            lo.unwrap_or(1)
         );
     }
     Ok(cfg)

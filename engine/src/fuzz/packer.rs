@@ -47,6 +47,9 @@ pub struct PackerConfig {
     pub min_packs: bool,
     /// Examples of 0 tokens are drawn too (`--empty-examples`).
     pub empty_examples: bool,
+    /// `--dp-size LO..HI`: each case draws its DP size from `options.dp_size` (LO) to this,
+    /// and shrinking may lower it to LO. `None`: the DP size is fixed, and kept.
+    pub dp_size_max: Option<u64>,
 }
 
 /// The drops a stack declares, as the fuzzer holds them (the DP size comes from each case).
@@ -236,6 +239,7 @@ impl Target for PackerTarget {
             fitting_only: cfg.fitting_only,
             pad_to_multiple_of: cfg.options.pad_to_multiple_of,
             dp_size: cfg.options.dp_size,
+            dp_size_max: cfg.dp_size_max,
             preconditions: cfg.pre,
             generation: cfg.generation.generated(),
             min_packs: cfg.min_packs,
@@ -296,8 +300,16 @@ impl Target for PackerTarget {
         shorter_examples(case, u32::from(!self.cfg.empty_examples), &mut out);
         two_shorter_examples(case, &mut out);
         self.smaller_capacity(case, &mut out);
-        // The DP size is the user's (`--dp-size`), never drawn: a counterexample keeps it, as a
-        // shrinker keeps what the user fixed (only what the strategy draws shrinks). Seed 0.
+        // A fixed DP size is the user's (`--dp-size R`), never drawn: a counterexample keeps it,
+        // as a shrinker keeps what the user fixed (only what the strategy draws shrinks). One
+        // drawn from `--dp-size LO..HI` may go down to LO. Seed 0.
+        if let (Some(r), Some(lo)) = (case.dp_size, self.cfg.options.dp_size)
+            && self.cfg.dp_size_max.is_some()
+            && r > lo
+        {
+            out.push(PackerFuzzCase { dp_size: Some(lo), ..case.clone() });
+            out.push(PackerFuzzCase { dp_size: Some(r - 1), ..case.clone() });
+        }
         if case.seed != 0 {
             out.push(PackerFuzzCase { seed: 0, ..case.clone() });
         }

@@ -92,6 +92,9 @@ pub struct PackerFuzzParams {
     pub pad_to_multiple_of: Option<u64>,
     /// The DP size the requests deal to (`--dp-size`); the swarm puts counts at k·R ± 1.
     pub dp_size: Option<u64>,
+    /// With `dp_size`, a range (`--dp-size LO..HI`): each case draws its DP size from
+    /// `dp_size..=dp_size_max`. `None`: every case has `dp_size`.
+    pub dp_size_max: Option<u64>,
     /// What the packer asserts of a request: every generated request (every push) respects it.
     pub preconditions: Preconditions,
     /// Which generators draw the cases (`--generation`).
@@ -237,6 +240,13 @@ fn first_fit_packs(lens: &[u64], capacity: u64) -> u64 {
 /// }
 /// ```
 pub fn arb_packer_fuzz_case(params: PackerFuzzParams) -> BoxedStrategy<PackerFuzzCase> {
+    if let (Some(lo), Some(hi)) = (params.dp_size, params.dp_size_max.filter(|&h| h > 0)) {
+        // A range: the DP size first, then a case at that size (a fixed size draws nothing, so
+        // its case streams stay what they were).
+        let fixed =
+            move |r: u64| PackerFuzzParams { dp_size: Some(r), dp_size_max: None, ..params };
+        return (lo..=hi.max(lo)).prop_flat_map(move |r| arb_packer_fuzz_case(fixed(r))).boxed();
+    }
     let cfg = params;
     let m = params.multiple();
     let min_cap = if cfg.fitting_only { m } else { 1 };
