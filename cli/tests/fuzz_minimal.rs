@@ -37,6 +37,8 @@ const PACKER_BUGS: &[(&str, &[&str], &[&str], &str)] = &[
         &["--dp-size", "2", "--drops", "over-length", "--drops", "dp-remainder"],
         "packer-conservation",
     ),
+    // A refusal of what the stack says must be packed (over-long examples, under `--drops none`).
+    ("greedy_packer_refuses_oversize", &[], &["--drops", "none"], "packer-conservation"),
     // Its other bug, an adapter error on the empty request, let pass to shrink this one alone.
     ("greedy_packer_two_bugs", &[], &["--ignore", "adapter-error"], "packer-conservation"),
 ];
@@ -523,6 +525,26 @@ fn drops_are_accepted_only_as_declared() {
         &["fuzz", "packer", "--drops", "none", "--drops", "over-length", "--", "python3", "x.py"],
         2,
     );
+}
+
+/// Under `--drops drop-last` a packer that reports the open pack it drops at an epoch's end
+/// passes, as the one that loses it silently does: reporting a declared loss is never judged
+/// worse than silence (issue 40; it failed `packer-drops` before). Reporting more than one
+/// pack's worth still fails, shrunk to two one-token examples at capacity 1. A refusal is
+/// accepted only where over-long examples may be lost: the refusing packer passes by default.
+#[test]
+fn reporting_a_drop_last_loss_is_never_worse_than_silence() {
+    let session =
+        ["--first-failure", "--session", "--drops", "over-length", "--drops", "drop-last"];
+    let silent = example_adapter("streaming_packer_drops_carry");
+    assert_eq!(fuzz_json(&fuzz_args(&session, &silent, &[]), 0)["result"], "pass");
+    let reports = example_adapter("streaming_packer_reports_drop_last");
+    assert_eq!(fuzz_json(&fuzz_args(&session, &reports, &[]), 0)["result"], "pass");
+    let v = fuzz_json(&fuzz_args(&session, &reports, &["more"]), 1);
+    assert_eq!(v["failure"]["checks"], json!(["packer-drops"]), "{v}");
+    assert!(v["failure"]["detail"].as_str().unwrap().contains("--drops drop-last"), "{v}");
+    let refuses = example_adapter("greedy_packer_refuses_oversize");
+    assert_eq!(fuzz_json(&fuzz_args(&["--first-failure"], &refuses, &[]), 0)["result"], "pass");
 }
 
 /// `--request` judges the request it is given; a request generated under other options is a

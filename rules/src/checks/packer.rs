@@ -167,7 +167,7 @@ pub(crate) fn judge_conservation(i: &PackerInput<'_>) -> Option<Checked> {
     match i.point {
         PackerPoint::Once | PackerPoint::Finish => Some(check_conservation(i.run, i.capacity)),
         PackerPoint::Call => Some(check_emitted_so_far(i.run, i.capacity)),
-        PackerPoint::Refused => Some(check_refusal(i.run, i.capacity)),
+        PackerPoint::Refused => Some(check_refusal(i.run, i.capacity, i.declared)),
         PackerPoint::EpochEnd | PackerPoint::Replay => None,
     }
 }
@@ -412,28 +412,20 @@ fn check_accounting(run: &PackerRun, capacity: u32, complete: bool) -> Checked {
 /// The ids lost by design: of each epoch, the examples pushed once that no pack or drop holds
 /// any piece of, when together they fit one pack (`drop_last`: padded, on every branch, at most
 /// `max_items`) or fill fewer packs than there are ranks (`dp_remainder_lost`); an epoch that
-/// loses more keeps its losses, for conservation to report.
+/// loses more keeps its losses, for conservation to report. Under `drop_last` the examples of
+/// the epoch reported dropped that fit the capacity count in that one pack too: reporting a
+/// drop-last loss is never judged worse than losing it silently ([`check_drops`] accepts them
+/// on the same terms).
 fn lost_by_design(
     run: &PackerRun,
     outs: &BTreeMap<u64, (u64, [u64; 2], Option<usize>)>,
     cap: u64,
 ) -> Vec<u64> {
-    let mut times: BTreeMap<u64, usize> = BTreeMap::new();
-    for e in &run.pushed {
-        *times.entry(e.id).or_default() += 1;
-    }
-    let mut by_epoch: BTreeMap<usize, Vec<&Example>> = BTreeMap::new();
-    for (k, e) in run.pushed.iter().enumerate() {
-        if times.get(&e.id) == Some(&1) && !outs.contains_key(&e.id) {
-            let epoch = run.pushed_epochs.get(k).copied().unwrap_or(0);
-            by_epoch.entry(epoch).or_default().push(e);
-        }
-    }
     let mut out = Vec::new();
-    for lost in by_epoch.values() {
+    for (lost, reported) in drop_last_epochs(run, |id| outs.contains_key(&id), cap).values() {
+        let all: Vec<&Example> = lost.iter().chain(reported).copied().collect();
+        let one_pack = fits_one_pack(run, &all, cap);
         let load = |b: usize| lost.iter().map(|e| run.padded(e.lens.branches()[b])).sum::<u64>();
-        let one_pack =
-            (0..2).all(|b| load(b) <= cap) && run.max_items.is_none_or(|k| lost.len() <= k);
         let packs = (0..2).map(|b| load(b).div_ceil(cap.max(1))).max().unwrap_or(0);
         let remainder = run.dp_remainder_lost.is_some_and(|r| packs < r);
         if (run.drop_last && one_pack) || remainder {
@@ -443,28 +435,80 @@ fn lost_by_design(
     out
 }
 
+/// Per epoch, the examples pushed once that nothing holds (`held(id)` false: lost unreported)
+/// and those reported dropped that fit the capacity: what a `drop_last` loses of that epoch,
+/// silently or reported.
+fn drop_last_epochs(
+    run: &PackerRun,
+    held: impl Fn(u64) -> bool,
+    cap: u64,
+) -> BTreeMap<usize, (Vec<&Example>, Vec<&Example>)> {
+    let mut times: BTreeMap<u64, usize> = BTreeMap::new();
+    for e in &run.pushed {
+        *times.entry(e.id).or_default() += 1;
+    }
+    let reported: std::collections::BTreeSet<u64> = run.dropped.iter().map(|d| d.item.id).collect();
+    let mut by_epoch: BTreeMap<usize, (Vec<&Example>, Vec<&Example>)> = BTreeMap::new();
+    for (k, e) in run.pushed.iter().enumerate() {
+        if times.get(&e.id) != Some(&1) {
+            continue;
+        }
+        let epoch = run.pushed_epochs.get(k).copied().unwrap_or(0);
+        if reported.contains(&e.id) {
+            if run.padded_longest(e) <= cap {
+                by_epoch.entry(epoch).or_default().1.push(e);
+            }
+        } else if !held(e.id) {
+            by_epoch.entry(epoch).or_default().0.push(e);
+        }
+    }
+    by_epoch
+}
+
+/// Whether `examples` fit one pack together: padded, on every branch, at most `max_items`.
+fn fits_one_pack(run: &PackerRun, examples: &[&Example], cap: u64) -> bool {
+    let load = |b: usize| examples.iter().map(|e| run.padded(e.lens.branches()[b])).sum::<u64>();
+    (0..2).all(|b| load(b) <= cap) && run.max_items.is_none_or(|k| examples.len() <= k)
+}
+
 /// PACKER, refusal: a packer may refuse a request (bionemo's `TokenPackingDataset` raises
 /// `ValueError` on an example longer than its budget) only when the request holds an example
-/// it cannot fit: a (padded) length over the capacity on some branch. Refusing a request it
-/// could pack loses every example in it.
+/// it cannot fit (a padded length over the capacity on some branch) and the stack may lose
+/// such an example (over-length drops declared, the default). Refusing a request it could pack
+/// loses every example in it; under `--drops none` every example must be packed (an over-long
+/// one alone, as `oversize`), so a refusal is a loss too.
 ///
 /// # Errors
-/// The request could be packed.
+/// The request could be packed, or it holds an over-long example the stack must pack.
 ///
 /// # Example
 /// ```
-/// use rules::checks::{PackerRun, check_refusal};
+/// use rules::checks::{DeclaredDrops, PackerRun, check_refusal};
 /// use thd::pack::Example;
 /// let run = PackerRun { pushed: vec![Example::single(0, 6), Example::single(1, 12)], ..Default::default() };
-/// assert!(check_refusal(&run, 10).is_ok()); // example 1 cannot fit
-/// assert!(check_refusal(&run, 12).is_err()); // both fit: nothing to refuse
+/// let any = DeclaredDrops::default();
+/// assert!(check_refusal(&run, 10, any).is_ok()); // example 1 cannot fit
+/// assert!(check_refusal(&run, 12, any).is_err()); // both fit: nothing to refuse
+/// let none = DeclaredDrops { over_length: false, dp_remainder: None };
+/// assert!(check_refusal(&run, 10, none).is_err()); // --drops none: example 1 must be packed
 /// ```
-pub fn check_refusal(run: &PackerRun, capacity: u32) -> Checked {
+pub fn check_refusal(run: &PackerRun, capacity: u32, declared: DeclaredDrops) -> Checked {
     let cap = u64::from(capacity);
-    if run.pushed.iter().any(|e| run.padded_longest(e) > cap) {
+    let longest = run.pushed.iter().map(|e| run.padded_longest(e)).max().unwrap_or(0);
+    if longest > cap && declared.over_length {
         return Ok(());
     }
-    let longest = run.pushed.iter().map(|e| run.padded_longest(e)).max().unwrap_or(0);
+    if longest > cap {
+        return Err(v(
+            "a packer refuses only a request whose over-long examples its stack may lose",
+        )
+        .expected(format!(
+            "packs of the {} example(s), the one(s) over {capacity} tokens alone \
+                 (`oversize`): the stack declares no over-length drop (--drops)",
+            run.pushed.len()
+        ))
+        .got(format!("a refusal (the longest example takes {longest} tokens)")));
+    }
     Err(v("a packer refuses only a request it cannot pack (an example longer than the capacity)")
         .expected(format!(
             "packs of the {} example(s), all of at most {capacity} tokens",
@@ -521,11 +565,26 @@ pub fn check_drops(run: &PackerRun, capacity: u32, declared: DeclaredDrops) -> C
     let longest = |id: u64| {
         run.pushed.iter().filter(|e| e.id == id).map(|e| run.padded_longest(e)).max().unwrap_or(0)
     };
+    // Under `drop_last`, the fitting drops of an epoch whose whole loss (these and the ones
+    // lost silently) fits one pack: what conservation accepts unreported.
+    let drop_last: Vec<u64> = if run.drop_last {
+        let held = |id: u64| run.packs.iter().any(|e| e.pack.items.iter().any(|i| i.id == id));
+        drop_last_epochs(run, held, cap)
+            .values()
+            .filter(|(lost, reported)| {
+                let all: Vec<&Example> = lost.iter().chain(reported).copied().collect();
+                fits_one_pack(run, &all, cap)
+            })
+            .flat_map(|(_, reported)| reported.iter().map(|e| e.id))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut fitting = [0u64; 2];
     let mut first_fitting = None;
     for d in &run.dropped {
         let l = longest(d.item.id);
-        if l > cap && declared.over_length {
+        if (l > cap && declared.over_length) || drop_last.contains(&d.item.id) {
             continue;
         }
         if declared.dp_remainder.is_none() {
@@ -537,7 +596,13 @@ pub fn check_drops(run: &PackerRun, capacity: u32, declared: DeclaredDrops) -> C
             return Err(v("an example is dropped only as the stack declares")
                 .id(PACKER_DROPS.id)
                 .at(Location::default().example(d.item.id))
-                .expected(if declared.over_length {
+                .expected(if declared.over_length && run.drop_last {
+                    format!(
+                        "only examples longer than {capacity} tokens dropped (--drops \
+                         over-length), or an epoch's last, incomplete pack (--drops drop-last: \
+                         what an epoch loses fits one pack)"
+                    )
+                } else if declared.over_length {
                     format!(
                         "only examples longer than {capacity} tokens dropped (--drops over-length)"
                     )
@@ -865,9 +930,9 @@ mod tests {
         assert!(check_conservation(&padded5, 6).is_err(), "unpadded, 5 tokens fit 6");
         padded5.pad_to_multiple_of = Some(4);
         assert_eq!(check_conservation(&padded5, 6), Ok(()));
-        assert_eq!(check_refusal(&padded5, 6), Ok(()));
+        assert_eq!(check_refusal(&padded5, 6, DeclaredDrops::default()), Ok(()));
         padded5.pad_to_multiple_of = None;
-        assert!(check_refusal(&padded5, 6).is_err());
+        assert!(check_refusal(&padded5, 6, DeclaredDrops::default()).is_err());
         // Declared, but it fits: a declaration that hides nothing is still wrong.
         let fits = run(vec![vec![(0, 4)], vec![(1, 15)]], &pushed, &[0, 1]);
         let e = check_conservation(&fits, 10).unwrap_err();
