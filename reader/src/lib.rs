@@ -92,10 +92,21 @@ pub fn check_file(
         other => other?,
     };
     let opts = checks::check_options(&parsed.facts.contract);
-    let mut report = FileReport::new(&parsed, &opts);
-    if read.picture && report.cp_shard.is_none() {
-        for (p, pack) in report.packs.iter_mut().zip(&parsed.packs) {
-            p.picture = Some(picture::PackPicture::of(pack, &opts));
+    // The pictures (`--html`) are gathered from the packs alone, on a thread of their own
+    // beside the rules: the page costs the check no more wall time than its drawing.
+    let (mut report, pictures) = std::thread::scope(|s| {
+        let pictures = (read.picture && parsed.cp_shard.is_none()).then(|| {
+            s.spawn(|| {
+                parsed.packs.iter().map(|p| picture::PackPicture::of(p, &opts)).collect::<Vec<_>>()
+            })
+        });
+        let report = FileReport::new(&parsed, &opts);
+        (report, pictures.map(|h| h.join()))
+    });
+    if let Some(pictures) = pictures {
+        let pictures = pictures.unwrap_or_else(|e| std::panic::resume_unwind(e));
+        for (p, pic) in report.packs.iter_mut().zip(pictures) {
+            p.picture = Some(pic);
         }
     }
     Ok(report)
