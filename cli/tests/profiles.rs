@@ -693,12 +693,14 @@ fn profile_suggest_never_makes_one_of_its_inputs_fail_and_names_files() {
         ["profile", "suggest"].into_iter().chain(files.iter().map(String::as_str)).collect();
     let o = thdcheck_in(&repo(), &args);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    // SkyRL's two paths: the packed rows (a mask of one row per slot) read only with
-    // padded-slot offsets, a variant of their own told by the key only they have.
+    // SkyRL's two files: the packed rows (a mask of one row per slot) read only with
+    // padded-slot offsets; the packed valid mask (`mtp_packed_mask`, one 0/1 value per token)
+    // is identified as the padding mask, and then the same reading holds for both: one
+    // contract, no variant.
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    let variant = out.split("[[variant]]").find(|v| v.contains("present = [\"attention_mask\"]"));
-    assert!(variant.is_some_and(|v| v.contains("\noffsets = \"padded-slots\"")), "{}", text(&o));
-    assert!(!out.split("[[variant]]").next().unwrap().contains("\noffsets ="), "{out}");
+    assert!(out.contains("\noffsets = \"padded-slots\""), "{}", text(&o));
+    assert!(out.contains("\"mtp_packed_mask\" = \"attention_mask\"    # a 0/1 tensor"), "{out}");
+    assert!(!out.contains("[[variant]]"), "{out}");
 }
 
 /// `--map KEY=NAME` is written into the suggestion's `[map]`; keys the data identify are renamed
@@ -1461,6 +1463,11 @@ fn profile_suggest_over_each_stack_passes_its_valid_files_and_keeps_its_bugs() {
                     None if !violated.is_empty() => {
                         wrong.push(format!("{rel}: valid, but violates {violated:?}"));
                     }
+                    None => {
+                        if let Some(w) = facts_differ(&root, &rel, report) {
+                            wrong.push(format!("{rel}: passes on wrong facts: {w}"));
+                        }
+                    }
                     Some(want) if !want.iter().all(|w| violated.contains(w.as_str().unwrap())) => {
                         wrong.push(format!("{rel}: a bug of {want:?}, but violates {violated:?}"));
                     }
@@ -1479,6 +1486,39 @@ fn profile_suggest_over_each_stack_passes_its_valid_files_and_keeps_its_bugs() {
     }
     assert!(missed.is_empty(), "suggest misses the goal on:\n{}", missed.join("\n"));
     assert!(reached.is_empty(), "now reached, take out of SUGGEST_GAPS: {reached:?}");
+}
+
+/// How a valid file's report differs from its corpus record's facts (documents, real tokens,
+/// useful Σsᵢ², from its inputs: `corpus/real/facts.py`), `None` when it agrees or when the
+/// record says why the tool counts otherwise (`facts_mismatch`: the same for the built-in
+/// profiles). A CP group is held to its group record, else its rank 0's.
+fn facts_differ(root: &Path, rel: &str, report: &serde_json::Value) -> Option<String> {
+    let rec = |p: String| -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(root.join(p)).ok()?).ok()
+    };
+    let record = match rel.strip_suffix("cp-group") {
+        Some(dir) => rec(format!("{dir}cp-group.json")).or_else(|| rec(format!("{dir}rank0.json"))),
+        None => rec(rel.replace(".safetensors", ".json")),
+    }?;
+    if record["facts_mismatch"].is_string() {
+        return None;
+    }
+    let packs = report["packs"].as_array()?;
+    let concatenated: Vec<&serde_json::Value> =
+        packs.iter().filter(|p| p["part"] == "concatenated").collect();
+    let packs: Vec<&serde_json::Value> =
+        if concatenated.is_empty() { packs.iter().collect() } else { concatenated };
+    let sum = |get: &dyn Fn(&serde_json::Value) -> Option<u64>| -> u64 {
+        packs.iter().filter_map(|p| get(&p["facts"])).sum()
+    };
+    let got = [
+        sum(&|f| f["real_segments"].as_u64()),
+        sum(&|f| f["real_tokens"].as_u64()),
+        sum(&|f| f["useful"]["sum_squares"].as_u64()),
+    ];
+    let f = &record["facts"];
+    let want = [f["documents"].as_u64()?, f["real_tokens"].as_u64()?, f["useful_sum_sq"].as_u64()?];
+    (got != want).then(|| format!("(documents, real tokens, useful Σs²) {got:?}, want {want:?}"))
 }
 
 /// Key offsets that differ from the query offsets by design (issue 39 item 11): each

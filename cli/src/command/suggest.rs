@@ -103,6 +103,9 @@ struct VariantDraft {
 #[derive(Clone, Debug, Default)]
 struct Draft {
     top: Scope,
+    /// Renames applied only to the files that have a key (`[map_when.KEY]`): the real offsets
+    /// found beside slot offsets, which other files' offsets must keep their name without.
+    map_when: Vec<(String, Vec<Line>)>,
     variants: Vec<VariantDraft>,
 }
 
@@ -110,6 +113,12 @@ impl Draft {
     fn render(&self, name: &str, comments: bool) -> String {
         let mut out = format!("name = {name:?}\nstack = \"\"\n");
         self.top.render(&mut out, "map", comments);
+        for (key, lines) in &self.map_when {
+            let _ = writeln!(out, "[map_when.{key:?}]");
+            for l in lines {
+                line(&mut out, &format!("{:?}", l.field), &l.value, &l.why, comments);
+            }
+        }
         for v in &self.variants {
             out.push_str("\n[[variant]]");
             if comments && !v.why.is_empty() {
@@ -188,6 +197,12 @@ const READING_FACTS: &[(&str, &str, &str)] = &[
     ("documents", "\"row-pad-tail\"", "no offsets, positions or mask: one document per row"),
     ("attention_mask", "\"row-flags\"", "an attention_mask of one value per row, not per token"),
     ("format", "\"hf\"", "the keys name no key family: Hugging Face rows"),
+    (
+        "padding_segments",
+        "\"per-row\"",
+        "the padding is one final segment by design: the padded offsets end in a segment the \
+         real offsets lack",
+    ),
 ];
 
 /// Facts that change a verdict, narrowest first: each is proposed only where it strictly shrinks
@@ -240,6 +255,16 @@ pub fn suggest(name: &str, files: &[PathBuf], map: &[(String, String)]) -> Resul
             value: format!("{to:?}"),
             why: "--map".into(),
         });
+    }
+
+    // 0. Real offsets beside slot offsets, renamed where present only (`[map_when]`): without
+    // them the slots' padding would count as real tokens.
+    for input in &inputs {
+        if let Some((key, lines)) = real_offsets(input, map)
+            && !draft.map_when.iter().any(|(k, _)| *k == key)
+        {
+            draft.map_when.push((key, lines));
+        }
     }
 
     // 1. Reading: every reading that makes each file readable, in order of preference.
@@ -534,6 +559,39 @@ fn identify(input: &Input, map: &[(String, String)]) -> Vec<(String, String, Str
             }
         }
     }
+    // A padding mask under another name (SkyRL's `mtp_packed_mask`): a 0/1 tensor of one value
+    // per token with some zeros, named a mask and not a loss or label mask, where the file has
+    // no attention_mask.
+    if !has("attention_mask", &out) && !input.keys.iter().any(|k| k == "attention_mask") {
+        for k in &input.keys {
+            let name = k.to_ascii_lowercase();
+            // `padding_mask` is read as it is (TransformerEngine's, true on the padding).
+            if !name.contains("mask")
+                || ["loss", "label", "padding_mask"].iter().any(|w| name.contains(w))
+            {
+                continue;
+            }
+            if mapped(k) {
+                continue;
+            }
+            if let Ok((_, m)) = f.mask(k)
+                && m.len() == numel
+                && m.iter().any(|real| !real)
+                && m.iter().any(|real| *real)
+            {
+                let zeros = m.iter().filter(|real| !**real).count();
+                out.push((
+                    k.clone(),
+                    "attention_mask".to_owned(),
+                    format!(
+                        "a 0/1 tensor of one value per token named `{k}`, 0 on {zeros} of the \
+                         {numel} tokens, and no attention_mask: a padding mask"
+                    ),
+                ));
+                break;
+            }
+        }
+    }
     // The offsets: a monotone int32 vector from 0 to the token count, when no key is one.
     let offsets = ["cu_seqlens", "cu_seqlens_q", "cu_seq_lens_q", "seq_lens", "doc_lens"];
     if !offsets.iter().any(|o| has(o, &out)) {
@@ -564,6 +622,67 @@ fn identify(input: &Input, map: &[(String, String)]) -> Vec<(String, String, Str
         }
     }
     out
+}
+
+/// Real offsets beside slot offsets (AReaL's `old_cu_seqlens` beside the padded `cu_seqlens`):
+/// an int32 vector rising from 0 whose every length fits the slot of the same index, ending
+/// short of the slots' tokens, in a file that names no padded offsets. Returns the key and the
+/// two renames (it to `cu_seqlens`, the slots to `cu_seqlens_padded`) with their evidence.
+fn real_offsets(input: &Input, map: &[(String, String)]) -> Option<(String, Vec<Line>)> {
+    let f = &input.file;
+    let after = |k: &str| -> String {
+        map.iter().find(|(from, _)| from == k).map_or_else(|| k.to_owned(), |(_, to)| to.clone())
+    };
+    let mapped = |k: &str| map.iter().any(|(from, _)| from == k);
+    if input.keys.iter().any(|k| after(k) == "cu_seqlens_padded") {
+        return None;
+    }
+    let slots_key = input.keys.iter().find(|k| after(k) == "cu_seqlens")?.clone();
+    if mapped(&slots_key) {
+        return None;
+    }
+    let slots = f.ints(&slots_key).ok()?.values;
+    for k in &input.keys {
+        let Some(e) = f.entry(k) else { continue };
+        if *k == slots_key || mapped(k) || format!("{:?}", e.dtype) != "I32" || e.shape.len() != 1 {
+            continue;
+        }
+        let Ok(v) = f.ints(k) else { continue };
+        let v = v.values;
+        let fits = v.len() >= 2
+            && v.len() <= slots.len()
+            && v[0] == 0
+            && slots.first() == Some(&0)
+            && v.windows(2)
+                .zip(slots.windows(2))
+                .all(|(r, s)| r[0] <= r[1] && r[1] - r[0] <= s[1] - s[0])
+            && v.last() < slots.last();
+        if !fits {
+            continue;
+        }
+        let (real, stored) = (v[v.len() - 1], slots[slots.len() - 1]);
+        let lines = vec![
+            Line {
+                field: k.clone(),
+                value: "\"cu_seqlens\"".into(),
+                why: format!(
+                    "REVIEW: in {}, an int32 vector rising from 0 to {real} whose every length \
+                     fits the slot of `{slots_key}` at its index: the real offsets",
+                    input.path.display()
+                ),
+            },
+            Line {
+                field: slots_key.clone(),
+                value: "\"cu_seqlens_padded\"".into(),
+                why: format!(
+                    "its slots hold the real lengths of `{k}` ({stored} tokens stored for {real} \
+                     real): the padded offsets"
+                ),
+            },
+        ];
+        return Some((k.clone(), lines));
+    }
+    None
 }
 
 /// No reading fact, then each one, then each two.
@@ -616,7 +735,7 @@ fn needed_by(inputs: &[Input], members: &[usize], reading: &Reading) -> Vec<(Str
         without.facts.retain(|(f, _)| *f != field);
         let mut scope = Scope::default();
         apply_reading(&mut scope, &without, &BTreeMap::new(), &[]);
-        let d = Draft { top: scope, variants: Vec::new() };
+        let d = Draft { top: scope, map_when: Vec::new(), variants: Vec::new() };
         let Ok(ro) = read_options(&d.render("x", false), "x") else { continue };
         for &i in members {
             if let Err(e) = parse(inputs[i].file.clone(), &ro) {
@@ -913,6 +1032,16 @@ fn evidence_of(parsed: &[(Parsed, &BatchFile)]) -> Vec<(&'static str, Seen)> {
     let mut formats = BTreeMap::new();
     let (mut unshifted, mut shifted, mut valid) = (0usize, 0usize, 0usize);
     let mut pad_ids = BTreeMap::new();
+    // Without a mask: per id, the segments that end in a run of it (2 tokens or more) whose
+    // labels are all ignored, and the tokens of those runs.
+    let mut tails: BTreeMap<i64, (usize, usize)> = BTreeMap::new();
+    let mut segments = 0usize;
+    // Of those runs, how many end a pack's last segment (its document continues into the
+    // padding: `absorbed`) and how many end another segment.
+    let (mut runs_last, mut runs_inner) = (0usize, 0usize);
+    // Per id, the packs whose last segment is that id alone, 2 tokens or more (a padding segment
+    // of its own).
+    let mut final_runs: BTreeMap<i64, usize> = BTreeMap::new();
     let mut bases = BTreeMap::new();
     for p in parsed {
         *formats.entry(p.dialect.name()).or_insert(0usize) += 1;
@@ -937,6 +1066,51 @@ fn evidence_of(parsed: &[(Parsed, &BatchFile)]) -> Vec<(&'static str, Seen)> {
                     }
                 }
             }
+            if pack.real_mask.is_none() && p.cp_shard.is_none() {
+                // In storage: the slots, where the offsets have them.
+                let cu = pack.cu_padded.as_ref().unwrap_or(&pack.cu).ints();
+                let n = cu.len();
+                if n >= 2
+                    && let (Ok(a), Ok(b)) =
+                        (usize::try_from(cu.at(n - 2)), usize::try_from(cu.at(n - 1)))
+                    && b >= a + 2
+                    && b <= ids.len()
+                    && (a..b).all(|t| ids.at(t) == ids.at(a))
+                {
+                    *final_runs.entry(ids.at(a)).or_insert(0) += 1;
+                }
+            }
+            if pack.real_mask.is_some() {
+            } else if let (Some(labels), None) = (&pack.labels, p.cp_shard) {
+                let l = labels.ints();
+                let cu = pack.cu.ints();
+                let n_cu = cu.len();
+                for (k, (start, end)) in cu.iter().zip(cu.iter().skip(1)).enumerate() {
+                    let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end))
+                    else {
+                        continue;
+                    };
+                    if end > ids.len().min(l.len()) {
+                        continue;
+                    }
+                    segments += usize::from(end > start);
+                    let Some(last) = end.checked_sub(1).filter(|&e| e > start) else { continue };
+                    let id = ids.at(last);
+                    let run = (start..end)
+                        .rev()
+                        .take_while(|&t| ids.at(t) == id && l.at(t) == thd::IGNORE_INDEX)
+                        .count();
+                    if run >= 2 {
+                        let e = tails.entry(id).or_insert((0, 0));
+                        *e = (e.0 + 1, e.1 + run);
+                        if k + 2 == n_cu && pack.row_slots.is_none() && !pack.rows_are_sequences {
+                            runs_last += 1;
+                        } else {
+                            runs_inner += 1;
+                        }
+                    }
+                }
+            }
             if let Some(pos) = &pack.position_ids {
                 let p = pos.ints();
                 let cu = pack.cu.ints();
@@ -950,6 +1124,18 @@ fn evidence_of(parsed: &[(Parsed, &BatchFile)]) -> Vec<(&'static str, Seen)> {
                 }
             }
         }
+    }
+    if tails.len() == 1 && runs_last > 0 && runs_inner == 0 && pad_ids.is_empty() {
+        out.push((
+            "padding_segments",
+            Ok((
+                "\"absorbed\"".into(),
+                format!(
+                    "REVIEW: the ignored pad-id run ends the last segment of {runs_last} pack(s) \
+                     and no other segment: the padding continues the last document"
+                ),
+            )),
+        ));
     }
     out.push((
         "format",
@@ -990,7 +1176,43 @@ fn evidence_of(parsed: &[(Parsed, &BatchFile)]) -> Vec<(&'static str, Seen)> {
                 let (id, count) = pad_ids.iter().next().expect("one");
                 Ok((id.to_string(), format!("all {count} masked-out tokens hold it")))
             }
-            0 => Err("no mask marks padding in the files".into()),
+            0 => match tails.len() {
+                1 => {
+                    let (id, (n, tokens)) = tails.iter().next().expect("one");
+                    Ok((
+                        id.to_string(),
+                        format!(
+                            "REVIEW: no mask marks padding, but {n} of {segments} segments end \
+                             in a run of token {id} ({tokens} tokens in all, 2 or more \
+                             each) whose labels are all ignored: right padding by that id"
+                        ),
+                    ))
+                }
+                0 => match final_runs.len() {
+                    1 => {
+                        let (id, n) = final_runs.iter().next().expect("one");
+                        Ok((
+                            id.to_string(),
+                            format!(
+                                "REVIEW: no mask marks padding, but the last segment of {n} \
+                                 pack(s) is token {id} alone: a padding segment of that id"
+                            ),
+                        ))
+                    }
+                    0 => Err("no mask marks padding in the files, no segment ends in a run of \
+                              one token whose labels are all ignored, and no last segment is \
+                              one token repeated"
+                        .into()),
+                    _ => Err(format!(
+                        "no mask marks padding; last segments repeat several ids: {:?}",
+                        final_runs.keys().collect::<Vec<_>>()
+                    )),
+                },
+                _ => Err(format!(
+                    "no mask marks padding; segments end in ignored runs of several ids: {:?}",
+                    tails.keys().collect::<Vec<_>>()
+                )),
+            },
             _ => Err(format!("masked-out tokens hold several ids: {pad_ids:?}")),
         },
     ));
