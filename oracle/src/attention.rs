@@ -196,6 +196,116 @@ pub fn varlen_lse(
     Ok(out)
 }
 
+/// Self-attention computed the way a context-parallel ring computes it, in the inputs' dtype:
+/// each sequence's keys are cut into `pieces` (key `j` of sequence `b` goes to piece
+/// `piece_of(b, j)`), the softmax is taken over each piece alone (its output and log-sum-exp),
+/// and the partial results are merged one piece after another by their log-sum-exp:
+///
+/// ```text
+/// lse = max(lse_a, lse_c) + ln(exp(lse_a − max) + exp(lse_c − max))
+/// out = out_a · exp(lse_a − lse) + out_c · exp(lse_c − lse)
+/// ```
+///
+/// Every step rounds in the dtype. It is the same-dtype reference of the FlashAttention rule for
+/// a CP attention (`thdcheck fuzz attention --cp-size N`): the obvious computation of what a
+/// ring merges, as [`varlen_attention`] in the dtype is for one kernel. Rows past `Σ seqlens`
+/// output 0.
+///
+/// # Errors
+/// As [`varlen_attention`], with `seqlens` for both queries and keys.
+///
+/// # Example
+/// ```
+/// use candle_core::{Device, Tensor};
+/// use oracle::{AttnSpec, attention::varlen_attention_merged, varlen_attention};
+/// let dev = Device::Cpu;
+/// let x = Tensor::new(&[[[0.5f64]], [[1.0]], [[-1.0]], [[2.0]]], &dev)?;
+/// let spec = AttnSpec { causal: true, ..Default::default() };
+/// // Two pieces of two keys each: in f64 the merge gives the whole softmax back.
+/// let merged = varlen_attention_merged(&x, &x, &x, &[4], &spec, 2, &|_, j| j / 2)?;
+/// let whole = varlen_attention(&x, &x, &x, &[4], &[4], &spec)?;
+/// let d = (merged - whole)?.abs()?.max_all()?.to_scalar::<f64>()?;
+/// assert!(d < 1e-15);
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn varlen_attention_merged(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    seqlens: &[u32],
+    spec: &AttnSpec,
+    pieces: usize,
+    piece_of: &dyn Fn(usize, usize) -> usize,
+) -> Result<Tensor> {
+    let Shape { tokens_q, heads, head_dim } = check_inputs(q, k, v, seqlens, seqlens)?;
+    let dtype = q.dtype();
+    let dev = q.device();
+    let scale = spec.scale.unwrap_or(1.0 / (head_dim as f64).sqrt());
+    let group = heads / k.dims()[1];
+    // A masked score: finite, so that a piece a row sees nothing of gives weight exp(−big) = 0
+    // in the merge instead of 0/0 (f16 tops out at 65504).
+    let hidden = if dtype == DType::F16 { -6.0e4 } else { -1.0e30 };
+    let mut rows = Vec::with_capacity(seqlens.len() + 1);
+    let mut off = 0usize;
+    for (b, &s) in seqlens.iter().enumerate() {
+        let s = s as usize;
+        if s == 0 {
+            continue;
+        }
+        let mask = RowMask::new(s, s, s, spec.causal);
+        let mut heads_out = Vec::with_capacity(heads);
+        for h in 0..heads {
+            let q_h = q.narrow(0, off, s)?.narrow(1, h, 1)?.squeeze(1)?.affine(scale, 0.0)?;
+            let k_h = k.narrow(0, off, s)?.narrow(1, h / group, 1)?.squeeze(1)?;
+            let v_h = v.narrow(0, off, s)?.narrow(1, h / group, 1)?.squeeze(1)?;
+            let scores = q_h.matmul(&k_h.t()?)?; // [s, s]
+            let mut acc: Option<(Tensor, Tensor)> = None;
+            for c in 0..pieces {
+                if !(0..s).any(|j| piece_of(b, j) == c) {
+                    continue;
+                }
+                let bias: Vec<f64> = (0..s)
+                    .flat_map(|i| (0..s).map(move |j| (i, j)))
+                    .map(
+                        |(i, j)| {
+                            if mask.visible(i, j) && piece_of(b, j) == c { 0.0 } else { hidden }
+                        },
+                    )
+                    .collect();
+                let bias = Tensor::from_vec(bias, (s, s), dev)?.to_dtype(dtype)?;
+                let x = (&scores + bias)?;
+                let m = x.max_keepdim(D::Minus1)?;
+                let e = x.broadcast_sub(&m)?.exp()?;
+                let l = e.sum_keepdim(D::Minus1)?;
+                let out = e.matmul(&v_h)?.broadcast_div(&l)?; // [s, D]
+                let lse = (m + l.log()?)?; // [s, 1]
+                acc = Some(match acc {
+                    None => (out, lse),
+                    Some((out_a, lse_a)) => {
+                        let top = lse_a.maximum(&lse)?;
+                        let total = (top.clone()
+                            + ((&lse_a - &top)?.exp()? + (&lse - &top)?.exp()?)?.log()?)?;
+                        let wa = (&lse_a - &total)?.exp()?;
+                        let wc = (&lse - &total)?.exp()?;
+                        ((out_a.broadcast_mul(&wa)? + out.broadcast_mul(&wc)?)?, total)
+                    }
+                });
+            }
+            let out = match acc {
+                Some((out, _)) => out,
+                None => Tensor::zeros((s, head_dim), dtype, dev)?,
+            };
+            heads_out.push(out);
+        }
+        rows.push(Tensor::stack(&heads_out, 1)?); // [s, H, D]
+        off += s;
+    }
+    if off < tokens_q {
+        rows.push(Tensor::zeros((tokens_q - off, heads, head_dim), dtype, dev)?);
+    }
+    Tensor::cat(&rows, 0)
+}
+
 /// Sizes read from the checked inputs.
 struct Shape {
     tokens_q: usize,
@@ -362,6 +472,36 @@ fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The merged reference in f64 is the truth; in f32 it is off it (every step rounds) by a
+    /// few units in the last place at most.
+    #[test]
+    fn merged_attention_rounds_at_every_merge_and_only_there() {
+        let dev = Device::Cpu;
+        let vals: Vec<f64> = (0..24).map(|i| ((i * 37 % 11) as f64 - 5.0) / 3.0).collect();
+        let x = Tensor::from_vec(vals, (12, 1, 2), &dev).unwrap();
+        let spec = AttnSpec { causal: true, ..Default::default() };
+        let lens = [12u32];
+        let piece = |_: usize, j: usize| j / 3;
+        let exact = varlen_attention(&x, &x, &x, &lens, &lens, &spec).unwrap();
+        let merged64 = varlen_attention_merged(&x, &x, &x, &lens, &spec, 4, &piece).unwrap();
+        let gap = |a: &Tensor| {
+            (a.to_dtype(DType::F64).unwrap() - &exact)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f64>()
+                .unwrap()
+        };
+        assert!(gap(&merged64) < 1e-14, "{}", gap(&merged64));
+        let x32 = x.to_dtype(DType::F32).unwrap();
+        let merged32 = varlen_attention_merged(&x32, &x32, &x32, &lens, &spec, 4, &piece).unwrap();
+        let one32 = varlen_attention(&x32, &x32, &x32, &lens, &lens, &spec).unwrap();
+        let (m, o) = (gap(&merged32), gap(&one32));
+        assert!(m > 0.0 && m < 64.0 * f64::from(f32::EPSILON), "merged {m}, one pass {o}");
+    }
 
     #[test]
     fn row_mask_is_bottom_right_aligned() {

@@ -1,5 +1,5 @@
 """PyTorch's own attention kernels as `thdcheck fuzz attention` adapters (CPU; torch from PyPI,
-never in CI). Usage: torch_attention.py MODE [BUG]
+never in CI). Usage: torch_attention.py MODE [BUG] [acc=f32]
 
 MODE (each a correct packed attention as a training stack writes it):
   flex-offsets         FlexAttention (`torch.nn.attention.flex_attention`, eager) with a document
@@ -18,6 +18,9 @@ MODE (each a correct packed attention as a training stack writes it):
                        causality from the global positions of the rows), and merges the partial
                        softmax results with their LSE (`out = Σ exp(lse_s − lse) · out_s`,
                        `lse = logaddexp`); use with --cp-size 2 or 4
+
+`acc=f32` (zigzag-ring, anywhere after MODE): the partial results and merges in float32, as a ring
+kernel accumulates, instead of float64.
 
 BUG (planted, each caught and shrunk to <= 2 documents):
   flex-offsets off-by-one       doc id from searchsorted(right=False): a document's first token
@@ -40,7 +43,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from thdcheck_adapter import serve_attention  # noqa: E402
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "flex-offsets"
-BUG = sys.argv[2] if len(sys.argv) > 2 else None
+_REST = sys.argv[2:]
+BUG = next((a for a in _REST if not a.startswith("acc=")), None)
+# zigzag-ring: the dtype its partial results and merges are computed in (`acc=f32`: as a ring
+# kernel accumulates; default f64).
+ACC = {"f64": torch.float64, "f32": torch.float32}[
+    next((a[4:] for a in _REST if a.startswith("acc=")), "f64")
+]
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 EOS = 2
 
@@ -138,16 +147,15 @@ def zigzag_positions(padded, cp, rank):
 
 
 def partial(q, k, v, mask, scale):
-    """Attention of q over (k, v) under mask in f64: output and LSE (-inf where no key).
-
-    f64, not f32: the FlashAttention rule bounds the error by twice that of one naive pass in
-    the dtype, and a ring in f32 adds a rounding per merge: at cp 4 in f32 it exceeded the
-    bound (seed 0, case 198: |Δ| 4.3e-7 > 3.7e-7)."""
-    scores = torch.einsum("qhd,khd->hqk", q.double(), k.double()) * scale
+    """Attention of q over (k, v) under mask in ACC (f64 by default, `acc=f32` as a ring kernel
+    accumulates): output and LSE (-inf where no key). In f32 every merge rounds once more than
+    one naive pass: the fuzzer's bound at --cp-size N is the rule's on the same merge in the
+    dtype (before it was, cp 4 in f32 failed at seed 0, case 198: |Δ| 4.3e-7 > 3.7e-7)."""
+    scores = torch.einsum("qhd,khd->hqk", q.to(ACC), k.to(ACC)) * scale
     scores = scores.masked_fill(~mask[None], float("-inf"))
     lse = torch.logsumexp(scores, -1)  # [H, q]
     probs = torch.exp(scores - lse[..., None].clamp(min=-1e30)).nan_to_num(0.0)
-    out = torch.einsum("hqk,khd->qhd", probs, v.double())
+    out = torch.einsum("hqk,khd->qhd", probs, v.to(ACC))
     return out, lse.transpose(0, 1)  # [q, H, D], [q, H]
 
 
@@ -165,8 +173,8 @@ def ring(batch):
     for r in range(cp):
         q = shards[r][0]
         n = q.shape[0]
-        out = torch.zeros(n, batch["heads"], batch["head_dim"], dtype=torch.float64)
-        lse = torch.full((n, batch["heads"]), float("-inf"), dtype=torch.float64)
+        out = torch.zeros(n, batch["heads"], batch["head_dim"], dtype=ACC)
+        lse = torch.full((n, batch["heads"]), float("-inf"), dtype=ACC)
         for step in range(cp):  # the ring: rank (r - step) % cp's k/v arrive at step `step`
             s = (r - step) % cp
             k, v = (x.repeat_interleave(group, 1) for x in shards[s][1:])

@@ -272,6 +272,33 @@ fn oracle(case: &AttentionFuzzCase, dtype: AttnDtype) -> (Vec<f64>, Vec<f64>, Fl
     let report = oracle::tolerance::flash_rule(&naive, &naive, &exact)
         .expect("the naive and exact outputs have one shape");
     bound.naive_max_err = report.naive_max_err;
+    let mut floor = report.floor;
+    if case.cp > 1 {
+        // A CP attention merges each rank's partial softmax by its log-sum-exp, rounding in the
+        // dtype at every merge: its naive reference is that merge computed the obvious way in
+        // the dtype (zigzag: rank r holds chunks r and 2·cp−1−r of every slot).
+        let storage = case.storage();
+        let cp = case.cp;
+        let piece = |doc: usize, j: usize| {
+            let chunk = (storage[doc] as usize / (2 * cp)).max(1);
+            let c = (j / chunk).min(2 * cp - 1);
+            if c < cp { c } else { 2 * cp - 1 - c }
+        };
+        let merged = oracle::attention::varlen_attention_merged(
+            &cast(&q),
+            &cast(&k),
+            &cast(&v),
+            &lens,
+            &spec,
+            cp,
+            &piece,
+        )
+        .expect("the oracle accepts every generated layout");
+        let ring = oracle::tolerance::flash_rule(&merged, &merged, &exact)
+            .expect("the merged and exact outputs have one shape");
+        bound.naive_max_err = bound.naive_max_err.max(ring.naive_max_err);
+        floor = floor.max(ring.floor);
+    }
     let exact = exact.flatten_all().and_then(|x| x.to_vec1::<f64>()).expect("f64 values");
     // FA3's floor can be 0 (`r + 0.3 − 0.3` exact in the dtype for every value), and so can the
     // naive error (a row of one key): an answer rounded once to the dtype is then out of a bound
@@ -282,7 +309,7 @@ fn oracle(case: &AttentionFuzzCase, dtype: AttnDtype) -> (Vec<f64>, Vec<f64>, Fl
     } else {
         0.0
     };
-    bound.floor = report.floor.max(ulp);
+    bound.floor = floor.max(ulp);
     let exact_lse = oracle::attention::varlen_lse(&q, &k, &v, &lens, &lens, &spec)
         .expect("the oracle accepts every generated layout");
     // Scatter: document `doc`'s real rows sit at the start of its slot.
