@@ -361,12 +361,21 @@ fn padded_slot_offsets_take_their_real_lengths_from_the_mask() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("VIOLATED mask"), "{}", text(&o));
 
-    // The fact needs a mask.
+    // Without a mask, SkyRL's pad id (0: it pads every slot with 0) ends each slot: the same
+    // 14 real tokens. Without a pad id either, the fact has nothing to read: exit 2.
     let refs: Vec<(&str, Vec<usize>, Vec<i64>)> =
         refs.into_iter().filter(|(k, _, _)| *k != "mtp_packed_mask").collect();
     let maskless = tmp.path().join("maskless.safetensors");
     std::fs::write(&maskless, reader::tensors::write_ints(&refs, &meta).unwrap()).unwrap();
     let o = thdcheck_in(&repo(), ["check", maskless.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("14 real"), "{}", text(&o));
+    let bare = tmp.path().join("bare.toml");
+    std::fs::write(&bare, "name = \"bare\"\noffsets = \"padded-slots\"\n").unwrap();
+    let o = thdcheck_in(
+        &repo(),
+        ["check", "--profile", bare.to_str().unwrap(), maskless.to_str().unwrap()],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("attention_mask"), "{}", text(&o));
 }
@@ -1558,4 +1567,51 @@ fn key_offsets_that_reach_back_by_design() {
         assert_eq!(code, Some(1), "{name}: {out}");
         assert!(out.contains("VIOLATED qk-offsets"), "{name}: {out}");
     }
+}
+
+/// `offsets = "padded-slots"` without a mask or lengths, with a pad id (issue 39 items 1 and 8:
+/// slime's and AReaL's CP ranks): each slot's real length is the slot less the pad ids that end
+/// it. It reads real tokens and useful work right (5 real of 8, Σs² 13 instead of 32), and it
+/// does not hide a broken batch: a padding label that is trained still fails `pad-labels`,
+/// which the slots read whole could not see.
+#[test]
+fn padded_slots_read_their_real_lengths_from_the_pad_ids_that_end_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("p.toml");
+    std::fs::write(&profile, "name = \"p\"\noffsets = \"padded-slots\"\npad_token_id = 0\n")
+        .unwrap();
+    let write = |name: &str, labels: Vec<i64>| {
+        let path = tmp.path().join(name);
+        let t = vec![
+            ("input_ids", vec![1, 8], vec![5, 6, 0, 0, 7, 8, 9, 0]),
+            ("labels", vec![1, 8], labels),
+            ("cu_seqlens", vec![3], vec![0, 4, 8]),
+        ];
+        std::fs::write(&path, reader::tensors::write_ints(&t, &[]).unwrap()).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let ok = write("ok.safetensors", vec![5, 6, -100, -100, 7, 8, 9, -100]);
+    let bad = write("bad.safetensors", vec![5, 6, 0, -100, 7, 8, 9, -100]);
+    let facts = |args: &[&str]| -> (Option<i32>, serde_json::Value) {
+        let o = thdcheck_in(&repo(), args);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (o.status.code(), v["files"][0]["report"]["packs"][0].clone())
+    };
+    let p = profile.to_str().unwrap();
+    let (code, pack) = facts(&["check", "--json", "--profile", p, &ok]);
+    assert_eq!(code, Some(0), "{pack}");
+    assert_eq!(pack["facts"]["real_tokens"], 5, "{pack}");
+    assert_eq!(pack["facts"]["useful"]["sum_squares"], 13, "{pack}");
+    let (_, plain) = facts(&["check", "--json", &ok]);
+    assert_eq!(plain["facts"]["real_tokens"], 8, "without the fact the slots read whole");
+    let (code, pack) = facts(&["check", "--json", "--profile", p, &bad]);
+    assert_eq!(code, Some(1), "{pack}");
+    let violated: Vec<&str> = pack["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "violated")
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert!(violated.contains(&"pad-labels"), "{pack}");
 }

@@ -602,21 +602,7 @@ STACKS = {f.__name__: f for f in [areal, automodel, axolotl, bionemo, deepspeed_
 
 # Where thdcheck's report (`check --json`) differs from a valid record's facts: why (the path is
 # the record's `path`; rank records of a group inherit their group's line).
-_PADDED_CU = ("thdcheck counts the alignment padding of every slot{tail} as real tokens: the "
-              "kernel's cu_seqlens are the padded slots ({what}), and the profile does not state "
-              "offsets = \"padded-slots\" (as SkyRL's does), so the real lengths ({real}) are "
-              "not read; useful Σ s² {bad} instead of {good}")
 MISMATCH: dict[str, str] = {
-    # The CP rank files carry no real-length key (no old_cu_seqlens): the dummy tail is told
-    # by the pad id (0), but each slot's alignment padding still reads as real.
-    **{f"areal/{c}": _PADDED_CU.format(
-        tail="", what="[0,8,12,256], padded = real in PackedSeqParams, no old_cu_seqlens beside them",
-        real="5 and 3, the rows' attention_mask", bad="80 (2 segments, 12 tokens)",
-        good="34 (2 documents, 8 tokens)")
-       for c in ["cp2_95e2379d0/cp-group", "cp2_d58cca56f/cp-group"]},
-    "slime/thd_cp2/cp-group": _PADDED_CU.format(
-        tail=" (6 -> 8, 7 -> 8, 7 -> 8 for 2*cp)", what="global [0,8,16,24]",
-        real="6, 7, 7 = prompt ++ response", bad="192 (24 tokens)", good="134 (20 tokens)"),
     "olmo_core/packed_bos_pad_v2.5.0.safetensors": (
         "thdcheck counts the 5 pad tokens as real: with a BOS configured OLMo-core's doc_lens make "
         "the padding the tail of each row's last document ([8], [5,3], [2,6]), marked only by "

@@ -123,7 +123,13 @@ pub fn read_group(dir: &Path, size: usize, files: &[PathBuf], read: &ReadOptions
             None => GroupBatch::Whole(Box::new(reassemble(&group, &shards)?)),
         },
     };
-    Ok(Group { dialect, format, facts: facts.unwrap_or_default(), batch })
+    let facts = facts.unwrap_or_default();
+    let mut batch = batch;
+    if let GroupBatch::Whole(pack) = &mut batch {
+        // Real lengths the ranks' files could not read alone (the pad ids ending each slot).
+        crate::formats::slot_padding(pack, &facts.contract);
+    }
+    Ok(Group { dialect, format, facts, batch })
 }
 
 fn name(layout: CpLayout) -> &'static str {

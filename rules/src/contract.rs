@@ -337,7 +337,9 @@ fact_enum! {
         /// Each document's storage slot, its real tokens first and then its padding, and no
         /// offsets of real lengths: the real lengths are in the padding mask, one row per slot
         /// (its row sums: verl's and SkyRL's `preprocess_packed_seqs` keep the `[B, S]` mask
-        /// they packed) or one entry per token (each slot's count of real tokens).
+        /// they packed) or one entry per token (each slot's count of real tokens); without a
+        /// mask, `seq_lens`; without either, with a pad id, each slot less the pad ids that end
+        /// it (slime's and AReaL's CP ranks).
         PaddedSlots = "padded-slots",
     }
 }

@@ -237,9 +237,14 @@ pub fn suggest(name: &str, files: &[PathBuf], map: &[(String, String)]) -> Resul
             let file = BatchFile::read(path).with_context(|| path.display().to_string())?;
             let keys = file.keys().map(str::to_owned).collect();
             let meta = file.metadata();
-            let group = match (meta.get("cp_rank"), meta.get("cp_size")) {
-                (Some(_), Some(size)) => size
-                    .parse::<usize>()
+            // A CP rank's file says so in its metadata, or in scalar tensors (AReaL's).
+            let scalar = |k: &str| {
+                meta.get(k).and_then(|v| v.parse::<i64>().ok()).or_else(|| {
+                    file.ints(k).ok().filter(|t| t.values.len() == 1).map(|t| t.values[0])
+                })
+            };
+            let group = match (scalar("cp_rank"), scalar("cp_size")) {
+                (Some(_), Some(size)) => usize::try_from(size)
                     .ok()
                     .map(|s| (path.parent().map(Path::to_path_buf).unwrap_or_default(), s)),
                 _ => None,
@@ -391,6 +396,69 @@ pub fn suggest(name: &str, files: &[PathBuf], map: &[(String, String)]) -> Resul
                     .unknown
                     .push(format!("{field}: not determinable: {why}")),
             }
+        }
+    }
+
+    // 2b. Slots that end in the pad id inside a CP group, once reassembled (slime's and AReaL's
+    // CP alignment padding): the offsets are the slots, their real lengths the slot less the pad
+    // ids that end it.
+    for (scope, members) in &scopes {
+        if draft.scope(*scope).get("offsets").is_some() {
+            continue;
+        }
+        let pad = draft
+            .scope(*scope)
+            .get("pad_token_id")
+            .or_else(|| draft.top.get("pad_token_id"))
+            .and_then(|l| l.value.parse::<i64>().ok());
+        let Some(pad) = pad else { continue };
+        let read = read_options(&draft.render(name, false), name)?;
+        let mut seen = Vec::new();
+        for u in &units {
+            let Unit::Group(dir, size, group) = u else { continue };
+            if !group.iter().all(|i| members.contains(i)) {
+                continue;
+            }
+            let paths: Vec<PathBuf> = group.iter().map(|&i| inputs[i].path.clone()).collect();
+            let Ok(g) = reader::shards::read_group(dir, *size, &paths, &read) else { continue };
+            let reader::shards::GroupBatch::Whole(pack) = g.batch else { continue };
+            let (cu, ids) = (pack.cu.ints(), pack.input_ids.ints());
+            let (mut slots, mut padded) = (0usize, 0usize);
+            for i in 0..cu.len().saturating_sub(1) {
+                let (Ok(a), Ok(b)) = (usize::try_from(cu.at(i)), usize::try_from(cu.at(i + 1)))
+                else {
+                    continue;
+                };
+                if b <= a || b > ids.len() || (a..b).all(|t| ids.at(t) == pad) {
+                    continue;
+                }
+                slots += 1;
+                padded += usize::from(ids.at(b - 1) == pad);
+            }
+            if padded > 0 {
+                seen.push(format!(
+                    "{}: {padded} of {slots} slots end in pad id {pad}",
+                    dir.join("cp-group").display()
+                ));
+            }
+        }
+        if seen.is_empty() {
+            continue;
+        }
+        let mut with = draft.clone();
+        let why = format!(
+            "REVIEW: reassembled, {}: the offsets are the slots, each less the pad ids that end \
+             it",
+            seen.join("; ")
+        );
+        with.scope_mut(*scope).set("offsets", "\"padded-slots\"", why);
+        let after = judge(&with, name, &inputs, &units)?;
+        match new_failure(&inputs, &units, &baseline, &after) {
+            None => draft = with,
+            Some(what) => draft.scope_mut(*scope).unknown.push(format!(
+                "offsets: not determinable: \"padded-slots\" would make {what}, which it does not \
+                 without it"
+            )),
         }
     }
 

@@ -43,7 +43,7 @@ use rules::checks::DpoConcat;
 
 pub use position_restarts::restarts;
 
-use rules::contract::{Contract, PaddingLabelsFact, PaddingSegments};
+use rules::contract::{Contract, OffsetsFact, PaddingLabelsFact, PaddingSegments};
 use rules::words::plural;
 use thd::{IGNORE_INDEX, LabelConvention};
 
@@ -334,6 +334,11 @@ pub fn parse(mut file: BatchFile, opts: &ReadOptions) -> Result<Parsed> {
     notes.extend(read.notes);
     let (mut packs, dpo) = (read.packs, read.dpo);
     contract_facts(dialect, &file, &facts.contract, profile.as_deref(), &mut packs, &mut notes);
+    if cp_shard.is_none() {
+        for p in &mut packs {
+            slot_padding(p, &facts.contract);
+        }
+    }
     Ok(Parsed {
         dialect,
         format: format.name(),
@@ -408,17 +413,73 @@ fn contract_facts(
     }
 }
 
+/// Under `offsets = "padded-slots"` with a pad id and no padding mask or per-slot lengths: each
+/// slot without the run of pad ids that ends it, which is its padding (the first kept when a
+/// label trains it; a slot of pad ids only is left whole, for the rules). A whole pack: a
+/// file's, or a CP group's once reassembled (a rank's file holds the global slots over its
+/// local tokens).
+pub(crate) fn slot_padding(p: &mut BatchData, facts: &Contract) {
+    let Some(pad) = facts.pad_token_id else { return };
+    if facts.offsets != Some(OffsetsFact::PaddedSlots) || p.real_mask.is_some() {
+        return;
+    }
+    if p.cu_padded.as_ref().is_some_and(|s| !s.ints().iter().eq(p.cu.ints().iter())) {
+        return; // the real lengths were read from elsewhere
+    }
+    let (slots, keys) = (p.cu.clone(), p.cu_k.clone());
+    let (padded, padded_name) = (p.cu_padded.take(), p.keys.cu_seqlens_padded.clone());
+    let cut = trim_pad_runs(p, pad, false);
+    if cut == 0 {
+        (p.cu_padded, p.keys.cu_seqlens_padded) = (padded, padded_name);
+        return;
+    }
+    // Key offsets that are the same slots are the same documents: their real lengths too.
+    if keys.is_some_and(|k| k.ints().iter().eq(slots.ints().iter())) {
+        p.cu_k = Some(p.cu.clone());
+    }
+    let base = padded_name.split(" (").next().unwrap_or_default().to_owned();
+    let base = if base.is_empty() || padded.is_none() {
+        p.keys.cu_seqlens.split(" (").next().unwrap_or_default().to_owned()
+    } else {
+        base
+    };
+    p.keys.cu_seqlens_padded = format!("{base} (slots)");
+    p.keys.cu_seqlens = format!("{base} (less the pad ids ending each slot)");
+    p.notes.push(format!(
+        "the pad ids that end {} read as its padding (offsets = padded-slots, pad id {pad})",
+        plural(cut, "slot")
+    ));
+}
+
 /// Under `padding_segments = "absorbed"`: each row's last document (the segment that ends at
 /// the row's end) without the run of `pad` ids that ends it, which is its padding; the first of
 /// them is kept when a label trains it (an EOS equal to the pad id: its prediction is trained).
 /// A segment of pad ids only is left whole (a mock segment, for the rules); a pack whose slots
 /// or real-token mask already tell its padding is left as it is.
 fn absorbed_padding(p: &mut BatchData, pad: i64) {
-    let tokens = p.tokens();
-    if p.cu_padded.is_some() || p.real_mask.is_some() || tokens == 0 {
+    if p.cu_padded.is_some() || p.real_mask.is_some() {
         return;
     }
-    let Some(width) = tokens.checked_div(p.rows.max(1)).filter(|&w| w > 0) else { return };
+    let cut = trim_pad_runs(p, pad, true);
+    if cut > 0 {
+        p.notes.push(format!(
+            "the pad ids that end the last document of {} read as its padding (the profile's \
+             padding_segments = absorbed)",
+            plural(cut, "row")
+        ));
+    }
+}
+
+/// Cuts the run of `pad` ids that ends each segment (only those that end a row with
+/// `row_ends`) out of its real length: the offsets become the real ones and the old ones the
+/// slots. Keeps the first pad id when a label trains it (an EOS equal to the pad id), and a
+/// segment of pad ids only whole. Returns the segments cut.
+fn trim_pad_runs(p: &mut BatchData, pad: i64, row_ends: bool) -> usize {
+    let tokens = p.tokens();
+    if tokens == 0 {
+        return 0;
+    }
+    let Some(width) = tokens.checked_div(p.rows.max(1)).filter(|&w| w > 0) else { return 0 };
     let (cu, ids) = (p.cu.ints(), p.input_ids.ints());
     let labels = p.labels.as_ref().map(|l| l.ints());
     let trained = |t: usize| {
@@ -438,7 +499,7 @@ fn absorbed_padding(p: &mut BatchData, pad: i64) {
         let (a, b) = (cu.at(i) as usize, cu.at(i + 1) as usize);
         // A CP rank's shard keeps the global offsets over its local tokens: a segment past
         // them is not this file's to trim (an index out of bounds on slime's rank files).
-        if b <= a || b > tokens || b % width != 0 {
+        if b <= a || b > tokens || (row_ends && b % width != 0) {
             continue;
         }
         let mut tail = (a..b).rev().take_while(|&t| ids.at(t) == pad).count();
@@ -454,7 +515,7 @@ fn absorbed_padding(p: &mut BatchData, pad: i64) {
         }
     }
     if cut == 0 {
-        return;
+        return 0;
     }
     let real: Vec<i64> = std::iter::once(0)
         .chain(lens.iter().scan(0, |acc, l| {
@@ -465,11 +526,7 @@ fn absorbed_padding(p: &mut BatchData, pad: i64) {
     let slots = std::mem::replace(&mut p.cu, real.into());
     p.cu_padded = Some(slots);
     p.keys.cu_seqlens_padded = format!("{} (slots)", p.keys.cu_seqlens);
-    p.notes.push(format!(
-        "the pad ids that end the last document of {} read as its padding (the profile's \
-         padding_segments = absorbed)",
-        plural(cut, "row")
-    ));
+    cut
 }
 
 /// Under `padding_labels = "masked-by-loss"`: the labels on the padding after each slot's real

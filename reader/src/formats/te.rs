@@ -251,7 +251,18 @@ fn te_pack(file: &BatchFile, sentinel: i64, facts: &Contract, scale: usize) -> R
         mask_key = None;
     }
     let (mut cu_name, mut padded_name) = (cu_name, padded_name);
-    if facts.offsets == Some(OffsetsFact::PaddedSlots) {
+    let pad_id_lengths = facts.offsets == Some(OffsetsFact::PaddedSlots)
+        && mask_key.is_none()
+        && !(cu_name != "seq_lens" && file.contains("seq_lens"))
+        && facts.pad_token_id.is_some();
+    if pad_id_lengths {
+        // No mask, no lengths: the pad ids that end each slot are its padding, read once the
+        // pack is whole (a CP rank's file after its group is reassembled).
+        notes.push(format!(
+            "`{cu_name}` read as storage slots (the profile's offsets = padded-slots): each \
+             document's real length is its slot less the run of pad ids that ends it"
+        ));
+    } else if facts.offsets == Some(OffsetsFact::PaddedSlots) {
         // The profile's offsets hold storage slots, with no offsets of real lengths (verl's and
         // SkyRL's `preprocess_packed_seqs`): the real lengths are the padding mask's.
         let slots = cu_padded.clone().unwrap_or_else(|| cu.clone());
@@ -267,7 +278,8 @@ fn te_pack(file: &BatchFile, sentinel: i64, facts: &Contract, scale: usize) -> R
                 if let Error::MissingKey { hint, .. } = &mut e {
                     hint.push_str(
                         "; offsets = padded-slots reads each document's real length from a \
-                         padding mask, or from `seq_lens` (one length per slot)",
+                         padding mask, from `seq_lens` (one length per slot), or from the pad \
+                         ids that end each slot (with `pad_token_id`)",
                     );
                 }
                 return Err(e);
