@@ -28,12 +28,12 @@ use thd::{IGNORE_INDEX, LabelConvention};
 
 use crate::Location;
 use crate::checks::WorkSums;
-use crate::checks::cp_shard::zigzag_ranges;
 use crate::checks::layout;
 use crate::checks::rules::{
     BatchInput, CP_SHARD, LABEL_TARGETS, MOCK_MARKED, Outcome, PAD_LABELS, PAD_MULTIPLE, RULES,
     Status,
 };
+use crate::checks::shard_layout::zigzag_ranges;
 use crate::checks::view::{BatchOptions, LayoutView};
 use crate::contract::{BoundaryLabelsFact, DocumentAttention};
 use crate::words::plural;

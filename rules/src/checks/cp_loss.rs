@@ -1,41 +1,9 @@
 //! CP-LOSS: per-rank (or per-micro-batch) sums reassemble the global loss.
 
-use std::fmt;
-
-use super::{
-    CP_LOSS_FINITE, CP_LOSS_PARTS, CP_LOSS_REDUCTION, LossRecord, Rule, TokenCounts, TokenRecord,
-};
+use super::{CP_LOSS_FINITE, CP_LOSS_PARTS, CP_LOSS_REDUCTION, Rule};
+use crate::checks::input::{CpLossInput, LossRecord, PartLoss, Split};
 use crate::violation::{close, rel_diff};
 use crate::{Checked, Location, Violation};
-
-/// How one global batch was split into parts that each compute a local loss.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
-pub enum Split {
-    /// Context parallelism over `cp` ranks (zigzag shards of every sequence).
-    Cp(usize),
-    /// Gradient accumulation over this many micro-batches (whole sequences each).
-    MicroBatches(usize),
-}
-
-impl fmt::Display for Split {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Split::Cp(cp) => write!(f, "cp={cp}"),
-            Split::MicroBatches(1) => write!(f, "1 micro-batch"),
-            Split::MicroBatches(n) => write!(f, "{n} micro-batches"),
-        }
-    }
-}
-
-/// One part's local sums: Σ NLL over its valid labels and their count.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct PartLoss {
-    /// Σ NLL.
-    pub nll: f64,
-    /// Valid labels.
-    pub count: u64,
-}
 
 fn part_label(split: Split) -> &'static str {
     match split {
@@ -116,40 +84,6 @@ pub fn cp_loss_violations(
     let input = CpLossInput::Answer { split, parts: Some(parts), reported, global, rtol };
     crate::checks::judge_cp_loss(&input, &mut Vec::new())
 }
-
-/// What a CP-LOSS rule sees in `thdcheck fuzz loss`; [`crate::checks::judge_cp_loss`] runs the
-/// registry's CP-loss rules on it.
-#[derive(Debug, Clone, Copy)]
-pub enum CpLossInput<'a> {
-    /// One split's answer: its parts (when reported) and its reduced loss, against the
-    /// oracle's global sums.
-    Answer {
-        /// The split (`cp=2`, ...).
-        split: Split,
-        /// The parts' sums, when reported.
-        parts: Option<&'a [PartLoss]>,
-        /// The reported loss.
-        reported: f64,
-        /// The oracle's global sums.
-        global: &'a LossRecord,
-        /// Relative tolerance.
-        rtol: f64,
-    },
-    /// The counts every CP size reported (TOKENS-CP).
-    AcrossCp {
-        /// The oracle's counts.
-        expected: &'a TokenCounts,
-        /// The oracle's loss.
-        loss: f64,
-        /// Each CP size's record.
-        by_cp: &'a [(usize, TokenRecord)],
-        /// Relative tolerance.
-        rtol: f64,
-    },
-}
-
-/// How a CP-LOSS rule judges one input: `None` where it does not apply.
-pub type CpLossJudge = for<'a> fn(&CpLossInput<'a>) -> Option<Checked>;
 
 /// `cp-loss-parts`: the parts' sums against the global sums, when the parts are reported.
 pub(crate) fn judge_parts(input: &CpLossInput<'_>) -> Option<Checked> {

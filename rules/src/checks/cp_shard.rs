@@ -1,55 +1,13 @@
 //! CP-SHARD: zigzag or contiguous shards, their reassembly, and the labels and positions each
 //! rank holds.
 
-use serde::Serialize;
 use thd::IGNORE_INDEX;
 
 use super::{CP_LABELS, CP_POSITION_IDS, CP_SHARD, CP_SPLIT_ACCEPTED, Outcome, Rule};
+use crate::checks::input::{CpSplitInput, ShardView};
+use crate::checks::shard_layout::ShardLayout;
 use crate::words::plural;
 use crate::{Checked, Location, Violation};
-
-/// What the CP ranks hold, as plain data.
-///
-/// `positions[r][k]` is the global storage index of the token in rank `r`'s local slot `k`
-/// (`None` for a slot that holds no token of the batch, e.g. a zero-filled one). A property can
-/// get it by tagging every token with its index before the split.
-#[derive(Debug, Clone, Copy)]
-pub struct ShardView<'a> {
-    /// The CP size.
-    pub cp: usize,
-    /// Real length of every segment.
-    pub lens: &'a [u32],
-    /// Storage (padded) length of every segment; real tokens first in each slot.
-    pub storage: &'a [u32],
-    /// Per rank, the global storage index held in every local slot.
-    pub positions: &'a [Vec<Option<usize>>],
-    /// Per rank, the local labels (shifted: local token `k` predicts `labels[r][k]`).
-    pub labels: Option<&'a [Vec<i64>]>,
-    /// The global labels before the shift (`Unshifted`, storage order), which define the
-    /// expected targets.
-    pub unshifted_labels: Option<&'a [i64]>,
-    /// Per rank, the local position ids.
-    pub position_ids: Option<&'a [Vec<i64>]>,
-}
-
-/// What a CP-SHARD rule sees in `thdcheck fuzz cp-split`: the splitter's refusal or its
-/// shards; [`crate::checks::judge_cp_split`] runs the registry's CP-split rules on it.
-#[derive(Debug, Clone, Copy)]
-pub struct CpSplitInput<'a> {
-    /// The layout the shards are judged in.
-    pub layout: ShardLayout,
-    /// The CP size.
-    pub cp: usize,
-    /// Storage (padded) length of every segment of the request.
-    pub storage: &'a [u32],
-    /// The splitter's refusal, when it refused.
-    pub rejection: Option<&'a str>,
-    /// The ranks' shards, when it answered.
-    pub view: Option<&'a ShardView<'a>>,
-}
-
-/// How a CP-split rule judges one answer: `None` where it does not apply.
-pub type CpSplitJudge = for<'a> fn(&CpSplitInput<'a>) -> Option<Checked>;
 
 /// `cp-shard` (with `cp-labels` and `cp-position-ids`): the shards, in the input's layout.
 pub(crate) fn judge_cp_shard(i: &CpSplitInput<'_>) -> Option<Checked> {
@@ -81,197 +39,6 @@ fn locate(lens: &[u32], storage: &[u32], g: usize) -> Option<(usize, usize, bool
         start += p as usize;
     }
     None
-}
-
-/// How a CP split lays the tokens of a batch over the ranks (a profile's `cp_layout`).
-///
-/// ```text
-/// Zigzag           every slot in 2·cp equal chunks; rank r holds chunks r and 2·cp−1−r of each
-/// Contiguous       the whole pack (the slots back to back, T tokens) in cp equal pieces;
-///                  rank r holds tokens [r·T/cp, (r+1)·T/cp)
-/// ContiguousSlots  every slot in cp equal pieces; rank r holds piece r of each
-/// ZigzagSequence   the whole pack in 2·cp equal chunks, whatever its documents; rank r holds
-///                  chunks r and 2·cp−1−r of it
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ShardLayout {
-    /// Dual-chunk load balancing (TransformerEngine, Megatron `get_batch_on_this_cp_rank`,
-    /// bionemo, AReaL, slime's default path).
-    #[default]
-    Zigzag,
-    /// One contiguous piece of the whole pack per rank (DeepSpeed Ulysses, slime's
-    /// `--allgather-cp`, Nanotron, llama3-style ring attention); the ranks keep the global
-    /// offsets.
-    Contiguous,
-    /// One contiguous piece of every slot per rank (ring-flash-attn's `ring_flash_attn_varlen`,
-    /// whose ranks keep the local offsets `cu_seqlens / cp`).
-    ContiguousSlots,
-    /// The zigzag of the whole pack as one sequence, whatever its documents (Megatron-LM's
-    /// `get_batch_on_this_cp_rank(use_per_sequence_balancing=True)` for inter-document
-    /// masking); the ranks keep the global offsets.
-    ZigzagSequence,
-}
-
-impl ShardLayout {
-    /// Its name in reports: `zigzag`, `contiguous`, `contiguous per slot`, `zigzag-sequence`.
-    pub fn name(self) -> &'static str {
-        match self {
-            ShardLayout::Zigzag => "zigzag",
-            ShardLayout::Contiguous => "contiguous",
-            ShardLayout::ContiguousSlots => "contiguous per slot",
-            ShardLayout::ZigzagSequence => "zigzag-sequence",
-        }
-    }
-
-    /// Whether the layout is one of the contiguous ones.
-    pub fn is_contiguous(self) -> bool {
-        matches!(self, ShardLayout::Contiguous | ShardLayout::ContiguousSlots)
-    }
-
-    /// The first length that keeps the layout from splitting `storage` into equal pieces over
-    /// `cp` ranks, as a sentence; `None` when it splits.
-    ///
-    /// # Example
-    /// ```
-    /// use rules::checks::ShardLayout;
-    /// assert!(ShardLayout::Zigzag.indivisible(&[4, 8], 2).is_none());
-    /// assert!(ShardLayout::Zigzag.indivisible(&[6], 2).is_some());
-    /// assert!(ShardLayout::Contiguous.indivisible(&[3, 3], 2).is_none()); // T = 6
-    /// assert!(ShardLayout::ContiguousSlots.indivisible(&[3, 3], 2).is_some());
-    /// assert!(ShardLayout::ZigzagSequence.indivisible(&[3, 5], 2).is_none()); // T = 8
-    /// ```
-    pub fn indivisible(self, storage: &[u32], cp: usize) -> Option<String> {
-        if cp <= 1 {
-            return None;
-        }
-        let slot = |unit: usize, what: &str| {
-            storage.iter().position(|&p| !(p as usize).is_multiple_of(unit)).map(|i| {
-                format!(
-                    "segment {i}: slot of {} tokens is not divisible by {what} = {unit}",
-                    storage[i]
-                )
-            })
-        };
-        match self {
-            ShardLayout::Zigzag => slot(2 * cp, "2*cp"),
-            ShardLayout::ContiguousSlots => slot(cp, "cp"),
-            ShardLayout::Contiguous => {
-                let total: usize = storage.iter().map(|&p| p as usize).sum();
-                (!total.is_multiple_of(cp))
-                    .then(|| format!("the pack of {total} tokens is not divisible by cp = {cp}"))
-            }
-            ShardLayout::ZigzagSequence => {
-                let total: usize = storage.iter().map(|&p| p as usize).sum();
-                (!total.is_multiple_of(2 * cp)).then(|| {
-                    format!("the pack of {total} tokens is not divisible by 2*cp = {}", 2 * cp)
-                })
-            }
-        }
-    }
-
-    /// The global storage indices rank `rank` holds, in local order, computed the obvious way
-    /// ([`zigzag_positions`], [`contiguous_positions`], [`contiguous_slot_positions`]).
-    pub fn positions(self, storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
-        match self {
-            ShardLayout::Zigzag => zigzag_positions(storage, cp, rank),
-            ShardLayout::Contiguous => contiguous_positions(storage, cp, rank),
-            ShardLayout::ContiguousSlots => contiguous_slot_positions(storage, cp, rank),
-            ShardLayout::ZigzagSequence => {
-                zigzag_positions(&[storage.iter().sum::<u32>()], cp, rank)
-            }
-        }
-    }
-
-    /// What rank `rank` holds, in words: `chunks 1 and 2 of every slot`, `tokens 12..24 of
-    /// the pack`, `piece 1 of every slot`.
-    pub fn piece(self, storage: &[u32], cp: usize, rank: usize) -> String {
-        match self {
-            ShardLayout::Zigzag => format!("chunks {rank} and {} of every slot", 2 * cp - 1 - rank),
-            ShardLayout::Contiguous => {
-                let n = storage.iter().map(|&p| p as usize).sum::<usize>() / cp.max(1);
-                format!("tokens {}..{} of the pack", rank * n, (rank + 1) * n)
-            }
-            ShardLayout::ContiguousSlots => format!("piece {rank} of every slot"),
-            ShardLayout::ZigzagSequence => {
-                format!("chunks {rank} and {} of the whole pack", 2 * cp - 1 - rank)
-            }
-        }
-    }
-
-    /// The rank whose piece holds global storage token `g`, when the layout splits `storage`.
-    fn owner(self, storage: &[u32], cp: usize, g: usize) -> Option<usize> {
-        if self.indivisible(storage, cp).is_some() {
-            return None;
-        }
-        (0..cp).find(|&r| self.positions(storage, cp, r).contains(&g))
-    }
-}
-
-/// The contiguous assignment of the whole pack, computed the obvious way: the slots back to
-/// back are `T` tokens, and rank `r` holds `[r·⌊T/cp⌋, (r+1)·⌊T/cp⌋)` (every token when
-/// `cp = 1`; a pack that is not a multiple of `cp` has no equal split, and its tail is on no
-/// rank here).
-///
-/// # Example
-/// ```
-/// use rules::checks::contiguous_positions;
-/// // Slots of 6, 7, 7 and 4 tokens over cp = 2 (slime's --allgather-cp): 12 tokens each.
-/// assert_eq!(contiguous_positions(&[6, 7, 7, 4], 2, 1), (12..24).collect::<Vec<_>>());
-/// ```
-pub fn contiguous_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
-    let total: usize = storage.iter().map(|&p| p as usize).sum();
-    let n = total / cp.max(1);
-    (rank * n..(rank + 1) * n).collect()
-}
-
-/// The contiguous assignment of every slot, computed the obvious way: rank `r` holds piece `r`
-/// of `cp` equal pieces of every segment's slot, segment by segment.
-///
-/// # Example
-/// ```
-/// use rules::checks::contiguous_slot_positions;
-/// assert_eq!(contiguous_slot_positions(&[4, 2], 2, 1), vec![2, 3, 5]);
-/// ```
-pub fn contiguous_slot_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut start = 0usize;
-    for &p in storage {
-        let n = p as usize / cp.max(1);
-        out.extend(start + rank * n..start + (rank + 1) * n);
-        start += p as usize;
-    }
-    out
-}
-
-/// The zigzag assignment, computed the obvious way: rank `r` holds chunks `r` and
-/// `2·cp − 1 − r` of every segment's slot, segment by segment (the whole slot when `cp = 1`).
-pub fn zigzag_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
-    let mut out = Vec::new();
-    zigzag_ranges(storage.iter().map(|&p| p as usize), cp, rank, |r| out.extend(r));
-    out
-}
-
-/// [`zigzag_positions`] as the ranges of global positions rank `rank` holds, in order, handed
-/// to `each` one by one: the slot lengths `storage` are read as they come, nothing is collected.
-pub(crate) fn zigzag_ranges(
-    storage: impl IntoIterator<Item = usize>,
-    cp: usize,
-    rank: usize,
-    mut each: impl FnMut(std::ops::Range<usize>),
-) {
-    let mut start = 0usize;
-    for p in storage {
-        if cp == 1 {
-            each(start..start + p);
-        } else {
-            let h = p / (2 * cp);
-            for c in [rank, 2 * cp - 1 - rank] {
-                each(start + c * h..start + (c + 1) * h);
-            }
-        }
-        start += p;
-    }
 }
 
 /// The label global storage token `g` is trained on once the labels are rolled on the full
@@ -321,7 +88,7 @@ pub fn roll_labels(lens: &[u32], storage: &[u32], unshifted: &[i64]) -> Vec<i64>
 }
 
 /// Reassembles per-rank zigzag shards into the global storage order, the obvious way: rank
-/// `r`'s local slot `k` goes to global index [`zigzag_positions`]`(storage, cp, r)[k]`
+/// `r`'s local slot `k` goes to global index [`zigzag_positions`](crate::checks::zigzag_positions)`(storage, cp, r)[k]`
 /// ([`reassemble_shards`] with [`ShardLayout::Zigzag`]).
 ///
 /// # Errors

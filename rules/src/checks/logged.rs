@@ -2,63 +2,9 @@
 //! `thdcheck fuzz logger`): counts are exact, rates within the tolerance, and a disagreement
 //! that a parallel factor explains says so.
 
-use super::rules::{Fuzz, RULES, Rule};
+use crate::checks::input::LoggedKind;
 use crate::violation::rel_diff;
 use crate::{Checked, Location};
-
-/// What kind of number a logged value is, which picks its rule (and invariant).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LoggedKind {
-    /// A token or sequence count (TOKENS-CP): exact.
-    Count,
-    /// FLOPs or an attention sum (FLOPS): exact when logged as an integer.
-    Flops,
-    /// A rate (TFLOP/s, MFU, tokens/s) or a ratio (MFU-PAD): within the tolerance.
-    Rate,
-}
-
-impl LoggedKind {
-    /// The registry's rule for a logged value of this kind (`Fuzz::Logged(kind)`), if any.
-    ///
-    /// # Example
-    /// ```
-    /// use rules::checks::LoggedKind;
-    /// assert_eq!(LoggedKind::Flops.rule().map(|r| r.id), Some("logged-flops"));
-    /// ```
-    pub fn rule(self) -> Option<Rule> {
-        RULES.iter().copied().find(|r| matches!(r.fuzz, Some(Fuzz::Logged(k)) if k == self))
-    }
-
-    /// The kind of a key of the step record (`thdcheck metrics --json`, dotted), which picks
-    /// the rule that judges a logged value of it: attention sums, sequence-length sums and
-    /// FLOPs (not TFLOP/s) are FLOPS; token and sequence counts (not per second) are counts;
-    /// everything else (rates, MFU, fractions) is a rate.
-    ///
-    /// # Example
-    /// ```
-    /// use rules::checks::LoggedKind;
-    /// assert_eq!(LoggedKind::of_record_key("batch.flops.useful"), LoggedKind::Flops);
-    /// assert_eq!(LoggedKind::of_record_key("batch.tflops_per_gpu.useful"), LoggedKind::Rate);
-    /// assert_eq!(LoggedKind::of_record_key("batch.tokens.valid"), LoggedKind::Count);
-    /// assert_eq!(LoggedKind::of_record_key("batch.tokens_per_second"), LoggedKind::Rate);
-    /// ```
-    pub fn of_record_key(record_key: &str) -> LoggedKind {
-        if record_key.contains("flops.") && !record_key.contains("tflops")
-            || record_key.ends_with(".flops")
-            || record_key.contains("sum_squares")
-            || record_key.contains("seqlen")
-        {
-            LoggedKind::Flops
-        } else if record_key.contains("tokens.") && !record_key.contains("per_second")
-            || record_key.contains("sequences.")
-            || record_key.contains(".seqs")
-        {
-            LoggedKind::Count
-        } else {
-            LoggedKind::Rate
-        }
-    }
-}
 
 /// A logged or expected number: an exact integer or a float.
 #[derive(Debug, Clone, Copy, PartialEq)]

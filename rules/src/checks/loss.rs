@@ -1,26 +1,9 @@
 //! LOSS: the packed cross-entropy against the oracle.
 
 use super::{LOSS_COUNT, LOSS_EMPTY, LOSS_FINITE, LOSS_MEAN, LOSS_NLL};
+use crate::checks::input::LossRecord;
 use crate::violation::{close, rel_diff};
 use crate::{Checked, Location};
-
-/// A loss as a pipeline reports it: Σ NLL over valid labels, their count, and the mean.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct LossRecord {
-    /// Σ NLL over valid labels.
-    pub nll: f64,
-    /// Number of valid labels.
-    pub count: u64,
-    /// The reported loss (`nll / count`, 0 when `count == 0`).
-    pub mean: f64,
-}
-
-impl LossRecord {
-    /// A record from sums, with the mean taken the right way (0 when nothing is valid).
-    pub fn from_sums(nll: f64, count: u64) -> Self {
-        Self { nll, count, mean: if count == 0 { 0.0 } else { nll / count as f64 } }
-    }
-}
 
 /// LOSS: the reported loss equals the oracle's mean cross-entropy over all valid label
 /// positions, labels shifted within each sequence; all ignored gives exactly 0.

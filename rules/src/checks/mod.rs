@@ -32,6 +32,7 @@ mod cp_shard;
 mod dpo;
 mod eos;
 mod flops;
+mod input;
 mod ints;
 mod layout;
 mod logged;
@@ -42,12 +43,12 @@ mod proof;
 #[cfg(test)]
 mod proofs;
 mod rules;
+mod shard_layout;
 mod tokens_cp;
 mod view;
 mod work;
 
 pub use attention::{
-    AttentionInput, AttentionJudge, AttentionLayout, AttentionRow, FlashBound, Perturbed,
     check_attention_causal, check_attention_isolation, check_attention_lse, check_attention_output,
     check_attention_padding,
 };
@@ -57,15 +58,11 @@ pub use batch::{
     layout_rules, mock_marked, mock_segments, pad_labels, pad_multiple,
 };
 pub use block_mask::{BlockMaskSummary, block_mask};
-pub use cp_loss::{
-    CpLossInput, CpLossJudge, PartLoss, Split, check_cp_loss, check_reported_loss,
-    cp_loss_violations,
-};
+pub use cp_loss::{check_cp_loss, check_reported_loss, cp_loss_violations};
 pub use cp_shard::{
-    CpSplitInput, CpSplitJudge, ShardLayout, ShardView, check_cp_shard, check_cp_shard_in,
-    check_reassembly, check_split_accepted, check_split_accepted_in, closest_contiguous,
-    contiguous_group, contiguous_positions, contiguous_slot_positions, reassemble_shards,
-    roll_labels, rolled_label, zigzag_positions, zigzag_reassemble,
+    check_cp_shard, check_cp_shard_in, check_reassembly, check_split_accepted,
+    check_split_accepted_in, closest_contiguous, contiguous_group, reassemble_shards, roll_labels,
+    rolled_label, zigzag_reassemble,
 };
 pub use dpo::{
     DpoConcat, DpoSegment, DpoView, check_dpo, check_dpo_concatenated_present, dpo_concat,
@@ -73,23 +70,31 @@ pub use dpo::{
 };
 pub use eos::eos_delimited;
 pub use flops::{FlopsStats, MicroBatchView, check_flops, check_flops_additive};
+pub use input::{
+    AttentionInput, AttentionJudge, AttentionLayout, AttentionRow, CpLossInput, CpLossJudge,
+    CpSplitInput, CpSplitJudge, DeclaredDrops, EmittedPack, FlashBound, LoggedKind, LossRecord,
+    PackerInput, PackerJudge, PackerPoint, PackerRun, PartLoss, Perturbed, ShardView, Split,
+    TokenCounts, TokenRecord,
+};
 pub use ints::{IntSlice, IntsIter};
 pub use layout::{
     check_documents, check_offsets, check_packs_present, check_static_shape, cross_doc_label, mask,
     max_seqlen, mock_nonempty, num_real_seqs, offsets, padded_slots, position_ids, qk_offsets,
     row_slots, seq_idx, token_counts,
 };
-pub use logged::{Factor, LoggedKind, LoggedTolerance, Number, check_logged, check_logged_text};
-pub use loss::{LossRecord, check_loss};
+pub use logged::{Factor, LoggedTolerance, Number, check_logged, check_logged_text};
+pub use loss::check_loss;
 pub use mfu_pad::{MetricRecord, check_mfu_pad};
 pub use packer::{
-    DeclaredDrops, EmittedPack, PackerInput, PackerJudge, PackerPoint, PackerRun, QualityBound,
-    check_conservation, check_dealing, check_deterministic, check_drops, check_emitted_so_far,
-    check_min_packs, check_pairwise_full, check_quality, check_refusal,
+    QualityBound, check_conservation, check_dealing, check_deterministic, check_drops,
+    check_emitted_so_far, check_min_packs, check_pairwise_full, check_quality, check_refusal,
 };
 pub use proof::Proof;
 pub use rules::*;
-pub use tokens_cp::{TokenCounts, TokenRecord, check_tokens_cp};
+pub use shard_layout::{
+    ShardLayout, contiguous_positions, contiguous_slot_positions, zigzag_positions,
+};
+pub use tokens_cp::check_tokens_cp;
 pub use view::{
     BatchOptions, BlockMask, CollatorJudge, CollatorPack, KeyNames, LayoutView, SideTensor,
 };

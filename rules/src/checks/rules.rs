@@ -9,11 +9,11 @@
 
 use serde::Serialize;
 
-use crate::checks::{
-    AttentionInput, AttentionJudge, BatchOptions, CollatorJudge, CollatorPack, CpLossInput,
-    CpLossJudge, CpSplitInput, CpSplitJudge, LayoutView, LoggedKind, PackerInput, PackerJudge,
-    Proof,
+use crate::checks::input::{
+    AttentionInput, AttentionJudge, CpLossInput, CpLossJudge, CpSplitInput, CpSplitJudge,
+    LoggedKind, PackerInput, PackerJudge,
 };
+use crate::checks::{BatchOptions, CollatorJudge, CollatorPack, LayoutView, Proof};
 use crate::{Checked, Invariant, Violation};
 
 /// What a rule of one pack sees ([`crate::checks::check_batch`]): the view whose offsets hold,
@@ -206,6 +206,19 @@ pub fn judge_attention(
         }
     }
     out
+}
+
+impl LoggedKind {
+    /// The registry's rule for a logged value of this kind (`Fuzz::Logged(kind)`), if any.
+    ///
+    /// # Example
+    /// ```
+    /// use rules::checks::LoggedKind;
+    /// assert_eq!(LoggedKind::Flops.rule().map(|r| r.id), Some("logged-flops"));
+    /// ```
+    pub fn rule(self) -> Option<Rule> {
+        RULES.iter().copied().find(|r| matches!(r.fuzz, Some(Fuzz::Logged(k)) if k == self))
+    }
 }
 
 /// One rule of an invariant, with the id users see in reports and `expected.toml`, and, for a
