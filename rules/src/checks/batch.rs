@@ -29,10 +29,8 @@ use thd::{IGNORE_INDEX, LabelConvention};
 use crate::Location;
 use crate::checks::WorkSums;
 use crate::checks::layout;
-use crate::checks::rules::{
-    BatchInput, CP_SHARD, LABEL_TARGETS, MOCK_MARKED, Outcome, PAD_LABELS, PAD_MULTIPLE, RULES,
-    Status,
-};
+use crate::checks::rule::{BatchInput, Outcome, Status};
+use crate::checks::rules::{CP_SHARD, LABEL_TARGETS, MOCK_MARKED, PAD_LABELS, PAD_MULTIPLE, RULES};
 use crate::checks::shard_layout::zigzag_ranges;
 use crate::checks::view::{BatchOptions, LayoutView};
 use crate::contract::{BoundaryLabelsFact, DocumentAttention};

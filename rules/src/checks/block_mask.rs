@@ -8,7 +8,8 @@
 //! [`BlockMaskSummary`] computes that summary from any dense mask, the obvious way.
 
 use crate::Location;
-use crate::checks::rules::{BLOCK_MASK, Outcome};
+use crate::checks::rule::Outcome;
+use crate::checks::rules::BLOCK_MASK;
 use crate::checks::view::{BlockMask, LayoutView};
 use crate::words::plural;
 

@@ -6,7 +6,8 @@
 //! document without its EOS never learns to stop and, to such a reader, merges with the next;
 //! an EOS inside a segment means two documents share one segment and attend to each other.
 
-use crate::checks::rules::{EOS_DELIMITED, Outcome};
+use crate::checks::rule::Outcome;
+use crate::checks::rules::EOS_DELIMITED;
 use crate::checks::view::LayoutView;
 use crate::words::plural;
 use crate::{Location, Violation};

@@ -9,10 +9,10 @@ use std::collections::HashMap;
 use thd::{IGNORE_INDEX, LabelConvention};
 
 use crate::checks::IntSlice;
+use crate::checks::rule::{Outcome, first_violation};
 use crate::checks::rules::{
-    CROSS_DOC_LABEL, DOCUMENTS, MASK, MAX_SEQLEN, MOCK_NONEMPTY, NUM_REAL_SEQS, OFFSETS, Outcome,
+    CROSS_DOC_LABEL, DOCUMENTS, MASK, MAX_SEQLEN, MOCK_NONEMPTY, NUM_REAL_SEQS, OFFSETS,
     PADDED_SLOTS, POSITION_IDS, QK_OFFSETS, ROW_SLOTS, SEQ_IDX, STATIC_SHAPE, TOKEN_COUNTS,
-    first_violation,
 };
 use crate::checks::view::{CollatorPack, LayoutView};
 use crate::contract::{BoundaryLabelsFact, EmptySegmentsFact, KeyOffsetsFact, PositionsFact};

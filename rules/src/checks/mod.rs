@@ -42,6 +42,7 @@ mod packer;
 mod proof;
 #[cfg(test)]
 mod proofs;
+mod rule;
 mod rules;
 mod shard_layout;
 mod tokens_cp;
@@ -90,6 +91,7 @@ pub use packer::{
     check_emitted_so_far, check_min_packs, check_pairwise_full, check_quality, check_refusal,
 };
 pub use proof::Proof;
+pub use rule::{BatchInput, BatchRun, Fuzz, FuzzTarget, Outcome, Rule, Status, first_violation};
 pub use rules::*;
 pub use shard_layout::{
     ShardLayout, contiguous_positions, contiguous_slot_positions, zigzag_positions,
