@@ -1,7 +1,7 @@
 //! CP-LOSS: per-rank (or per-micro-batch) sums reassemble the global loss.
 
 use super::{CP_LOSS_FINITE, CP_LOSS_PARTS, CP_LOSS_REDUCTION, Rule};
-use crate::checks::input::{CpLossInput, LossRecord, PartLoss, Split};
+use crate::checks::input::{CpLossInput, CpLossJudge, LossRecord, PartLoss, Split};
 use crate::violation::{close, rel_diff};
 use crate::{Checked, Location, Violation};
 
@@ -82,7 +82,16 @@ pub fn cp_loss_violations(
     rtol: f64,
 ) -> Vec<Violation> {
     let input = CpLossInput::Answer { split, parts: Some(parts), reported, global, rtol };
-    crate::checks::judge_cp_loss(&input, &mut Vec::new())
+    answer_violations(&input)
+}
+
+/// Every rule an answer breaks, each judged on its own, in the registry's order:
+/// `cp-loss-parts`, `cp-loss-finite`, `cp-loss-reduction` (what
+/// [`judge_cp_loss`](crate::checks::judge_cp_loss) gives on an answer: `tokens-cp` judges the
+/// counts across CP sizes, never an answer).
+fn answer_violations(input: &CpLossInput<'_>) -> Vec<Violation> {
+    let judges: [CpLossJudge; 3] = [judge_parts, judge_finite, judge_reduction];
+    judges.into_iter().filter_map(|judge| judge(input)?.err()).collect()
 }
 
 /// `cp-loss-parts`: the parts' sums against the global sums, when the parts are reported.
@@ -203,7 +212,7 @@ fn wrong_parts(
 /// ```
 pub fn check_reported_loss(split: Split, reported: f64, global: &LossRecord, rtol: f64) -> Checked {
     let input = CpLossInput::Answer { split, parts: None, reported, global, rtol };
-    match crate::checks::judge_cp_loss(&input, &mut Vec::new()).into_iter().next() {
+    match answer_violations(&input).into_iter().next() {
         Some(v) => Err(v),
         None => Ok(()),
     }

@@ -5,7 +5,8 @@ use thd::IGNORE_INDEX;
 
 use super::{CP_LABELS, CP_POSITION_IDS, CP_SHARD, CP_SPLIT_ACCEPTED, Outcome, Rule};
 use crate::checks::input::{CpSplitInput, ShardView};
-use crate::checks::shard_layout::ShardLayout;
+use crate::checks::shard_layout::{ShardLayout, zigzag_ranges};
+use crate::checks::view::LayoutView;
 use crate::words::plural;
 use crate::{Checked, Location, Violation};
 
@@ -638,6 +639,99 @@ pub fn contiguous_group(global: &[i64], held: &[usize], key: &str) -> Outcome {
             );
             CP_SHARD.violated(e.at(at).note(note))
         }
+    }
+}
+
+/// CP-SHARD, `cp-shard`: with `cp` ranks, every slot splits into `2·cp` equal zigzag chunks, the
+/// slots cover every stored token, and every token lands on exactly one rank. The zigzag is
+/// computed here the obvious way ([`zigzag_positions`](crate::checks::zigzag_positions)), never
+/// by the sharder under test.
+pub fn cp_shard(view: &LayoutView<'_>, cp: usize) -> Outcome {
+    let k = view.keys();
+    if cp == 0 {
+        return CP_SHARD.violated(CP_SHARD.violation().expected("cp >= 1").got("cp = 0"));
+    }
+    let key = if view.cu_seqlens_padded.is_some() { &k.cu_seqlens_padded } else { &k.cu_seqlens };
+    // The slot lengths, read from the offsets as they are needed (no vector per segment).
+    let storage = || (0..view.segments()).map(|i| view.slot(i).len() as u32 as usize);
+    if cp > 1
+        && let Some((i, p)) = storage().enumerate().find(|&(_, p)| !p.is_multiple_of(2 * cp))
+    {
+        return CP_SHARD.violated(
+            CP_SHARD
+                .violation()
+                .with_cp(cp)
+                .at(Location::default().cp(cp).segment(i).token(view.slot(i).start).key(key))
+                .expected(format!("a slot length divisible by 2*cp = {}", 2 * cp))
+                .got(format!(
+                    "segment {i}: slot of {p} tokens is not divisible by 2*cp = {}",
+                    2 * cp
+                ))
+                .note("pad each sequence to a multiple of 2·cp before the split; a sharder that truncates drops tokens"),
+        );
+    }
+    let covered: usize = storage().sum();
+    if covered != view.num_tokens {
+        return CP_SHARD.violated(
+            CP_SHARD
+                .violation()
+                .at(Location::default().cp(cp).token(covered).key(key))
+                .expected(format!("slots covering all T = {} tokens", view.num_tokens))
+                .got(format!("tokens {covered}..{} lie past the last slot", view.num_tokens))
+                .note(
+                    "TransformerEngine's partitioner treats them as part of the last sequence and \
+                     hands the ranks overlapping tokens",
+                ),
+        );
+    }
+    // Two bits per token, not a counter: held at least once, held more than once. The count
+    // of the first token held other than once is taken again for the message.
+    let (mut once, mut more) = (Bits::new(view.num_tokens), Bits::new(view.num_tokens));
+    for rank in 0..cp {
+        zigzag_ranges(storage(), cp, rank, |r| {
+            for g in r {
+                if once.get(g) {
+                    more.set(g);
+                } else {
+                    once.set(g);
+                }
+            }
+        });
+    }
+    if let Some(t) = (0..view.num_tokens).find(|&t| !once.get(t) || more.get(t)) {
+        let mut ranks = 0usize;
+        for rank in 0..cp {
+            zigzag_ranges(storage(), cp, rank, |r| ranks += usize::from(r.contains(&t)));
+        }
+        return CP_SHARD.violated(
+            CP_SHARD
+                .violation()
+                .at(Location::default().cp(cp).token(t))
+                .expected("on exactly 1 rank")
+                .got(format!("token {t} is on {ranks} ranks")),
+        );
+    }
+    CP_SHARD.ok(format!(
+        "zigzag over cp = {cp}: {} × {} tokens, every token on exactly one rank",
+        plural(cp, "rank"),
+        view.num_tokens / cp
+    ))
+}
+
+/// One bit per token.
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: usize) -> Self {
+        Bits(vec![0; n.div_ceil(64)])
+    }
+
+    fn get(&self, i: usize) -> bool {
+        self.0[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    fn set(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
     }
 }
 

@@ -9,12 +9,12 @@ use std::collections::HashMap;
 use thd::{IGNORE_INDEX, LabelConvention};
 
 use crate::checks::IntSlice;
-use crate::checks::rule::{Outcome, first_violation};
+use crate::checks::rule::{BatchInput, Outcome, first_violation};
 use crate::checks::rules::{
     CROSS_DOC_LABEL, DOCUMENTS, MASK, MAX_SEQLEN, MOCK_NONEMPTY, NUM_REAL_SEQS, OFFSETS,
     PADDED_SLOTS, POSITION_IDS, QK_OFFSETS, ROW_SLOTS, SEQ_IDX, STATIC_SHAPE, TOKEN_COUNTS,
 };
-use crate::checks::view::{CollatorPack, LayoutView};
+use crate::checks::view::{CollatorPack, LayoutView, mock_segments};
 use crate::contract::{BoundaryLabelsFact, EmptySegmentsFact, KeyOffsetsFact, PositionsFact};
 use crate::words::plural;
 use crate::{Checked, Location, Violation};
@@ -547,7 +547,7 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
     let n = view.segments();
     // Padding is not a document, even as a segment of its own (bionemo's mock, Megatron-Bridge's
     // pack tail, whose pad id may be the EOS that a segment's last label rightly targets).
-    let mock = crate::checks::mock_segments(view);
+    let mock = mock_segments(view);
     // Rows of a `[B, S]` batch are separate sequences for the loss: Hugging Face shifts the
     // labels within each row, so no prediction reads the label at a row's start.
     let width = view.row_width();
@@ -633,6 +633,18 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
         ));
     }
     o
+}
+
+/// `cross-doc-label` in [`check_batch`]: under a masked-LM objective every label is the target
+/// at its own position, so none can cross a boundary.
+pub(crate) fn cross_doc_label_in(c: &BatchInput<'_, '_>) -> Option<Outcome> {
+    Some(if c.opts.masked_lm {
+        CROSS_DOC_LABEL.skipped(
+            "masked LM: every label is the target at its own position, none crosses a boundary",
+        )
+    } else {
+        cross_doc_label(c.view)
+    })
 }
 
 /// LAYOUT, `mask`: the attention / padding mask marks exactly the real tokens of real segments.
@@ -828,7 +840,7 @@ pub fn check_documents(examples: &[&[i64]], view: &LayoutView<'_>) -> Checked {
     // Mock segments (after `num_real_seqs`, or all padding: a pad tail the stack gives the
     // kernels as segments of their own, TRL's or OLMo-core's) hold no example; `mock-marked`
     // judges whether the stack may leave them unmarked.
-    let mock = crate::checks::mock_segments(view);
+    let mock = mock_segments(view);
     let real: Vec<usize> = (0..view.segments()).filter(|&i| !mock[i]).collect();
     if real.len() != examples.len() {
         return Err(v()

@@ -3,8 +3,18 @@
 //! that a parallel factor explains says so.
 
 use crate::checks::input::LoggedKind;
+use crate::checks::rule::{Fuzz, Rule};
+use crate::checks::rules::{LOGGED_FLOPS, LOGGED_RATE, LOGGED_TOKENS};
 use crate::violation::rel_diff;
 use crate::{Checked, Location};
+
+/// The rule of a logged value of `kind`: the one of this file's rules that judges that kind
+/// (the registry's, [`LoggedKind::rule`]).
+fn rule_of(kind: LoggedKind) -> Option<Rule> {
+    [LOGGED_TOKENS, LOGGED_FLOPS, LOGGED_RATE]
+        .into_iter()
+        .find(|r| matches!(r.fuzz, Some(Fuzz::Logged(k)) if k == kind))
+}
 
 /// A logged or expected number: an exact integer or a float.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -109,7 +119,7 @@ pub fn check_logged(
     if tol.agrees(logged, expected) {
         return Ok(());
     }
-    let Some(rule) = kind.rule() else { return Ok(()) };
+    let Some(rule) = rule_of(kind) else { return Ok(()) };
     let mut v = rule.violation().at(Location::default().key(key)).expected(expected).got(logged);
     let explained = factors.iter().filter(|(_, f)| *f > 1).find_map(|&(name, f)| {
         let scaled = |n: Number, by: u64| match n {
@@ -163,7 +173,7 @@ pub fn check_logged_text(key: &str, kind: LoggedKind, logged: &str, expected: &s
     if logged == expected {
         return Ok(());
     }
-    let Some(rule) = kind.rule() else { return Ok(()) };
+    let Some(rule) = rule_of(kind) else { return Ok(()) };
     Err(rule
         .violation()
         .at(Location::default().key(key))

@@ -55,15 +55,14 @@ pub use attention::{
 };
 pub use attn::{AttnView, check_attention, check_isolation};
 pub use batch::{
-    BatchFacts, BatchReport, batch_facts, check_batch, check_layout, cp_shard, label_targets,
-    layout_rules, mock_marked, mock_segments, pad_labels, pad_multiple,
+    BatchFacts, BatchReport, batch_facts, label_targets, mock_marked, pad_labels, pad_multiple,
 };
 pub use block_mask::{BlockMaskSummary, block_mask};
 pub use cp_loss::{check_cp_loss, check_reported_loss, cp_loss_violations};
 pub use cp_shard::{
     check_cp_shard, check_cp_shard_in, check_reassembly, check_split_accepted,
-    check_split_accepted_in, closest_contiguous, contiguous_group, reassemble_shards, roll_labels,
-    rolled_label, zigzag_reassemble,
+    check_split_accepted_in, closest_contiguous, contiguous_group, cp_shard, reassemble_shards,
+    roll_labels, rolled_label, zigzag_reassemble,
 };
 pub use dpo::{
     DpoConcat, DpoSegment, DpoView, check_dpo, check_dpo_concatenated_present, dpo_concat,
@@ -99,5 +98,6 @@ pub use shard_layout::{
 pub use tokens_cp::check_tokens_cp;
 pub use view::{
     BatchOptions, BlockMask, CollatorJudge, CollatorPack, KeyNames, LayoutView, SideTensor,
+    mock_segments,
 };
 pub use work::{HardwareKind, WorkSums, WorkView, check_work};

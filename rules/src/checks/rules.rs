@@ -4,10 +4,14 @@
 //! and each fuzz target's ([`judge_packer`], [`judge_cp_split`], [`judge_cp_loss`],
 //! [`judge_collator`], [`judge_attention`]). No caller keeps a list of its own.
 
+use crate::checks::batch::{BatchFacts, BatchReport, batch_facts};
 use crate::checks::input::{AttentionInput, CpLossInput, CpSplitInput, LoggedKind, PackerInput};
+use crate::checks::layout::{offsets, token_counts};
 use crate::checks::proof::Proof;
-use crate::checks::rule::{Fuzz, FuzzTarget, Rule, rule};
-use crate::checks::view::CollatorPack;
+use crate::checks::rule::{
+    BatchInput, Fuzz, FuzzTarget, Outcome, Rule, Status, first_violation, rule,
+};
+use crate::checks::view::{BatchOptions, CollatorPack, LayoutView, mock_segments};
 use crate::{Checked, Violation};
 
 /// The registry's rules that `target` judges, in registry order.
@@ -121,6 +125,119 @@ pub fn judge_attention(
     out
 }
 
+/// Runs every rule on one pack, in report order. Rules that need what the batch lacks are
+/// skipped; skips with nothing to say are left out.
+///
+/// | id | invariant | function |
+/// |---|---|---|
+/// | `offsets` | LAYOUT | [`offsets`](crate::checks::offsets) / [`check_offsets`](crate::checks::check_offsets) |
+/// | `token-counts` | LAYOUT | [`token_counts`](crate::checks::token_counts) |
+/// | `padded-slots` | LAYOUT | [`padded_slots`](crate::checks::padded_slots) |
+/// | `qk-offsets` | LAYOUT | [`qk_offsets`](crate::checks::qk_offsets) |
+/// | `row-slots` | LAYOUT | [`row_slots`](crate::checks::row_slots) |
+/// | `max-seqlen` | LAYOUT | [`max_seqlen`](crate::checks::max_seqlen) |
+/// | `num-real-seqs` | LAYOUT | [`num_real_seqs`](crate::checks::num_real_seqs) |
+/// | `mock-nonempty` | LAYOUT | [`mock_nonempty`](crate::checks::mock_nonempty) |
+/// | `position-ids` | LAYOUT | [`position_ids`](crate::checks::position_ids) |
+/// | `cross-doc-label` | LAYOUT | [`cross_doc_label`](crate::checks::cross_doc_label) |
+/// | `pad-labels` | LOSS | [`pad_labels`](crate::checks::pad_labels) |
+/// | `mask` | LAYOUT | [`mask`](crate::checks::mask) |
+/// | `block-mask` | LAYOUT | [`block_mask`](crate::checks::block_mask) (with a 4-D mask) |
+/// | `seq-idx` | LAYOUT | [`seq_idx`](crate::checks::seq_idx) |
+/// | `eos-delimited` | LAYOUT | [`eos_delimited`](crate::checks::eos_delimited) (documents that end with the EOS) |
+/// | `mock-marked` | MFU-PAD | [`mock_marked`](crate::checks::mock_marked) |
+/// | `label-targets` | LOSS | [`label_targets`](crate::checks::label_targets) (with `causal`) |
+/// | `pad-multiple` | MFU-PAD | [`pad_multiple`](crate::checks::pad_multiple) (with `pad_to_multiple_of`) |
+/// | `cp-shard` | CP-SHARD | [`cp_shard`](crate::checks::cp_shard) (with `cp_size`) |
+///
+/// # Example
+/// ```
+/// use rules::checks::{BatchOptions, IntSlice, LayoutView, check_batch};
+/// let view = LayoutView {
+///     num_tokens: 5,
+///     input_ids: Some(IntSlice::from(&[5, 6, 7, 8, 9])),
+///     cu_seqlens: IntSlice::from(&[0, 3, 5]),
+///     position_ids: Some(IntSlice::from(&[0, 1, 2, 3, 4])),
+///     ..Default::default()
+/// };
+/// let report = check_batch(&view, &BatchOptions::default());
+/// let violated: Vec<_> = report.outcomes.iter().filter(|o| o.is_violated()).map(|o| o.rule).collect();
+/// assert_eq!(violated, ["position-ids"]);
+/// assert_eq!(report.facts.useful.sum_squares, 13);
+/// ```
+pub fn check_batch(view: &LayoutView<'_>, opts: &BatchOptions) -> BatchReport {
+    let off = offsets(view);
+    let counts = token_counts(view);
+    // The view's own tensors: a side tensor of another length (log-probs one short) leaves the
+    // layout judgeable, and every other rule runs beside its `token-counts` violation.
+    let core = LayoutView { side_tensors: &[], ..*view };
+    if off.is_violated() || token_counts(&core).is_violated() {
+        // Nothing else can address the tokens.
+        return BatchReport { facts: BatchFacts::default(), outcomes: vec![off, counts] };
+    }
+    let mock = mock_segments(view);
+    // The registry's rules of one pack, in its order (`offsets` and `token-counts` above).
+    let input = BatchInput { view, mock: &mock, opts };
+    let mut outcomes: Vec<Outcome> =
+        RULES.iter().filter_map(|r| r.batch.and_then(|run| run(&input))).collect();
+    if counts.is_violated() {
+        outcomes.insert(0, counts);
+    }
+    outcomes.retain(|o| !(o.status == Status::Skipped && o.detail.is_empty()));
+    BatchReport { facts: batch_facts(view, &mock), outcomes }
+}
+
+/// The rules [`check_layout`] runs, in order: a batch's layout on its own.
+pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
+    let off = offsets(view);
+    if off.is_violated() {
+        return vec![off];
+    }
+    let counts = token_counts(view);
+    if counts.is_violated() {
+        return vec![off, counts];
+    }
+    let mock = mock_segments(view);
+    let opts = BatchOptions::default();
+    let input = BatchInput { view, mock: &mock, opts: &opts };
+    let layout =
+        RULES.iter().filter(|r| r.layout).filter_map(|r| r.batch.and_then(|run| run(&input)));
+    [off, counts].into_iter().chain(layout).collect()
+}
+
+/// LAYOUT on one packed batch: the first violation of [`layout_rules`].
+///
+/// ```text
+/// cu[0] = 0, cu[i] ≤ cu[i+1], cu[B] ≤ T, every offset ≤ i32::MAX          (real and padded)
+/// padded: same B, pᵢ ≥ sᵢ
+/// num_real_seqs ≤ B; every mock segment holds ≥ 1 token                 (AReaL #1103)
+/// position_ids[startᵢ + j] = base + j                      j < sᵢ        (Megatron #5243, HF #47496)
+/// Unshifted: labels[startᵢ₊₁] ≠ input_ids[startᵢ₊₁]   Shifted: labels[startᵢ + sᵢ − 1] ≠ input_ids[startᵢ₊₁]
+/// 4-D mask: real query t of segment i sees keys [startᵢ, t + 1)   (bidirectional: [startᵢ, endᵢ))
+/// EOS: input_ids[endᵢ − 1] = eos (but a row's last segment), eos ∉ input_ids[startᵢ .. endᵢ − 1]
+/// side tensors: T entries each
+/// ```
+///
+/// # Errors
+/// The first rule broken, with the segment and token.
+///
+/// # Example
+/// ```
+/// use rules::checks::{IntSlice, LayoutView, check_layout};
+/// let leak = LayoutView {
+///     num_tokens: 5,
+///     cu_seqlens: IntSlice::from(&[0, 3, 5]),
+///     input_ids: Some(IntSlice::from(&[5, 6, 7, 8, 9])),
+///     labels: Some(IntSlice::from(&[-100, 6, 7, 8, 9])),
+///     ..Default::default()
+/// };
+/// let v = check_layout(&leak).unwrap_err();
+/// assert_eq!((v.id, v.at.segment, v.at.token), ("cross-doc-label", Some(0), Some(3)));
+/// ```
+pub fn check_layout(view: &LayoutView<'_>) -> crate::Checked {
+    first_violation(&layout_rules(view))
+}
+
 impl LoggedKind {
     /// The registry's rule for a logged value of this kind (`Fuzz::Logged(kind)`), if any.
     ///
@@ -177,7 +294,7 @@ rule! {
         proof: Proof::Zoo("PositionsNotReset");
     /// No prediction crosses a segment boundary. [`crate::checks::cross_doc_label`].
     CROSS_DOC_LABEL = "cross-doc-label", Layout, "no label of a segment is a token of the next segment",
-        batch: crate::checks::batch::cross_doc_label_in,
+        batch: crate::checks::layout::cross_doc_label_in,
         layout: true,
         proof: Proof::Zoo("LabelLeak");
     /// Padding and mock tokens carry -100. [`crate::checks::pad_labels`].
@@ -502,3 +619,50 @@ pub const RULES: &[Rule] = &[
     ATTENTION_PADDING,
     ATTENTION_LSE,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::input::{LossRecord, PartLoss, Split};
+    use crate::checks::{
+        LoggedTolerance, Number, check_logged, check_reported_loss, cp_loss_violations,
+    };
+
+    /// `cp_loss_violations` and `check_reported_loss` run the CP-LOSS judges themselves: what
+    /// they find is what the registry's run finds on the same answer, in the same order.
+    #[test]
+    fn the_cp_loss_checks_find_what_the_registry_finds() {
+        let global = LossRecord::from_sums(2.2, 5);
+        let right = [PartLoss { nll: 0.8, count: 2 }, PartLoss { nll: 1.4, count: 3 }];
+        let short = [PartLoss { nll: 0.4, count: 1 }, PartLoss { nll: 0.9, count: 2 }];
+        let empty = [PartLoss { nll: 0.0, count: 0 }, PartLoss { nll: 2.2, count: 5 }];
+        for parts in [&right[..], &short, &empty] {
+            for reported in [0.44, 1.3 / 3.0, (0.4 + 0.45) / 2.0, f64::NAN, 0.0] {
+                let ids = |v: Vec<Violation>| v.into_iter().map(|v| v.id).collect::<Vec<_>>();
+                let answer = |parts| CpLossInput::Answer {
+                    split: Split::Cp(2),
+                    parts,
+                    reported,
+                    global: &global,
+                    rtol: 1e-12,
+                };
+                let mine = cp_loss_violations(Split::Cp(2), parts, reported, &global, 1e-12);
+                let registry = judge_cp_loss(&answer(Some(parts)), &mut Vec::new());
+                assert_eq!(ids(mine), ids(registry), "{parts:?}, reported {reported}");
+                let mine = check_reported_loss(Split::Cp(2), reported, &global, 1e-12).err();
+                let registry = judge_cp_loss(&answer(None), &mut Vec::new());
+                assert_eq!(ids(mine.into_iter().collect()), ids(registry), "reported {reported}");
+            }
+        }
+    }
+
+    /// `check_logged` judges a value by its kind's rule in the registry.
+    #[test]
+    fn a_logged_value_breaks_the_registrys_rule_of_its_kind() {
+        let tol = LoggedTolerance { rtol: 1e-6, atol: 0.0 };
+        for kind in [LoggedKind::Count, LoggedKind::Flops, LoggedKind::Rate] {
+            let v = check_logged("key", kind, Number::Int(1), Number::Int(2), tol, &[]);
+            assert_eq!(v.err().map(|v| v.id), kind.rule().map(|r| r.id), "{kind:?}");
+        }
+    }
+}
