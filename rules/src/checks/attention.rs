@@ -14,13 +14,36 @@
 //!            |lse − ref| ≤ atol + rtol·|ref|, when the answer carries one
 //! ```
 
-use super::{
-    ATTENTION_CAUSAL, ATTENTION_ISOLATION, ATTENTION_LSE, ATTENTION_OUTPUT, ATTENTION_PADDING,
-};
 use crate::checks::input::{AttentionInput, AttentionRow};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Fuzz, Rule, rule};
 use crate::{Checked, Location, Violation};
 
-fn non_finite(rule: &crate::checks::Rule, at: Location, x: f64) -> Violation {
+rule! {
+    /// The output is the oracle's within the FlashAttention rule.
+    /// [`crate::checks::check_attention_output`].
+    ATTENTION_OUTPUT = "attention-output", Attn, "at every real token the output equals the oracle's per-document f64 attention within the FlashAttention rule of its dtype (2·max|naive same-dtype − f64| + floor), and is finite",
+        fuzz: Fuzz::Attention(Some(judge_output)),
+        proof: Proof::Test("cli/tests/cli/fuzz_numbers.rs::fuzz_attention_passes_the_plain_adapter_and_shrinks_each_planted_bug");
+    /// Documents do not see each other. [`crate::checks::check_attention_isolation`].
+    ATTENTION_ISOLATION = "attention-isolation", Attn, "perturbing the inputs of some documents (and the padding) leaves every other document's output bit-identical",
+        fuzz: Fuzz::Attention(Some(judge_isolation)),
+        proof: Proof::Test("cli/tests/cli/fuzz_numbers.rs::fuzz_attention_passes_the_plain_adapter_and_shrinks_each_planted_bug");
+    /// No query sees a later key of its document. [`crate::checks::check_attention_causal`].
+    ATTENTION_CAUSAL = "attention-causal", Attn, "causal: perturbing a document's last token leaves every earlier query of the document bit-identical",
+        fuzz: Fuzz::Attention(Some(judge_causal)),
+        proof: Proof::Test("cli/tests/cli/fuzz_numbers.rs::fuzz_attention_passes_the_plain_adapter_and_shrinks_each_planted_bug");
+    /// Padding rows are finite. [`crate::checks::check_attention_padding`].
+    ATTENTION_PADDING = "attention-padding", Attn, "every padding row of the output is finite (never NaN or infinite)",
+        fuzz: Fuzz::Attention(Some(judge_padding)),
+        proof: Proof::Test("cli/tests/cli/fuzz_numbers.rs::fuzz_attention_passes_the_plain_adapter_and_shrinks_each_planted_bug");
+    /// The log-sum-exp, when returned, is the oracle's. [`crate::checks::check_attention_lse`].
+    ATTENTION_LSE = "attention-lse", Attn, "the log-sum-exp returned (natural log of Σ exp(scale·q·k) over the visible keys) equals the oracle's at every real token",
+        fuzz: Fuzz::Attention(Some(judge_lse)),
+        proof: Proof::Test("cli/tests/cli/fuzz_numbers.rs::fuzz_attention_passes_the_plain_adapter_and_shrinks_each_planted_bug");
+}
+
+fn non_finite(rule: &Rule, at: Location, x: f64) -> Violation {
     rule.violation().at(at).expected("a finite value").got(x)
 }
 

@@ -7,12 +7,37 @@ use serde::Serialize;
 use thd::{IGNORE_INDEX, LabelConvention};
 
 use crate::Location;
-use crate::checks::WorkSums;
-use crate::checks::rule::Outcome;
-use crate::checks::rules::{LABEL_TARGETS, MOCK_MARKED, PAD_LABELS, PAD_MULTIPLE};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Outcome, rule};
 use crate::checks::view::{LayoutView, all_padding};
+use crate::checks::work::WorkSums;
 use crate::contract::{BoundaryLabelsFact, DocumentAttention};
 use crate::words::plural;
+
+rule! {
+    /// Padding and mock tokens carry -100. [`crate::checks::pad_labels`].
+    PAD_LABELS = "pad-labels", Loss, "padding and mock tokens carry label -100",
+        batch: |c| Some(pad_labels(c.view, c.mock)),
+        proof: Proof::Batch("corpus/real/batches/olmo_core/padded_label_mask_v1.3.1.safetensors");
+    /// A mock segment is marked. [`crate::checks::mock_marked`].
+    MOCK_MARKED = "mock-marked", MfuPad, "an all-padding (mock) segment is marked by num_real_seqs and carries no label",
+        batch: |c| Some(mock_marked(c.view, c.mock)),
+        proof: Proof::Batch("examples/batches/bad/hf_mock_without_num_real_seqs.safetensors");
+    /// Valid labels are the tokens they predict. [`crate::checks::label_targets`].
+    LABEL_TARGETS = "label-targets", Loss, "each valid label is the token it must predict (causal LM)",
+        batch: |c| Some(match (c.opts.causal, c.opts.masked_lm) {
+            (true, _) => label_targets(c.view, c.mock),
+            (false, true) => LABEL_TARGETS.skipped("masked LM: a label is the token at its own position"),
+            (false, false) => LABEL_TARGETS.skipped(
+                "attention not stated causal: a causal LM's profile states `attention = \"causal\"` (or pass --causal)",
+            ),
+        }),
+        proof: Proof::Batch("examples/batches/bad/cp_rolled_after_split/cp-group");
+    /// `T` is a multiple of `pad_to_multiple_of`. [`crate::checks::pad_multiple`].
+    PAD_MULTIPLE = "pad-multiple", MfuPad, "T is a multiple of pad_to_multiple_of",
+        batch: |c| c.opts.pad_to_multiple_of.map(|m| pad_multiple(c.view, m)),
+        proof: Proof::Test("cli/tests/cli/fuzz_collator.rs::fuzz_collator_takes_the_check_options");
+}
 
 /// Layout facts of one pack: what the report shows above the rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

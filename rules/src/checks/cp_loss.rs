@@ -1,9 +1,27 @@
 //! CP-LOSS: per-rank (or per-micro-batch) sums reassemble the global loss.
 
-use super::{CP_LOSS_FINITE, CP_LOSS_PARTS, CP_LOSS_REDUCTION, Rule};
 use crate::checks::input::{CpLossInput, CpLossJudge, LossRecord, PartLoss, Split};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Fuzz, Rule, rule};
 use crate::violation::{close, rel_diff};
 use crate::{Checked, Location, Violation};
+
+rule! {
+    /// The parts' sums are the global sums. [`crate::checks::check_cp_loss`].
+    CP_LOSS_PARTS = "cp-loss-parts", CpLoss, "the parts' valid-label counts and Σ NLL add up to the global ones",
+        fuzz: Fuzz::CpLoss(Some(judge_parts)),
+        proof: Proof::Adapter("cp_loss_three_bugs");
+    /// The reduced loss is never NaN. [`crate::checks::check_cp_loss`],
+    /// [`crate::checks::check_reported_loss`].
+    CP_LOSS_FINITE = "cp-loss-finite", CpLoss, "the reported loss is finite, and 0 when nothing is valid (an empty part contributes 0, never NaN)",
+        fuzz: Fuzz::CpLoss(Some(judge_finite)),
+        proof: Proof::Zoo("NanOnEmptyRank");
+    /// The reduced loss is the sum of the sums over the sum of the counts.
+    /// [`crate::checks::check_cp_loss`], [`crate::checks::check_reported_loss`].
+    CP_LOSS_REDUCTION = "cp-loss-reduction", CpLoss, "the reported loss is Σ_r nll_r / Σ_r count_r, the global loss (not the mean of the parts' means)",
+        fuzz: Fuzz::CpLoss(Some(judge_reduction)),
+        proof: Proof::Zoo("MeanOfRankMeans");
+}
 
 fn part_label(split: Split) -> &'static str {
     match split {

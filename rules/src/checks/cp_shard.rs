@@ -3,12 +3,36 @@
 
 use thd::IGNORE_INDEX;
 
-use super::{CP_LABELS, CP_POSITION_IDS, CP_SHARD, CP_SPLIT_ACCEPTED, Outcome, Rule};
 use crate::checks::input::{CpSplitInput, ShardView};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Fuzz, Outcome, Rule, rule};
 use crate::checks::shard_layout::{ShardLayout, zigzag_ranges};
 use crate::checks::view::LayoutView;
 use crate::words::plural;
 use crate::{Checked, Location, Violation};
+
+rule! {
+    /// The batch shards over the CP ranks. [`crate::checks::cp_shard`],
+    /// [`crate::checks::contiguous_group`].
+    CP_SHARD = "cp-shard", CpShard, "the batch splits into its CP layout's equal pieces (2·cp zigzag chunks of every slot or of the whole pack, or cp contiguous pieces) and every token lands on one rank",
+        batch: |c| c.opts.cp_size.map(|cp| cp_shard(c.view, cp)),
+        fuzz: Fuzz::CpSplit(Some(judge_cp_shard)),
+        proof: Proof::Zoo("TruncatingSplit");
+    /// A rank's labels are the targets rolled on the full sequence. [`crate::checks::check_cp_shard`]
+    /// (in `fuzz cp-split`, reported by `cp-shard`'s function).
+    CP_LABELS = "cp-labels", CpShard, "labels are rolled on the full sequence, then split",
+        fuzz: Fuzz::CpSplit(None),
+        proof: Proof::Zoo("SplitThenRoll");
+    /// A rank's position ids are global. [`crate::checks::check_cp_shard`] (in `fuzz cp-split`,
+    /// reported by `cp-shard`'s function).
+    CP_POSITION_IDS = "cp-position-ids", CpShard, "a rank's position ids are each token's offset in its own sequence",
+        fuzz: Fuzz::CpSplit(None),
+        proof: Proof::Zoo("LocalPositionIds");
+    /// A valid layout is never rejected. [`crate::checks::check_split_accepted`].
+    CP_SPLIT_ACCEPTED = "cp-split-accepted", CpShard, "a layout with every length divisible by 2·cp is accepted",
+        fuzz: Fuzz::CpSplit(Some(judge_split_accepted)),
+        proof: Proof::Test("cli/tests/cli/fuzz_numbers.rs::fuzz_cp_split_passes_the_zigzag_and_catches_labels_rolled_after_the_split");
+}
 
 /// `cp-shard` (with `cp-labels` and `cp-position-ids`): the shards, in the input's layout.
 pub(crate) fn judge_cp_shard(i: &CpSplitInput<'_>) -> Option<Checked> {

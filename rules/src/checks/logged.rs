@@ -3,10 +3,25 @@
 //! that a parallel factor explains says so.
 
 use crate::checks::input::LoggedKind;
-use crate::checks::rule::{Fuzz, Rule};
-use crate::checks::rules::{LOGGED_FLOPS, LOGGED_RATE, LOGGED_TOKENS};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Fuzz, Rule, rule};
 use crate::violation::rel_diff;
 use crate::{Checked, Location};
+
+rule! {
+    /// A logged count is the step's exact count. [`crate::checks::check_logged`].
+    LOGGED_TOKENS = "logged-tokens", TokensCp, "a logged token or sequence count is the step's exact global count",
+        fuzz: Fuzz::Logged(LoggedKind::Count),
+        proof: Proof::Adapter("logger_rank_local_counts");
+    /// Logged FLOPs are the step's. [`crate::checks::check_logged`].
+    LOGGED_FLOPS = "logged-flops", Flops, "logged FLOPs and attention sums are the step's exact values",
+        fuzz: Fuzz::Logged(LoggedKind::Flops),
+        proof: Proof::Adapter("logger_pack_length_squared");
+    /// A logged rate is the step's. [`crate::checks::check_logged`].
+    LOGGED_RATE = "logged-rate", MfuPad, "a logged rate (TFLOP/s, MFU, tokens/s) is the step's, within the tolerance",
+        fuzz: Fuzz::Logged(LoggedKind::Rate),
+        proof: Proof::Test("rules/src/checks/proofs.rs::logged_rate_over_padded_tokens");
+}
 
 /// The rule of a logged value of `kind`: the one of this file's rules that judges that kind
 /// (the registry's, [`LoggedKind::rule`]).

@@ -1,9 +1,28 @@
 //! LOSS: the packed cross-entropy against the oracle.
 
-use super::{LOSS_COUNT, LOSS_EMPTY, LOSS_FINITE, LOSS_MEAN, LOSS_NLL};
 use crate::checks::input::LossRecord;
+use crate::checks::proof::Proof;
+use crate::checks::rule::rule;
 use crate::violation::{close, rel_diff};
 use crate::{Checked, Location};
+
+rule! {
+    /// The loss is never NaN. [`crate::checks::check_loss`].
+    LOSS_FINITE = "loss-finite", Loss, "the loss is finite; an all-ignored batch gives 0, never NaN",
+        proof: Proof::Zoo("NanWhenAllIgnored");
+    /// The loss counts the valid labels. [`crate::checks::check_loss`].
+    LOSS_COUNT = "loss-count", Loss, "the loss counts exactly the valid label positions within each sequence",
+        proof: Proof::Test("rules/src/checks/proofs.rs::loss_count_boundary_label_counted");
+    /// Σ NLL is the oracle's. [`crate::checks::check_loss`].
+    LOSS_NLL = "loss-nll", Loss, "Σ NLL equals the oracle's (labels shifted within each sequence)",
+        proof: Proof::Zoo("LabelsNotShifted");
+    /// An all-ignored batch gives 0. [`crate::checks::check_loss`].
+    LOSS_EMPTY = "loss-empty", Loss, "an all-ignored batch gives loss 0",
+        proof: Proof::Test("rules/src/checks/proofs.rs::loss_empty_placeholder_loss");
+    /// The loss is the mean over valid labels. [`crate::checks::check_loss`].
+    LOSS_MEAN = "loss-mean", Loss, "the loss is Σ NLL / count",
+        proof: Proof::Test("rules/src/checks/proofs.rs::loss_mean_of_sequence_means");
+}
 
 /// LOSS: the reported loss equals the oracle's mean cross-entropy over all valid label
 /// positions, labels shifted within each sequence; all ignored gives exactly 0.

@@ -5,12 +5,47 @@ use std::collections::BTreeMap;
 use thd::pack::{Example, Pack};
 
 use crate::checks::input::{DeclaredDrops, EmittedPack, PackerInput, PackerPoint, PackerRun};
-
-use crate::checks::{
-    PACKER_CAPACITY, PACKER_CONSERVATION, PACKER_DEALING, PACKER_DETERMINISTIC, PACKER_DROPS,
-    PACKER_FIRST_FIT, PACKER_MIN_PACKS, PACKER_QUALITY,
-};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Fuzz, rule};
 use crate::{Checked, Invariant, Location, Violation};
+
+rule! {
+    /// Dealt packs balance over the data-parallel ranks. [`crate::checks::check_dealing`].
+    /// Judged first: a rank short of packs explains whatever else is off.
+    PACKER_DEALING = "packer-dealing", Packer, "every data-parallel rank gets the same number of packs",
+        fuzz: Fuzz::Packer(Some(judge_dealing)),
+        proof: Proof::Adapter("padding_batch_packer");
+    /// Packers conserve their input. [`crate::checks::check_conservation`] (with
+    /// `packer-capacity`), [`crate::checks::check_emitted_so_far`] after each call of a
+    /// session, [`crate::checks::check_refusal`] on a refusal.
+    PACKER_CONSERVATION = "packer-conservation", Packer, "every example is emitted or reported dropped, exactly once",
+        fuzz: Fuzz::Packer(Some(judge_conservation)),
+        proof: Proof::Zoo("DropsOverflow");
+    /// Packs fit. Reported by `packer-conservation`'s functions, which account for every pack.
+    PACKER_CAPACITY = "packer-capacity", Packer, "every pack is non-empty and respects the capacity (and the packer's maximum sequences per pack)",
+        fuzz: Fuzz::Packer(None),
+        proof: Proof::Zoo("KeepsOverLongExample");
+    /// A packer drops only what its stack declares it may. [`crate::checks::check_drops`].
+    PACKER_DROPS = "packer-drops", Packer, "an example is dropped only as declared: longer than the capacity (over-length), or in the trailing packs cut to a multiple of the DP size (dp-remainder)",
+        fuzz: Fuzz::Packer(Some(judge_drops)),
+        proof: Proof::Test("cli/tests/fuzz_minimal.rs::drops_are_accepted_only_as_declared");
+    /// A partitioner asked for k packs gives them. [`crate::checks::check_min_packs`].
+    PACKER_MIN_PACKS = "packer-min-packs", Packer, "asked for at least k packs (k partitions, a minimum number of batches), the answer holds min(k, examples emitted) packs or more",
+        fuzz: Fuzz::Packer(Some(judge_min_packs)),
+        proof: Proof::Adapter("balanced_packer");
+    /// First-fit-like packers leave no two packs that fit together. [`crate::checks::check_pairwise_full`].
+    PACKER_FIRST_FIT = "packer-first-fit", Packer, "any two packs together exceed the capacity",
+        fuzz: Fuzz::Packer(Some(judge_first_fit)),
+        proof: Proof::Zoo("StarvedBestFit");
+    /// A packing strategy stays within its proven bound of the optimum (the property tests of
+    /// `thd`'s packers, on calls of at most 12 single sequences). [`crate::checks::check_quality`].
+    PACKER_QUALITY = "packer-quality", Packer, "bins within the strategy's bound of the optimum (FF/BF <= floor(1.7·OPT), FFD <= 11/9·OPT + 6/9)",
+        proof: Proof::Test("rules/src/checks/proofs.rs::packer_quality_strict_fit_test");
+    /// Same input, same packs. [`crate::checks::check_deterministic`].
+    PACKER_DETERMINISTIC = "packer-deterministic", Packer, "same input and options give the same packs",
+        fuzz: Fuzz::Packer(Some(judge_deterministic)),
+        proof: Proof::Zoo("UnseededShuffle");
+}
 
 /// `packer-dealing`: with a DP size, at a one-shot answer and at the end of every epoch.
 pub(crate) fn judge_dealing(i: &PackerInput<'_>) -> Option<Checked> {

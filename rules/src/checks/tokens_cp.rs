@@ -1,9 +1,17 @@
 //! TOKENS-CP: what a logger reports does not depend on the CP size.
 
-use super::TOKENS_CP;
 use crate::checks::input::{CpLossInput, TokenCounts, TokenRecord};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Fuzz, rule};
 use crate::violation::{close, rel_diff};
 use crate::{Checked, Location};
+
+rule! {
+    /// Counts and the loss do not move with the CP size. [`crate::checks::check_tokens_cp`].
+    TOKENS_CP = "tokens-cp", TokensCp, "token counts and the reported loss are the same for every cp size",
+        fuzz: Fuzz::CpLoss(Some(judge_tokens_cp)),
+        proof: Proof::Zoo("RankZeroStats");
+}
 
 /// A count of a [`TokenRecord`].
 type Field = fn(&TokenRecord) -> u64;

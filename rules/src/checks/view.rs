@@ -1,14 +1,15 @@
 //! What a rule of one pack is given: the [`LayoutView`] of a batch (plain slices, as a
-//! collator emits them, with the names its file gives them), the run's [`BatchOptions`], and
-//! what a collator rule sees ([`CollatorPack`]). Plain data, no rule: the rules of LAYOUT
-//! (`layout.rs`), of one pack (`batch.rs`) and the registry all read it.
+//! collator emits them, with the names its file gives them), which of its segments are mock
+//! ([`mock_segments`]), the run's [`BatchOptions`], and what a collator rule sees
+//! ([`CollatorPack`]). Plain data, no rule: the rules of LAYOUT (`layout.rs`), of one pack
+//! (`batch.rs`, `block_mask.rs`, `eos.rs`, `cp_shard.rs`) and the registry all read it.
 
 use std::ops::Range;
 
 use thd::{IGNORE_INDEX, LabelConvention};
 
 use crate::Checked;
-use crate::checks::IntSlice;
+use crate::checks::ints::IntSlice;
 use crate::contract::Contract;
 
 /// What the user states that the batch cannot.
