@@ -31,7 +31,7 @@ CHECK_IDS = {
     "padded-slots", "qk-offsets", "row-slots", "max-seqlen", "position-ids", "cross-doc-label",
     "pad-labels", "mask", "seq-idx", "mock-marked", "label-targets", "pad-multiple", "cp-shard",
     "dpo-offsets", "dpo-concat", "error",
-    # ids the tool reports that docs/batch-files.md does not list yet (rules/src/checks/batch.rs)
+    # ids the tool reports that docs/batch-files.md does not list yet (rules::checks::check_batch, rules/src/checks/rules.rs)
     "offsets", "token-counts", "num-real-seqs", "mock-nonempty", "eos-delimited",
 }
 

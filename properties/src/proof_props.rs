@@ -1,4 +1,4 @@
-//! Every rule is held to its proof (`Rule::proof`, given in its `rules!` entry): the planted bug
+//! Every rule is held to its proof (`Rule::proof`, given in its `rule!` entry): the planted bug
 //! that must turn it red. A rule without one fails here, naming it; so does a proof that no
 //! longer fails its rule:
 //!
@@ -121,7 +121,7 @@ fn every_rule_has_a_proof() {
     let missing = unproven(RULES);
     assert!(
         missing.is_empty(),
-        "rules without a proof (give each `proof: Proof::...` in its `rules!` entry: the zoo \
+        "rules without a proof (give each `proof: Proof::...` in its `rule!` entry: the zoo \
          variant, planted adapter, committed batch or test that must fail it): {missing:?}"
     );
 }

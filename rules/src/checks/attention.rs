@@ -14,149 +14,36 @@
 //!            |lse − ref| ≤ atol + rtol·|ref|, when the answer carries one
 //! ```
 
-use super::{
-    ATTENTION_CAUSAL, ATTENTION_ISOLATION, ATTENTION_LSE, ATTENTION_OUTPUT, ATTENTION_PADDING,
-};
+use crate::checks::input::{AttentionInput, AttentionRow};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Fuzz, Rule, rule};
 use crate::{Checked, Location, Violation};
 
-/// Where the rows of a packed attention answer lie: `[T, heads, head_dim]` row-major, storage
-/// order, document `d`'s `lens[d]` real rows first in its slot of `storage[d]` rows.
-#[derive(Debug, Clone, Copy)]
-pub struct AttentionLayout<'a> {
-    /// Real lengths per document.
-    pub lens: &'a [u32],
-    /// Slot (storage) lengths per document, padding included.
-    pub storage: &'a [u32],
-    /// Query heads.
-    pub heads: usize,
-    /// Head dimension.
-    pub head_dim: usize,
-    /// The request was causal.
-    pub causal: bool,
+rule! {
+    /// The output is the oracle's within the FlashAttention rule.
+    /// [`crate::checks::check_attention_output`].
+    ATTENTION_OUTPUT = "attention-output", Attn, "at every real token the output equals the oracle's per-document f64 attention within the FlashAttention rule of its dtype (2·max|naive same-dtype − f64| + floor), and is finite",
+        fuzz: Fuzz::Attention(Some(judge_output)),
+        proof: Proof::Test("cli/tests/cli/fuzz_numbers.rs::fuzz_attention_passes_the_plain_adapter_and_shrinks_each_planted_bug");
+    /// Documents do not see each other. [`crate::checks::check_attention_isolation`].
+    ATTENTION_ISOLATION = "attention-isolation", Attn, "perturbing the inputs of some documents (and the padding) leaves every other document's output bit-identical",
+        fuzz: Fuzz::Attention(Some(judge_isolation)),
+        proof: Proof::Test("cli/tests/cli/fuzz_numbers.rs::fuzz_attention_passes_the_plain_adapter_and_shrinks_each_planted_bug");
+    /// No query sees a later key of its document. [`crate::checks::check_attention_causal`].
+    ATTENTION_CAUSAL = "attention-causal", Attn, "causal: perturbing a document's last token leaves every earlier query of the document bit-identical",
+        fuzz: Fuzz::Attention(Some(judge_causal)),
+        proof: Proof::Test("cli/tests/cli/fuzz_numbers.rs::fuzz_attention_passes_the_plain_adapter_and_shrinks_each_planted_bug");
+    /// Padding rows are finite. [`crate::checks::check_attention_padding`].
+    ATTENTION_PADDING = "attention-padding", Attn, "every padding row of the output is finite (never NaN or infinite)",
+        fuzz: Fuzz::Attention(Some(judge_padding)),
+        proof: Proof::Test("cli/tests/cli/fuzz_numbers.rs::fuzz_attention_passes_the_plain_adapter_and_shrinks_each_planted_bug");
+    /// The log-sum-exp, when returned, is the oracle's. [`crate::checks::check_attention_lse`].
+    ATTENTION_LSE = "attention-lse", Attn, "the log-sum-exp returned (natural log of Σ exp(scale·q·k) over the visible keys) equals the oracle's at every real token",
+        fuzz: Fuzz::Attention(Some(judge_lse)),
+        proof: Proof::Test("cli/tests/cli/fuzz_numbers.rs::fuzz_attention_passes_the_plain_adapter_and_shrinks_each_planted_bug");
 }
 
-/// One row of the layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AttentionRow {
-    /// Storage index.
-    pub token: usize,
-    /// Its document.
-    pub doc: usize,
-    /// Its offset in the document's slot (the query index for a real row).
-    pub offset: usize,
-    /// A real token (not padding).
-    pub real: bool,
-}
-
-impl AttentionLayout<'_> {
-    /// Every row in storage order.
-    pub fn rows(&self) -> Vec<AttentionRow> {
-        let mut out = Vec::new();
-        let mut token = 0;
-        for (doc, (&s, &p)) in self.lens.iter().zip(self.storage).enumerate() {
-            for offset in 0..p as usize {
-                out.push(AttentionRow { token, doc, offset, real: offset < s as usize });
-                token += 1;
-            }
-        }
-        out
-    }
-
-    /// The storage offsets, `B + 1` entries.
-    pub fn offsets(&self) -> Vec<u64> {
-        std::iter::once(0)
-            .chain(self.storage.iter().scan(0u64, |a, &p| {
-                *a += u64::from(p);
-                Some(*a)
-            }))
-            .collect()
-    }
-
-    fn width(&self) -> usize {
-        self.heads * self.head_dim
-    }
-
-    fn at(&self, row: &AttentionRow, h: usize) -> Location {
-        let what = if row.real { "query" } else { "padding row" };
-        Location::default()
-            .context(format!("document {}, {what} {}", row.doc, row.offset))
-            .token(row.token)
-            .head(h)
-    }
-}
-
-/// The FlashAttention rule's terms for one request, measured by the caller on the oracle:
-/// `bound = 2·naive_max_err + floor`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct FlashBound {
-    /// The dtype of the request (`f32`, `bf16`, `f16`).
-    pub dtype: &'static str,
-    /// `max|naive − ref64|` of the oracle computed in the dtype, over the real rows.
-    pub naive_max_err: f64,
-    /// `2·max|(ref64 + 0.3 − 0.3) − ref64|` in the dtype (FA3's floor), at least one unit in
-    /// the last place of the dtype at `max|ref64|` (an answer rounded once to the dtype).
-    pub floor: f64,
-}
-
-impl FlashBound {
-    /// `2·naive_max_err + floor`.
-    pub fn bound(&self) -> f64 {
-        2.0 * self.naive_max_err + self.floor
-    }
-}
-
-impl std::fmt::Display for FlashBound {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "bound {:.3e} = 2·max|naive {} − ref64| {:.3e} + floor {:.3e}",
-            self.bound(),
-            self.dtype,
-            self.naive_max_err,
-            self.floor
-        )
-    }
-}
-
-/// The answer to a request whose inputs were perturbed.
-#[derive(Debug, Clone, Copy)]
-pub struct Perturbed<'a> {
-    /// Per document: its q, k and v were perturbed (every token of its slot, padding included).
-    pub docs: &'a [bool],
-    /// The padding rows' q, k and v were perturbed too (every padding row of every document).
-    pub padding: bool,
-    /// The output, `[T, heads, head_dim]`.
-    pub out: &'a [f64],
-}
-
-/// What the registry's attention rules judge: one case's answers and the oracle's numbers, all
-/// in storage order.
-#[derive(Debug, Clone, Copy)]
-pub struct AttentionInput<'a> {
-    /// The layout.
-    pub layout: AttentionLayout<'a>,
-    /// The answer's output, `[T, heads, head_dim]`.
-    pub out: &'a [f64],
-    /// The oracle's (f64), `[T, heads, head_dim]` (padding rows: anything).
-    pub truth: &'a [f64],
-    /// The FlashAttention rule's terms.
-    pub bound: FlashBound,
-    /// The answer's log-sum-exp, `[T, heads]`, if it gave one.
-    pub lse: Option<&'a [f64]>,
-    /// The oracle's log-sum-exp, `[T, heads]`.
-    pub truth_lse: &'a [f64],
-    /// `(rtol, atol)` of the log-sum-exp.
-    pub lse_tol: (f64, f64),
-    /// The answers to the isolation requests (some documents perturbed).
-    pub isolation: &'a [Perturbed<'a>],
-    /// The answer with every document's last real token perturbed (causal requests).
-    pub causality: Option<&'a [f64]>,
-}
-
-/// How a rule judges an attention answer (`None`: it does not apply).
-pub type AttentionJudge = fn(&AttentionInput<'_>) -> Option<Checked>;
-
-fn non_finite(rule: &crate::checks::Rule, at: Location, x: f64) -> Violation {
+fn non_finite(rule: &Rule, at: Location, x: f64) -> Violation {
     rule.violation().at(at).expected("a finite value").got(x)
 }
 

@@ -1,7 +1,23 @@
 //! ATTN: attention outputs against the oracle, and segment isolation.
 
-use super::{ATTN_FINITE, ATTN_ISOLATION, ATTN_ORACLE, ATTN_ROWS};
+use crate::checks::proof::Proof;
+use crate::checks::rule::rule;
 use crate::{Checked, Location};
+
+rule! {
+    /// THD attention gives one output row per query token. [`crate::checks::check_attention`].
+    ATTN_ROWS = "attn-rows", Attn, "one output row per query token",
+        proof: Proof::Test("rules/src/checks/proofs.rs::attn_rows_output_at_real_tokens_only");
+    /// No NaN from a row without keys. [`crate::checks::check_attention`].
+    ATTN_FINITE = "attn-finite", Attn, "outputs are finite; a row that sees no key gives 0, never NaN",
+        proof: Proof::Zoo("NanOnKeylessRows");
+    /// THD attention is the oracle's. [`crate::checks::check_attention`].
+    ATTN_ORACLE = "attn-oracle", Attn, "THD attention equals the per-sequence BSHD oracle at every real token",
+        proof: Proof::Zoo("AttendsToPadding");
+    /// Segments do not see each other. [`crate::checks::check_isolation`].
+    ATTN_ISOLATION = "attn-isolation", Attn, "perturbing one segment never changes another segment's output",
+        proof: Proof::Test("rules/src/checks/proofs.rs::attn_isolation_no_document_mask");
+}
 
 /// Where the real query tokens of an attention output lie: `[T, heads, head_dim]` row-major,
 /// segment `i`'s `lens_q[i]` real rows starting at storage offset `Σ_{j<i} storage_q[j]`.

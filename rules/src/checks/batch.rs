@@ -1,42 +1,43 @@
-//! Every rule a batch file can prove on its own, run together: what `thdcheck check` and
-//! `thdcheck fuzz collator` print for one pack.
-//!
-//! | id | invariant | function |
-//! |---|---|---|
-//! | `offsets` | LAYOUT | [`offsets`](crate::checks::offsets) / [`check_offsets`](crate::checks::check_offsets) |
-//! | `token-counts` | LAYOUT | [`token_counts`](crate::checks::token_counts) |
-//! | `padded-slots` | LAYOUT | [`padded_slots`](crate::checks::padded_slots) |
-//! | `qk-offsets` | LAYOUT | [`qk_offsets`](crate::checks::qk_offsets) |
-//! | `row-slots` | LAYOUT | [`row_slots`](crate::checks::row_slots) |
-//! | `max-seqlen` | LAYOUT | [`max_seqlen`](crate::checks::max_seqlen) |
-//! | `num-real-seqs` | LAYOUT | [`num_real_seqs`](crate::checks::num_real_seqs) |
-//! | `mock-nonempty` | LAYOUT | [`mock_nonempty`](crate::checks::mock_nonempty) |
-//! | `position-ids` | LAYOUT | [`position_ids`](crate::checks::position_ids) |
-//! | `cross-doc-label` | LAYOUT | [`cross_doc_label`](crate::checks::cross_doc_label) |
-//! | `pad-labels` | LOSS | [`pad_labels`] |
-//! | `mask` | LAYOUT | [`mask`](crate::checks::mask) |
-//! | `block-mask` | LAYOUT | [`block_mask`](crate::checks::block_mask) (with a 4-D mask) |
-//! | `seq-idx` | LAYOUT | [`seq_idx`](crate::checks::seq_idx) |
-//! | `eos-delimited` | LAYOUT | [`eos_delimited`](crate::checks::eos_delimited) (documents that end with the EOS) |
-//! | `mock-marked` | MFU-PAD | [`mock_marked`] |
-//! | `label-targets` | LOSS | [`label_targets`] (with `causal`) |
-//! | `pad-multiple` | MFU-PAD | [`pad_multiple`] (with `pad_to_multiple_of`) |
-//! | `cp-shard` | CP-SHARD | [`cp_shard`] (with `cp_size`) |
+//! The rules of one pack beyond its layout (`pad-labels`, `mock-marked`, `label-targets`,
+//! `pad-multiple`) and the layout facts `thdcheck check` prints above the rules
+//! ([`BatchFacts`]). The registry's [`check_batch`](crate::checks::check_batch) runs them with
+//! every other rule of one pack.
 
 use serde::Serialize;
 use thd::{IGNORE_INDEX, LabelConvention};
 
 use crate::Location;
-use crate::checks::WorkSums;
-use crate::checks::cp_shard::zigzag_ranges;
-use crate::checks::layout;
-use crate::checks::rules::{
-    BatchInput, CP_SHARD, LABEL_TARGETS, MOCK_MARKED, Outcome, PAD_LABELS, PAD_MULTIPLE, RULES,
-    Status,
-};
-use crate::checks::view::{BatchOptions, LayoutView};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Outcome, rule};
+use crate::checks::view::{LayoutView, all_padding};
+use crate::checks::work::WorkSums;
 use crate::contract::{BoundaryLabelsFact, DocumentAttention};
 use crate::words::plural;
+
+rule! {
+    /// Padding and mock tokens carry -100. [`crate::checks::pad_labels`].
+    PAD_LABELS = "pad-labels", Loss, "padding and mock tokens carry label -100",
+        batch: |c| Some(pad_labels(c.view, c.mock)),
+        proof: Proof::Batch("corpus/real/batches/olmo_core/padded_label_mask_v1.3.1.safetensors");
+    /// A mock segment is marked. [`crate::checks::mock_marked`].
+    MOCK_MARKED = "mock-marked", MfuPad, "an all-padding (mock) segment is marked by num_real_seqs and carries no label",
+        batch: |c| Some(mock_marked(c.view, c.mock)),
+        proof: Proof::Batch("examples/batches/bad/hf_mock_without_num_real_seqs.safetensors");
+    /// Valid labels are the tokens they predict. [`crate::checks::label_targets`].
+    LABEL_TARGETS = "label-targets", Loss, "each valid label is the token it must predict (causal LM)",
+        batch: |c| Some(match (c.opts.causal, c.opts.masked_lm) {
+            (true, _) => label_targets(c.view, c.mock),
+            (false, true) => LABEL_TARGETS.skipped("masked LM: a label is the token at its own position"),
+            (false, false) => LABEL_TARGETS.skipped(
+                "attention not stated causal: a causal LM's profile states `attention = \"causal\"` (or pass --causal)",
+            ),
+        }),
+        proof: Proof::Batch("examples/batches/bad/cp_rolled_after_split/cp-group");
+    /// `T` is a multiple of `pad_to_multiple_of`. [`crate::checks::pad_multiple`].
+    PAD_MULTIPLE = "pad-multiple", MfuPad, "T is a multiple of pad_to_multiple_of",
+        batch: |c| c.opts.pad_to_multiple_of.map(|m| pad_multiple(c.view, m)),
+        proof: Proof::Test("cli/tests/cli/fuzz_collator.rs::fuzz_collator_takes_the_check_options");
+}
 
 /// Layout facts of one pack: what the report shows above the rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -90,37 +91,6 @@ pub struct BatchReport {
     pub outcomes: Vec<Outcome>,
 }
 
-/// Which segments are mock: past `num_real_seqs` when stated (and in range), else the non-empty
-/// segments whose real tokens are all masked out and carry no label.
-pub fn mock_segments(view: &LayoutView<'_>) -> Vec<bool> {
-    let n = view.segments();
-    match view.num_real_seqs {
-        Some(k) if k <= n => (0..n).map(|i| i >= k).collect(),
-        Some(_) => vec![false; n],
-        None => (0..n).map(|i| all_padding(view, i)).collect(),
-    }
-}
-
-/// A non-empty segment whose real tokens are all masked out (or, without a mask, all the pad
-/// id) and carry no label.
-fn all_padding(view: &LayoutView<'_>, i: usize) -> bool {
-    let r = view.real(i);
-    let padding = match (view.mask, view.facts.pad_token_id, view.input_ids) {
-        (Some(mask), _, _) => mask[r.clone()].iter().all(|&m| !m),
-        (None, Some(pad), Some(ids)) => ids.slice(r.clone()).iter().all(|x| x == pad),
-        _ => return false,
-    };
-    // Where the stack puts its padding as a segment of its own (a profile's `padding_segments`),
-    // a row's final segment of pad ids is that padding whatever its labels: trained labels on it
-    // are `pad-labels`' violation, not a document of pad tokens.
-    let by_design = view.facts.padding_segment_by_design()
-        && view.mask.is_none()
-        && (r.end == view.num_tokens || view.row_width().is_some_and(|w| r.end.is_multiple_of(w)));
-    !r.is_empty()
-        && padding
-        && (by_design || view.labels.is_none_or(|l| l.slice(r).iter().all(|x| x == IGNORE_INDEX)))
-}
-
 /// Under `padding_segments = "per-row"` with a pad id and no mask: the first row whose last
 /// document ends with a run of pad ids carrying no label (two or more under shifted labels,
 /// whose last label is -100 anyway), i.e. the row's padding absorbed into its last document
@@ -151,7 +121,7 @@ fn absorbed_padding(view: &LayoutView<'_>, mock: &[bool]) -> Option<(usize, usiz
     })
 }
 
-/// The layout facts of a pack whose offsets hold ([`layout::offsets`]).
+/// The layout facts of a pack whose offsets hold ([`offsets`](crate::checks::offsets)).
 pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
     let n = view.segments();
     let (mut real_tokens, mut mock_tokens) = (0u64, 0u64);
@@ -240,46 +210,6 @@ pub fn batch_facts(view: &LayoutView<'_>, mock: &[bool]) -> BatchFacts {
         },
         whole_pack,
     }
-}
-
-/// Runs every rule on one pack, in report order. Rules that need what the batch lacks are
-/// skipped; skips with nothing to say are left out.
-///
-/// # Example
-/// ```
-/// use rules::checks::{BatchOptions, IntSlice, LayoutView, check_batch};
-/// let view = LayoutView {
-///     num_tokens: 5,
-///     input_ids: Some(IntSlice::from(&[5, 6, 7, 8, 9])),
-///     cu_seqlens: IntSlice::from(&[0, 3, 5]),
-///     position_ids: Some(IntSlice::from(&[0, 1, 2, 3, 4])),
-///     ..Default::default()
-/// };
-/// let report = check_batch(&view, &BatchOptions::default());
-/// let violated: Vec<_> = report.outcomes.iter().filter(|o| o.is_violated()).map(|o| o.rule).collect();
-/// assert_eq!(violated, ["position-ids"]);
-/// assert_eq!(report.facts.useful.sum_squares, 13);
-/// ```
-pub fn check_batch(view: &LayoutView<'_>, opts: &BatchOptions) -> BatchReport {
-    let off = layout::offsets(view);
-    let counts = layout::token_counts(view);
-    // The view's own tensors: a side tensor of another length (log-probs one short) leaves the
-    // layout judgeable, and every other rule runs beside its `token-counts` violation.
-    let core = LayoutView { side_tensors: &[], ..*view };
-    if off.is_violated() || layout::token_counts(&core).is_violated() {
-        // Nothing else can address the tokens.
-        return BatchReport { facts: BatchFacts::default(), outcomes: vec![off, counts] };
-    }
-    let mock = mock_segments(view);
-    // The registry's rules of one pack, in its order (`offsets` and `token-counts` above).
-    let input = BatchInput { view, mock: &mock, opts };
-    let mut outcomes: Vec<Outcome> =
-        RULES.iter().filter_map(|r| r.batch.and_then(|run| run(&input))).collect();
-    if counts.is_violated() {
-        outcomes.insert(0, counts);
-    }
-    outcomes.retain(|o| !(o.status == Status::Skipped && o.detail.is_empty()));
-    BatchReport { facts: batch_facts(view, &mock), outcomes }
 }
 
 /// LOSS, `pad-labels`: padding and mock tokens carry label -100.
@@ -530,160 +460,4 @@ pub fn pad_multiple(view: &LayoutView<'_>, m: usize) -> Outcome {
             .expected(format!("a multiple of {m}"))
             .got(format!("T = {t} is not a multiple of {m} (remainder {})", t % m)),
     )
-}
-
-/// CP-SHARD, `cp-shard`: with `cp` ranks, every slot splits into `2·cp` equal zigzag chunks, the
-/// slots cover every stored token, and every token lands on exactly one rank. The zigzag is
-/// computed here the obvious way ([`zigzag_positions`](crate::checks::zigzag_positions)), never
-/// by the sharder under test.
-pub fn cp_shard(view: &LayoutView<'_>, cp: usize) -> Outcome {
-    let k = view.keys();
-    if cp == 0 {
-        return CP_SHARD.violated(CP_SHARD.violation().expected("cp >= 1").got("cp = 0"));
-    }
-    let key = if view.cu_seqlens_padded.is_some() { &k.cu_seqlens_padded } else { &k.cu_seqlens };
-    // The slot lengths, read from the offsets as they are needed (no vector per segment).
-    let storage = || (0..view.segments()).map(|i| view.slot(i).len() as u32 as usize);
-    if cp > 1
-        && let Some((i, p)) = storage().enumerate().find(|&(_, p)| !p.is_multiple_of(2 * cp))
-    {
-        return CP_SHARD.violated(
-            CP_SHARD
-                .violation()
-                .with_cp(cp)
-                .at(Location::default().cp(cp).segment(i).token(view.slot(i).start).key(key))
-                .expected(format!("a slot length divisible by 2*cp = {}", 2 * cp))
-                .got(format!(
-                    "segment {i}: slot of {p} tokens is not divisible by 2*cp = {}",
-                    2 * cp
-                ))
-                .note("pad each sequence to a multiple of 2·cp before the split; a sharder that truncates drops tokens"),
-        );
-    }
-    let covered: usize = storage().sum();
-    if covered != view.num_tokens {
-        return CP_SHARD.violated(
-            CP_SHARD
-                .violation()
-                .at(Location::default().cp(cp).token(covered).key(key))
-                .expected(format!("slots covering all T = {} tokens", view.num_tokens))
-                .got(format!("tokens {covered}..{} lie past the last slot", view.num_tokens))
-                .note(
-                    "TransformerEngine's partitioner treats them as part of the last sequence and \
-                     hands the ranks overlapping tokens",
-                ),
-        );
-    }
-    // Two bits per token, not a counter: held at least once, held more than once. The count
-    // of the first token held other than once is taken again for the message.
-    let (mut once, mut more) = (Bits::new(view.num_tokens), Bits::new(view.num_tokens));
-    for rank in 0..cp {
-        zigzag_ranges(storage(), cp, rank, |r| {
-            for g in r {
-                if once.get(g) {
-                    more.set(g);
-                } else {
-                    once.set(g);
-                }
-            }
-        });
-    }
-    if let Some(t) = (0..view.num_tokens).find(|&t| !once.get(t) || more.get(t)) {
-        let mut ranks = 0usize;
-        for rank in 0..cp {
-            zigzag_ranges(storage(), cp, rank, |r| ranks += usize::from(r.contains(&t)));
-        }
-        return CP_SHARD.violated(
-            CP_SHARD
-                .violation()
-                .at(Location::default().cp(cp).token(t))
-                .expected("on exactly 1 rank")
-                .got(format!("token {t} is on {ranks} ranks")),
-        );
-    }
-    CP_SHARD.ok(format!(
-        "zigzag over cp = {cp}: {} × {} tokens, every token on exactly one rank",
-        plural(cp, "rank"),
-        view.num_tokens / cp
-    ))
-}
-
-/// The rules [`check_layout`] runs, in order: a batch's layout on its own.
-pub fn layout_rules(view: &LayoutView<'_>) -> Vec<Outcome> {
-    let off = layout::offsets(view);
-    if off.is_violated() {
-        return vec![off];
-    }
-    let counts = layout::token_counts(view);
-    if counts.is_violated() {
-        return vec![off, counts];
-    }
-    let mock = mock_segments(view);
-    let opts = BatchOptions::default();
-    let input = BatchInput { view, mock: &mock, opts: &opts };
-    let layout =
-        RULES.iter().filter(|r| r.layout).filter_map(|r| r.batch.and_then(|run| run(&input)));
-    [off, counts].into_iter().chain(layout).collect()
-}
-
-/// `cross-doc-label` in [`check_batch`]: under a masked-LM objective every label is the target
-/// at its own position, so none can cross a boundary.
-pub(crate) fn cross_doc_label_in(c: &BatchInput<'_, '_>) -> Option<Outcome> {
-    Some(if c.opts.masked_lm {
-        crate::checks::rules::CROSS_DOC_LABEL.skipped(
-            "masked LM: every label is the target at its own position, none crosses a boundary",
-        )
-    } else {
-        layout::cross_doc_label(c.view)
-    })
-}
-
-/// LAYOUT on one packed batch: the first violation of [`layout_rules`].
-///
-/// ```text
-/// cu[0] = 0, cu[i] ≤ cu[i+1], cu[B] ≤ T, every offset ≤ i32::MAX          (real and padded)
-/// padded: same B, pᵢ ≥ sᵢ
-/// num_real_seqs ≤ B; every mock segment holds ≥ 1 token                 (AReaL #1103)
-/// position_ids[startᵢ + j] = base + j                      j < sᵢ        (Megatron #5243, HF #47496)
-/// Unshifted: labels[startᵢ₊₁] ≠ input_ids[startᵢ₊₁]   Shifted: labels[startᵢ + sᵢ − 1] ≠ input_ids[startᵢ₊₁]
-/// 4-D mask: real query t of segment i sees keys [startᵢ, t + 1)   (bidirectional: [startᵢ, endᵢ))
-/// EOS: input_ids[endᵢ − 1] = eos (but a row's last segment), eos ∉ input_ids[startᵢ .. endᵢ − 1]
-/// side tensors: T entries each
-/// ```
-///
-/// # Errors
-/// The first rule broken, with the segment and token.
-///
-/// # Example
-/// ```
-/// use rules::checks::{IntSlice, LayoutView, check_layout};
-/// let leak = LayoutView {
-///     num_tokens: 5,
-///     cu_seqlens: IntSlice::from(&[0, 3, 5]),
-///     input_ids: Some(IntSlice::from(&[5, 6, 7, 8, 9])),
-///     labels: Some(IntSlice::from(&[-100, 6, 7, 8, 9])),
-///     ..Default::default()
-/// };
-/// let v = check_layout(&leak).unwrap_err();
-/// assert_eq!((v.id, v.at.segment, v.at.token), ("cross-doc-label", Some(0), Some(3)));
-/// ```
-pub fn check_layout(view: &LayoutView<'_>) -> crate::Checked {
-    crate::checks::first_violation(&layout_rules(view))
-}
-
-/// One bit per token.
-struct Bits(Vec<u64>);
-
-impl Bits {
-    fn new(n: usize) -> Self {
-        Bits(vec![0; n.div_ceil(64)])
-    }
-
-    fn get(&self, i: usize) -> bool {
-        self.0[i / 64] >> (i % 64) & 1 == 1
-    }
-
-    fn set(&mut self, i: usize) {
-        self.0[i / 64] |= 1 << (i % 64);
-    }
 }

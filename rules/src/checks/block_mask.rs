@@ -8,9 +8,18 @@
 //! [`BlockMaskSummary`] computes that summary from any dense mask, the obvious way.
 
 use crate::Location;
-use crate::checks::rules::{BLOCK_MASK, Outcome};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Outcome, rule};
 use crate::checks::view::{BlockMask, LayoutView};
 use crate::words::plural;
+
+rule! {
+    /// A 4-D mask keeps each token to its own document. [`crate::checks::block_mask`].
+    BLOCK_MASK = "block-mask", Layout, "the 4-D attention mask lets each token see exactly its own document (causal: up to itself)",
+        batch: |c| Some(block_mask(c.view, c.mock)),
+        layout: true,
+        proof: Proof::Zoo("MaskNotReset");
+}
 
 /// The per-query summary of a dense mask, owned: what a reader (or a test) hands the
 /// `block-mask` rule through [`BlockMaskSummary::view`].

@@ -1,40 +1,26 @@
 //! CP-LOSS: per-rank (or per-micro-batch) sums reassemble the global loss.
 
-use std::fmt;
-
-use super::{
-    CP_LOSS_FINITE, CP_LOSS_PARTS, CP_LOSS_REDUCTION, LossRecord, Rule, TokenCounts, TokenRecord,
-};
+use crate::checks::input::{CpLossInput, CpLossJudge, LossRecord, PartLoss, Split};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Fuzz, Rule, rule};
 use crate::violation::{close, rel_diff};
 use crate::{Checked, Location, Violation};
 
-/// How one global batch was split into parts that each compute a local loss.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(any(test, feature = "serde"), derive(serde::Serialize, serde::Deserialize))]
-pub enum Split {
-    /// Context parallelism over `cp` ranks (zigzag shards of every sequence).
-    Cp(usize),
-    /// Gradient accumulation over this many micro-batches (whole sequences each).
-    MicroBatches(usize),
-}
-
-impl fmt::Display for Split {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Split::Cp(cp) => write!(f, "cp={cp}"),
-            Split::MicroBatches(1) => write!(f, "1 micro-batch"),
-            Split::MicroBatches(n) => write!(f, "{n} micro-batches"),
-        }
-    }
-}
-
-/// One part's local sums: Σ NLL over its valid labels and their count.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct PartLoss {
-    /// Σ NLL.
-    pub nll: f64,
-    /// Valid labels.
-    pub count: u64,
+rule! {
+    /// The parts' sums are the global sums. [`crate::checks::check_cp_loss`].
+    CP_LOSS_PARTS = "cp-loss-parts", CpLoss, "the parts' valid-label counts and Σ NLL add up to the global ones",
+        fuzz: Fuzz::CpLoss(Some(judge_parts)),
+        proof: Proof::Adapter("cp_loss_three_bugs");
+    /// The reduced loss is never NaN. [`crate::checks::check_cp_loss`],
+    /// [`crate::checks::check_reported_loss`].
+    CP_LOSS_FINITE = "cp-loss-finite", CpLoss, "the reported loss is finite, and 0 when nothing is valid (an empty part contributes 0, never NaN)",
+        fuzz: Fuzz::CpLoss(Some(judge_finite)),
+        proof: Proof::Zoo("NanOnEmptyRank");
+    /// The reduced loss is the sum of the sums over the sum of the counts.
+    /// [`crate::checks::check_cp_loss`], [`crate::checks::check_reported_loss`].
+    CP_LOSS_REDUCTION = "cp-loss-reduction", CpLoss, "the reported loss is Σ_r nll_r / Σ_r count_r, the global loss (not the mean of the parts' means)",
+        fuzz: Fuzz::CpLoss(Some(judge_reduction)),
+        proof: Proof::Zoo("MeanOfRankMeans");
 }
 
 fn part_label(split: Split) -> &'static str {
@@ -114,42 +100,17 @@ pub fn cp_loss_violations(
     rtol: f64,
 ) -> Vec<Violation> {
     let input = CpLossInput::Answer { split, parts: Some(parts), reported, global, rtol };
-    crate::checks::judge_cp_loss(&input, &mut Vec::new())
+    answer_violations(&input)
 }
 
-/// What a CP-LOSS rule sees in `thdcheck fuzz loss`; [`crate::checks::judge_cp_loss`] runs the
-/// registry's CP-loss rules on it.
-#[derive(Debug, Clone, Copy)]
-pub enum CpLossInput<'a> {
-    /// One split's answer: its parts (when reported) and its reduced loss, against the
-    /// oracle's global sums.
-    Answer {
-        /// The split (`cp=2`, ...).
-        split: Split,
-        /// The parts' sums, when reported.
-        parts: Option<&'a [PartLoss]>,
-        /// The reported loss.
-        reported: f64,
-        /// The oracle's global sums.
-        global: &'a LossRecord,
-        /// Relative tolerance.
-        rtol: f64,
-    },
-    /// The counts every CP size reported (TOKENS-CP).
-    AcrossCp {
-        /// The oracle's counts.
-        expected: &'a TokenCounts,
-        /// The oracle's loss.
-        loss: f64,
-        /// Each CP size's record.
-        by_cp: &'a [(usize, TokenRecord)],
-        /// Relative tolerance.
-        rtol: f64,
-    },
+/// Every rule an answer breaks, each judged on its own, in the registry's order:
+/// `cp-loss-parts`, `cp-loss-finite`, `cp-loss-reduction` (what
+/// [`judge_cp_loss`](crate::checks::judge_cp_loss) gives on an answer: `tokens-cp` judges the
+/// counts across CP sizes, never an answer).
+fn answer_violations(input: &CpLossInput<'_>) -> Vec<Violation> {
+    let judges: [CpLossJudge; 3] = [judge_parts, judge_finite, judge_reduction];
+    judges.into_iter().filter_map(|judge| judge(input)?.err()).collect()
 }
-
-/// How a CP-LOSS rule judges one input: `None` where it does not apply.
-pub type CpLossJudge = for<'a> fn(&CpLossInput<'a>) -> Option<Checked>;
 
 /// `cp-loss-parts`: the parts' sums against the global sums, when the parts are reported.
 pub(crate) fn judge_parts(input: &CpLossInput<'_>) -> Option<Checked> {
@@ -269,7 +230,7 @@ fn wrong_parts(
 /// ```
 pub fn check_reported_loss(split: Split, reported: f64, global: &LossRecord, rtol: f64) -> Checked {
     let input = CpLossInput::Answer { split, parts: None, reported, global, rtol };
-    match crate::checks::judge_cp_loss(&input, &mut Vec::new()).into_iter().next() {
+    match answer_violations(&input).into_iter().next() {
         Some(v) => Err(v),
         None => Ok(()),
     }

@@ -1,55 +1,38 @@
 //! CP-SHARD: zigzag or contiguous shards, their reassembly, and the labels and positions each
 //! rank holds.
 
-use serde::Serialize;
 use thd::IGNORE_INDEX;
 
-use super::{CP_LABELS, CP_POSITION_IDS, CP_SHARD, CP_SPLIT_ACCEPTED, Outcome, Rule};
+use crate::checks::input::{CpSplitInput, ShardView};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Fuzz, Outcome, Rule, rule};
+use crate::checks::shard_layout::{ShardLayout, zigzag_ranges};
+use crate::checks::view::LayoutView;
 use crate::words::plural;
 use crate::{Checked, Location, Violation};
 
-/// What the CP ranks hold, as plain data.
-///
-/// `positions[r][k]` is the global storage index of the token in rank `r`'s local slot `k`
-/// (`None` for a slot that holds no token of the batch, e.g. a zero-filled one). A property can
-/// get it by tagging every token with its index before the split.
-#[derive(Debug, Clone, Copy)]
-pub struct ShardView<'a> {
-    /// The CP size.
-    pub cp: usize,
-    /// Real length of every segment.
-    pub lens: &'a [u32],
-    /// Storage (padded) length of every segment; real tokens first in each slot.
-    pub storage: &'a [u32],
-    /// Per rank, the global storage index held in every local slot.
-    pub positions: &'a [Vec<Option<usize>>],
-    /// Per rank, the local labels (shifted: local token `k` predicts `labels[r][k]`).
-    pub labels: Option<&'a [Vec<i64>]>,
-    /// The global labels before the shift (`Unshifted`, storage order), which define the
-    /// expected targets.
-    pub unshifted_labels: Option<&'a [i64]>,
-    /// Per rank, the local position ids.
-    pub position_ids: Option<&'a [Vec<i64>]>,
+rule! {
+    /// The batch shards over the CP ranks. [`crate::checks::cp_shard`],
+    /// [`crate::checks::contiguous_group`].
+    CP_SHARD = "cp-shard", CpShard, "the batch splits into its CP layout's equal pieces (2·cp zigzag chunks of every slot or of the whole pack, or cp contiguous pieces) and every token lands on one rank",
+        batch: |c| c.opts.cp_size.map(|cp| cp_shard(c.view, cp)),
+        fuzz: Fuzz::CpSplit(Some(judge_cp_shard)),
+        proof: Proof::Zoo("TruncatingSplit");
+    /// A rank's labels are the targets rolled on the full sequence. [`crate::checks::check_cp_shard`]
+    /// (in `fuzz cp-split`, reported by `cp-shard`'s function).
+    CP_LABELS = "cp-labels", CpShard, "labels are rolled on the full sequence, then split",
+        fuzz: Fuzz::CpSplit(None),
+        proof: Proof::Zoo("SplitThenRoll");
+    /// A rank's position ids are global. [`crate::checks::check_cp_shard`] (in `fuzz cp-split`,
+    /// reported by `cp-shard`'s function).
+    CP_POSITION_IDS = "cp-position-ids", CpShard, "a rank's position ids are each token's offset in its own sequence",
+        fuzz: Fuzz::CpSplit(None),
+        proof: Proof::Zoo("LocalPositionIds");
+    /// A valid layout is never rejected. [`crate::checks::check_split_accepted`].
+    CP_SPLIT_ACCEPTED = "cp-split-accepted", CpShard, "a layout with every length divisible by 2·cp is accepted",
+        fuzz: Fuzz::CpSplit(Some(judge_split_accepted)),
+        proof: Proof::Test("cli/tests/cli/fuzz_numbers.rs::fuzz_cp_split_passes_the_zigzag_and_catches_labels_rolled_after_the_split");
 }
-
-/// What a CP-SHARD rule sees in `thdcheck fuzz cp-split`: the splitter's refusal or its
-/// shards; [`crate::checks::judge_cp_split`] runs the registry's CP-split rules on it.
-#[derive(Debug, Clone, Copy)]
-pub struct CpSplitInput<'a> {
-    /// The layout the shards are judged in.
-    pub layout: ShardLayout,
-    /// The CP size.
-    pub cp: usize,
-    /// Storage (padded) length of every segment of the request.
-    pub storage: &'a [u32],
-    /// The splitter's refusal, when it refused.
-    pub rejection: Option<&'a str>,
-    /// The ranks' shards, when it answered.
-    pub view: Option<&'a ShardView<'a>>,
-}
-
-/// How a CP-split rule judges one answer: `None` where it does not apply.
-pub type CpSplitJudge = for<'a> fn(&CpSplitInput<'a>) -> Option<Checked>;
 
 /// `cp-shard` (with `cp-labels` and `cp-position-ids`): the shards, in the input's layout.
 pub(crate) fn judge_cp_shard(i: &CpSplitInput<'_>) -> Option<Checked> {
@@ -81,197 +64,6 @@ fn locate(lens: &[u32], storage: &[u32], g: usize) -> Option<(usize, usize, bool
         start += p as usize;
     }
     None
-}
-
-/// How a CP split lays the tokens of a batch over the ranks (a profile's `cp_layout`).
-///
-/// ```text
-/// Zigzag           every slot in 2·cp equal chunks; rank r holds chunks r and 2·cp−1−r of each
-/// Contiguous       the whole pack (the slots back to back, T tokens) in cp equal pieces;
-///                  rank r holds tokens [r·T/cp, (r+1)·T/cp)
-/// ContiguousSlots  every slot in cp equal pieces; rank r holds piece r of each
-/// ZigzagSequence   the whole pack in 2·cp equal chunks, whatever its documents; rank r holds
-///                  chunks r and 2·cp−1−r of it
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ShardLayout {
-    /// Dual-chunk load balancing (TransformerEngine, Megatron `get_batch_on_this_cp_rank`,
-    /// bionemo, AReaL, slime's default path).
-    #[default]
-    Zigzag,
-    /// One contiguous piece of the whole pack per rank (DeepSpeed Ulysses, slime's
-    /// `--allgather-cp`, Nanotron, llama3-style ring attention); the ranks keep the global
-    /// offsets.
-    Contiguous,
-    /// One contiguous piece of every slot per rank (ring-flash-attn's `ring_flash_attn_varlen`,
-    /// whose ranks keep the local offsets `cu_seqlens / cp`).
-    ContiguousSlots,
-    /// The zigzag of the whole pack as one sequence, whatever its documents (Megatron-LM's
-    /// `get_batch_on_this_cp_rank(use_per_sequence_balancing=True)` for inter-document
-    /// masking); the ranks keep the global offsets.
-    ZigzagSequence,
-}
-
-impl ShardLayout {
-    /// Its name in reports: `zigzag`, `contiguous`, `contiguous per slot`, `zigzag-sequence`.
-    pub fn name(self) -> &'static str {
-        match self {
-            ShardLayout::Zigzag => "zigzag",
-            ShardLayout::Contiguous => "contiguous",
-            ShardLayout::ContiguousSlots => "contiguous per slot",
-            ShardLayout::ZigzagSequence => "zigzag-sequence",
-        }
-    }
-
-    /// Whether the layout is one of the contiguous ones.
-    pub fn is_contiguous(self) -> bool {
-        matches!(self, ShardLayout::Contiguous | ShardLayout::ContiguousSlots)
-    }
-
-    /// The first length that keeps the layout from splitting `storage` into equal pieces over
-    /// `cp` ranks, as a sentence; `None` when it splits.
-    ///
-    /// # Example
-    /// ```
-    /// use rules::checks::ShardLayout;
-    /// assert!(ShardLayout::Zigzag.indivisible(&[4, 8], 2).is_none());
-    /// assert!(ShardLayout::Zigzag.indivisible(&[6], 2).is_some());
-    /// assert!(ShardLayout::Contiguous.indivisible(&[3, 3], 2).is_none()); // T = 6
-    /// assert!(ShardLayout::ContiguousSlots.indivisible(&[3, 3], 2).is_some());
-    /// assert!(ShardLayout::ZigzagSequence.indivisible(&[3, 5], 2).is_none()); // T = 8
-    /// ```
-    pub fn indivisible(self, storage: &[u32], cp: usize) -> Option<String> {
-        if cp <= 1 {
-            return None;
-        }
-        let slot = |unit: usize, what: &str| {
-            storage.iter().position(|&p| !(p as usize).is_multiple_of(unit)).map(|i| {
-                format!(
-                    "segment {i}: slot of {} tokens is not divisible by {what} = {unit}",
-                    storage[i]
-                )
-            })
-        };
-        match self {
-            ShardLayout::Zigzag => slot(2 * cp, "2*cp"),
-            ShardLayout::ContiguousSlots => slot(cp, "cp"),
-            ShardLayout::Contiguous => {
-                let total: usize = storage.iter().map(|&p| p as usize).sum();
-                (!total.is_multiple_of(cp))
-                    .then(|| format!("the pack of {total} tokens is not divisible by cp = {cp}"))
-            }
-            ShardLayout::ZigzagSequence => {
-                let total: usize = storage.iter().map(|&p| p as usize).sum();
-                (!total.is_multiple_of(2 * cp)).then(|| {
-                    format!("the pack of {total} tokens is not divisible by 2*cp = {}", 2 * cp)
-                })
-            }
-        }
-    }
-
-    /// The global storage indices rank `rank` holds, in local order, computed the obvious way
-    /// ([`zigzag_positions`], [`contiguous_positions`], [`contiguous_slot_positions`]).
-    pub fn positions(self, storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
-        match self {
-            ShardLayout::Zigzag => zigzag_positions(storage, cp, rank),
-            ShardLayout::Contiguous => contiguous_positions(storage, cp, rank),
-            ShardLayout::ContiguousSlots => contiguous_slot_positions(storage, cp, rank),
-            ShardLayout::ZigzagSequence => {
-                zigzag_positions(&[storage.iter().sum::<u32>()], cp, rank)
-            }
-        }
-    }
-
-    /// What rank `rank` holds, in words: `chunks 1 and 2 of every slot`, `tokens 12..24 of
-    /// the pack`, `piece 1 of every slot`.
-    pub fn piece(self, storage: &[u32], cp: usize, rank: usize) -> String {
-        match self {
-            ShardLayout::Zigzag => format!("chunks {rank} and {} of every slot", 2 * cp - 1 - rank),
-            ShardLayout::Contiguous => {
-                let n = storage.iter().map(|&p| p as usize).sum::<usize>() / cp.max(1);
-                format!("tokens {}..{} of the pack", rank * n, (rank + 1) * n)
-            }
-            ShardLayout::ContiguousSlots => format!("piece {rank} of every slot"),
-            ShardLayout::ZigzagSequence => {
-                format!("chunks {rank} and {} of the whole pack", 2 * cp - 1 - rank)
-            }
-        }
-    }
-
-    /// The rank whose piece holds global storage token `g`, when the layout splits `storage`.
-    fn owner(self, storage: &[u32], cp: usize, g: usize) -> Option<usize> {
-        if self.indivisible(storage, cp).is_some() {
-            return None;
-        }
-        (0..cp).find(|&r| self.positions(storage, cp, r).contains(&g))
-    }
-}
-
-/// The contiguous assignment of the whole pack, computed the obvious way: the slots back to
-/// back are `T` tokens, and rank `r` holds `[r·⌊T/cp⌋, (r+1)·⌊T/cp⌋)` (every token when
-/// `cp = 1`; a pack that is not a multiple of `cp` has no equal split, and its tail is on no
-/// rank here).
-///
-/// # Example
-/// ```
-/// use rules::checks::contiguous_positions;
-/// // Slots of 6, 7, 7 and 4 tokens over cp = 2 (slime's --allgather-cp): 12 tokens each.
-/// assert_eq!(contiguous_positions(&[6, 7, 7, 4], 2, 1), (12..24).collect::<Vec<_>>());
-/// ```
-pub fn contiguous_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
-    let total: usize = storage.iter().map(|&p| p as usize).sum();
-    let n = total / cp.max(1);
-    (rank * n..(rank + 1) * n).collect()
-}
-
-/// The contiguous assignment of every slot, computed the obvious way: rank `r` holds piece `r`
-/// of `cp` equal pieces of every segment's slot, segment by segment.
-///
-/// # Example
-/// ```
-/// use rules::checks::contiguous_slot_positions;
-/// assert_eq!(contiguous_slot_positions(&[4, 2], 2, 1), vec![2, 3, 5]);
-/// ```
-pub fn contiguous_slot_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut start = 0usize;
-    for &p in storage {
-        let n = p as usize / cp.max(1);
-        out.extend(start + rank * n..start + (rank + 1) * n);
-        start += p as usize;
-    }
-    out
-}
-
-/// The zigzag assignment, computed the obvious way: rank `r` holds chunks `r` and
-/// `2·cp − 1 − r` of every segment's slot, segment by segment (the whole slot when `cp = 1`).
-pub fn zigzag_positions(storage: &[u32], cp: usize, rank: usize) -> Vec<usize> {
-    let mut out = Vec::new();
-    zigzag_ranges(storage.iter().map(|&p| p as usize), cp, rank, |r| out.extend(r));
-    out
-}
-
-/// [`zigzag_positions`] as the ranges of global positions rank `rank` holds, in order, handed
-/// to `each` one by one: the slot lengths `storage` are read as they come, nothing is collected.
-pub(crate) fn zigzag_ranges(
-    storage: impl IntoIterator<Item = usize>,
-    cp: usize,
-    rank: usize,
-    mut each: impl FnMut(std::ops::Range<usize>),
-) {
-    let mut start = 0usize;
-    for p in storage {
-        if cp == 1 {
-            each(start..start + p);
-        } else {
-            let h = p / (2 * cp);
-            for c in [rank, 2 * cp - 1 - rank] {
-                each(start + c * h..start + (c + 1) * h);
-            }
-        }
-        start += p;
-    }
 }
 
 /// The label global storage token `g` is trained on once the labels are rolled on the full
@@ -321,7 +113,7 @@ pub fn roll_labels(lens: &[u32], storage: &[u32], unshifted: &[i64]) -> Vec<i64>
 }
 
 /// Reassembles per-rank zigzag shards into the global storage order, the obvious way: rank
-/// `r`'s local slot `k` goes to global index [`zigzag_positions`]`(storage, cp, r)[k]`
+/// `r`'s local slot `k` goes to global index [`zigzag_positions`](crate::checks::zigzag_positions)`(storage, cp, r)[k]`
 /// ([`reassemble_shards`] with [`ShardLayout::Zigzag`]).
 ///
 /// # Errors
@@ -871,6 +663,99 @@ pub fn contiguous_group(global: &[i64], held: &[usize], key: &str) -> Outcome {
             );
             CP_SHARD.violated(e.at(at).note(note))
         }
+    }
+}
+
+/// CP-SHARD, `cp-shard`: with `cp` ranks, every slot splits into `2·cp` equal zigzag chunks, the
+/// slots cover every stored token, and every token lands on exactly one rank. The zigzag is
+/// computed here the obvious way ([`zigzag_positions`](crate::checks::zigzag_positions)), never
+/// by the sharder under test.
+pub fn cp_shard(view: &LayoutView<'_>, cp: usize) -> Outcome {
+    let k = view.keys();
+    if cp == 0 {
+        return CP_SHARD.violated(CP_SHARD.violation().expected("cp >= 1").got("cp = 0"));
+    }
+    let key = if view.cu_seqlens_padded.is_some() { &k.cu_seqlens_padded } else { &k.cu_seqlens };
+    // The slot lengths, read from the offsets as they are needed (no vector per segment).
+    let storage = || (0..view.segments()).map(|i| view.slot(i).len() as u32 as usize);
+    if cp > 1
+        && let Some((i, p)) = storage().enumerate().find(|&(_, p)| !p.is_multiple_of(2 * cp))
+    {
+        return CP_SHARD.violated(
+            CP_SHARD
+                .violation()
+                .with_cp(cp)
+                .at(Location::default().cp(cp).segment(i).token(view.slot(i).start).key(key))
+                .expected(format!("a slot length divisible by 2*cp = {}", 2 * cp))
+                .got(format!(
+                    "segment {i}: slot of {p} tokens is not divisible by 2*cp = {}",
+                    2 * cp
+                ))
+                .note("pad each sequence to a multiple of 2·cp before the split; a sharder that truncates drops tokens"),
+        );
+    }
+    let covered: usize = storage().sum();
+    if covered != view.num_tokens {
+        return CP_SHARD.violated(
+            CP_SHARD
+                .violation()
+                .at(Location::default().cp(cp).token(covered).key(key))
+                .expected(format!("slots covering all T = {} tokens", view.num_tokens))
+                .got(format!("tokens {covered}..{} lie past the last slot", view.num_tokens))
+                .note(
+                    "TransformerEngine's partitioner treats them as part of the last sequence and \
+                     hands the ranks overlapping tokens",
+                ),
+        );
+    }
+    // Two bits per token, not a counter: held at least once, held more than once. The count
+    // of the first token held other than once is taken again for the message.
+    let (mut once, mut more) = (Bits::new(view.num_tokens), Bits::new(view.num_tokens));
+    for rank in 0..cp {
+        zigzag_ranges(storage(), cp, rank, |r| {
+            for g in r {
+                if once.get(g) {
+                    more.set(g);
+                } else {
+                    once.set(g);
+                }
+            }
+        });
+    }
+    if let Some(t) = (0..view.num_tokens).find(|&t| !once.get(t) || more.get(t)) {
+        let mut ranks = 0usize;
+        for rank in 0..cp {
+            zigzag_ranges(storage(), cp, rank, |r| ranks += usize::from(r.contains(&t)));
+        }
+        return CP_SHARD.violated(
+            CP_SHARD
+                .violation()
+                .at(Location::default().cp(cp).token(t))
+                .expected("on exactly 1 rank")
+                .got(format!("token {t} is on {ranks} ranks")),
+        );
+    }
+    CP_SHARD.ok(format!(
+        "zigzag over cp = {cp}: {} × {} tokens, every token on exactly one rank",
+        plural(cp, "rank"),
+        view.num_tokens / cp
+    ))
+}
+
+/// One bit per token.
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: usize) -> Self {
+        Bits(vec![0; n.div_ceil(64)])
+    }
+
+    fn get(&self, i: usize) -> bool {
+        self.0[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    fn set(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
     }
 }
 

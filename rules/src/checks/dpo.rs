@@ -1,9 +1,32 @@
 //! DPO: the concatenated chosen + rejected row keeps every segment on its own example.
 
-use super::{
-    DPO_OFFSETS, DPO_SEGMENT_COUNT, DPO_SEGMENT_LENGTH, DPO_SEGMENT_ORDER, DPO_SEGMENT_TOKENS, Rule,
-};
+use crate::checks::ints::IntSlice;
+use crate::checks::layout::seq_idx;
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Outcome, Rule, first_violation, rule};
+use crate::checks::view::LayoutView;
 use crate::{Checked, Location};
+
+rule! {
+    /// DPO concatenated offsets. [`crate::checks::dpo_offsets`].
+    DPO_OFFSETS = "dpo-offsets", Dpo, "concatenated offsets shift the rejected ones by the padded chosen length, and no document holds the padding",
+        proof: Proof::Batch("examples/batches/bad/dpo_offset_real_length.safetensors");
+    /// DPO concatenated tensors. [`crate::checks::dpo_concat`].
+    DPO_CONCAT = "dpo-concat", Dpo, "concatenated tensors are chosen ++ rejected",
+        proof: Proof::Test("rules/src/checks/proofs.rs::dpo_concat_rejected_first");
+    /// One segment per DPO example. [`crate::checks::check_dpo`].
+    DPO_SEGMENT_COUNT = "dpo-segment-count", Dpo, "one segment per chosen and per rejected example",
+        proof: Proof::Test("rules/src/checks/proofs.rs::dpo_segment_count_rejected_offsets_dropped");
+    /// DPO offsets are ordered. [`crate::checks::check_dpo`].
+    DPO_SEGMENT_ORDER = "dpo-segment-order", Dpo, "offsets are non-decreasing",
+        proof: Proof::Test("rules/src/checks/proofs.rs::dpo_segment_order_rejected_not_shifted");
+    /// A DPO segment holds its own example. [`crate::checks::check_dpo`].
+    DPO_SEGMENT_TOKENS = "dpo-segment-tokens", Dpo, "every segment points at exactly its own example's tokens",
+        proof: Proof::Zoo("UnpaddedChosenOffset");
+    /// A DPO segment holds all of its example. [`crate::checks::check_dpo`].
+    DPO_SEGMENT_LENGTH = "dpo-segment-length", Dpo, "every segment covers its whole example",
+        proof: Proof::Test("rules/src/checks/proofs.rs::dpo_segment_length_label_lengths");
+}
 
 /// One expected segment of a concatenated DPO row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,15 +131,15 @@ pub fn check_dpo(view: &DpoView<'_>, expected: &[DpoSegment]) -> Checked {
     }
     // seq_idx: the shared LAYOUT rule (constant per segment, distinct between segments).
     if view.seq_idx.is_some() {
-        let layout = crate::checks::LayoutView {
+        let layout = LayoutView {
             num_tokens: view.tags.len(),
-            cu_seqlens: crate::checks::IntSlice::from(cu),
-            cu_seqlens_padded: view.cu_seqlens_padded.map(crate::checks::IntSlice::from),
-            seq_idx: view.seq_idx.map(crate::checks::IntSlice::from),
+            cu_seqlens: IntSlice::from(cu),
+            cu_seqlens_padded: view.cu_seqlens_padded.map(IntSlice::from),
+            seq_idx: view.seq_idx.map(IntSlice::from),
             ..Default::default()
         };
         let mock = vec![false; expected.len()];
-        crate::checks::first_violation(&[crate::checks::seq_idx(&layout, &mock)])?;
+        first_violation(&[seq_idx(&layout, &mock)])?;
     }
     Ok(())
 }
@@ -197,8 +220,7 @@ pub struct DpoConcat {
 /// let own = DpoConcat { concatenated: vec![0, 3, 4, 6, 8], ..d };
 /// assert_eq!(dpo_offsets(&own).status, rules::checks::Status::Ok);
 /// ```
-pub fn dpo_offsets(d: &DpoConcat) -> crate::checks::Outcome {
-    use crate::checks::DPO_OFFSETS;
+pub fn dpo_offsets(d: &DpoConcat) -> Outcome {
     let tc = d.chosen_tokens as i64;
     let real_len = *d.chosen.last().unwrap_or(&0);
     let shift = |by: i64, pad_segment: bool| -> Vec<i64> {
@@ -273,8 +295,7 @@ pub fn dpo_offsets(d: &DpoConcat) -> crate::checks::Outcome {
 
 /// DPO, `dpo-concat`: every stored concatenated tensor is `chosen ++ rejected`. `None` when the
 /// file stores none.
-pub fn dpo_concat(d: &DpoConcat) -> Option<crate::checks::Outcome> {
-    use crate::checks::DPO_CONCAT;
+pub fn dpo_concat(d: &DpoConcat) -> Option<Outcome> {
     if d.tensors.is_empty() {
         return None;
     }

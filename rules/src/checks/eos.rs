@@ -6,10 +6,19 @@
 //! document without its EOS never learns to stop and, to such a reader, merges with the next;
 //! an EOS inside a segment means two documents share one segment and attend to each other.
 
-use crate::checks::rules::{EOS_DELIMITED, Outcome};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Outcome, rule};
 use crate::checks::view::LayoutView;
 use crate::words::plural;
 use crate::{Location, Violation};
+
+rule! {
+    /// EOS-delimited documents end with it and hold none. [`crate::checks::eos_delimited`].
+    EOS_DELIMITED = "eos-delimited", Layout, "every document ends with the EOS token and no EOS sits inside one",
+        batch: |c| Some(eos_delimited(c.view, c.mock)),
+        layout: true,
+        proof: Proof::Zoo("EosTruncatedAway");
+}
 
 /// LAYOUT, `eos-delimited`: when the stack appends the EOS to every document
 /// ([`crate::contract::Contract::documents_end_with_eos`], with [`crate::contract::Contract::eos_token_id`]), every real

@@ -1,7 +1,23 @@
 //! FLOPS: the sequence-length statistics a FLOPs formula is fed.
 
-use super::{FLOPS_ADDITIVE, FLOPS_ATTENTION, FLOPS_REAL_TOKENS, FLOPS_TENSOR_TOKENS, Rule};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Rule, rule};
 use crate::{Checked, Location};
+
+rule! {
+    /// The attention term is Σ sᵢ². [`crate::checks::check_flops`].
+    FLOPS_ATTENTION = "flops-attention", Flops, "the attention term uses Σ sᵢ² of the real sequences of every row (mbs·S² without cu_seqlens)",
+        proof: Proof::Zoo("ConfigSeqLength");
+    /// The real-token count is Σ sᵢ. [`crate::checks::check_flops`].
+    FLOPS_REAL_TOKENS = "flops-real-tokens", Flops, "the real-token count is Σ sᵢ over every row (mbs·S without cu_seqlens)",
+        proof: Proof::Test("rules/src/checks/proofs.rs::flops_real_tokens_count_the_padding");
+    /// The tensor-token count is Σ mbs·S. [`crate::checks::check_flops`].
+    FLOPS_TENSOR_TOKENS = "flops-tensor-tokens", Flops, "the tensor-token count is Σ mbs·S",
+        proof: Proof::Test("rules/src/checks/proofs.rs::flops_tensor_tokens_of_one_cp_shard");
+    /// FLOPs accumulate additively. [`crate::checks::check_flops_additive`].
+    FLOPS_ADDITIVE = "flops-additive", Flops, "accumulation over micro-batches is additive",
+        proof: Proof::Test("rules/src/checks/proofs.rs::flops_additive_last_micro_batch_only");
+}
 
 /// The statistics Megatron's `num_floating_point_operations` consumes (Megatron-LM #4103).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -8,16 +8,82 @@ use std::collections::HashMap;
 
 use thd::{IGNORE_INDEX, LabelConvention};
 
-use crate::checks::IntSlice;
-use crate::checks::rules::{
-    CROSS_DOC_LABEL, DOCUMENTS, MASK, MAX_SEQLEN, MOCK_NONEMPTY, NUM_REAL_SEQS, OFFSETS, Outcome,
-    PADDED_SLOTS, POSITION_IDS, QK_OFFSETS, ROW_SLOTS, SEQ_IDX, STATIC_SHAPE, TOKEN_COUNTS,
-    first_violation,
-};
-use crate::checks::view::{CollatorPack, LayoutView};
+use crate::checks::ints::IntSlice;
+use crate::checks::proof::Proof;
+use crate::checks::rule::{BatchInput, Fuzz, Outcome, first_violation, rule};
+use crate::checks::view::{CollatorPack, LayoutView, mock_segments};
 use crate::contract::{BoundaryLabelsFact, EmptySegmentsFact, KeyOffsetsFact, PositionsFact};
 use crate::words::plural;
 use crate::{Checked, Location, Violation};
+
+rule! {
+    /// `cu_seqlens` (and the padded / key offsets) are offsets: from 0, non-decreasing, int32,
+    /// within `T`. [`crate::checks::check_offsets`].
+    OFFSETS = "offsets", Layout, "offsets start at 0, never decrease, fit int32 and end within the tokens",
+        proof: Proof::Test("rules/src/checks/proofs.rs::offsets_lengths_passed_as_offsets");
+    /// Every per-token tensor (side tensors and the 4-D mask's rows included) has `T` entries.
+    /// [`crate::checks::token_counts`].
+    TOKEN_COUNTS = "token-counts", Layout, "every per-token tensor has one entry per token",
+        proof: Proof::Zoo("LogprobsOneShort");
+    /// `pᵢ ≥ sᵢ` for every slot. [`crate::checks::padded_slots`].
+    PADDED_SLOTS = "padded-slots", Layout, "every storage slot holds its real tokens",
+        batch: |c| Some(padded_slots(c.view)),
+        layout: true,
+        proof: Proof::Test("rules/src/checks/proofs.rs::padded_slots_rounded_down");
+    /// Key offsets equal query offsets. [`crate::checks::qk_offsets`].
+    QK_OFFSETS = "qk-offsets", Layout, "key offsets equal query offsets (self-attention packing)",
+        batch: |c| Some(qk_offsets(c.view)),
+        proof: Proof::Test("rules/src/checks/proofs.rs::qk_offsets_keys_count_the_padding");
+    /// Automodel BSHD rows are filled by their slots. [`crate::checks::row_slots`].
+    ROW_SLOTS = "row-slots", Layout, "every row but the last is filled exactly by its slots",
+        batch: |c| Some(row_slots(c.view)),
+        proof: Proof::Batch("examples/batches/bad/te_automodel_row_not_filled.safetensors");
+    /// The declared maximum covers the widest slot. [`crate::checks::max_seqlen`].
+    MAX_SEQLEN = "max-seqlen", Layout, "the declared max_seqlen covers the widest slot the kernel is given",
+        batch: |c| Some(max_seqlen(c.view)),
+        proof: Proof::Batch("examples/batches/bad/te_max_seqlen_before_absorb.safetensors");
+    /// `num_real_seqs ≤ B`. [`crate::checks::num_real_seqs`].
+    NUM_REAL_SEQS = "num-real-seqs", Layout, "num_real_seqs <= number of segments",
+        batch: |c| Some(num_real_seqs(c.view)),
+        layout: true,
+        proof: Proof::Test("rules/src/checks/proofs.rs::num_real_seqs_counted_before_the_drops");
+    /// No zero-length mock segment. [`crate::checks::mock_nonempty`].
+    MOCK_NONEMPTY = "mock-nonempty", Layout, "every mock segment holds at least one token",
+        batch: |c| Some(mock_nonempty(c.view)),
+        layout: true,
+        proof: Proof::Zoo("DuplicateZeroLengthSegment");
+    /// Position ids restart at the base in every segment. [`crate::checks::position_ids`].
+    POSITION_IDS = "position-ids", Layout, "position ids restart at each segment start",
+        batch: |c| Some(position_ids(c.view)),
+        layout: true,
+        proof: Proof::Zoo("PositionsNotReset");
+    /// No prediction crosses a segment boundary. [`crate::checks::cross_doc_label`].
+    CROSS_DOC_LABEL = "cross-doc-label", Layout, "no label of a segment is a token of the next segment",
+        batch: cross_doc_label_in,
+        layout: true,
+        proof: Proof::Zoo("LabelLeak");
+    /// The mask agrees with the segments. [`crate::checks::mask`].
+    MASK = "mask", Layout, "the attention / padding mask agrees with the segments",
+        batch: |c| Some(mask(c.view, c.mock)),
+        proof: Proof::Batch("examples/batches/bad/te_padding_mask_from_token_ids.safetensors");
+    /// One distinct `seq_idx` per segment. [`crate::checks::seq_idx`].
+    SEQ_IDX = "seq-idx", Layout, "seq_idx is constant over a segment and distinct between segments",
+        batch: |c| Some(seq_idx(c.view, c.mock)),
+        proof: Proof::Zoo("SeqIdxFromLastToken");
+    /// A collator keeps its documents. [`crate::checks::check_documents`].
+    DOCUMENTS = "documents", Layout, "the real segments are exactly the examples, in order",
+        fuzz: Fuzz::Collator(Some(judge_documents)),
+        proof: Proof::Test("cli/tests/cli/fuzz_collator.rs::fuzz_collator_accepts_declared_rewrites_only");
+    /// A collator's batch is one `thdcheck check` reads. `thdcheck fuzz collator` / `logger`,
+    /// when the reader refuses the batch.
+    BATCH_READABLE = "batch-readable", Layout, "the batch a collator returns is one thdcheck check reads (known keys, integer tensors of consistent shapes)",
+        fuzz: Fuzz::Collator(None),
+        proof: Proof::Test("cli/tests/cli/fuzz_collator.rs::a_collator_with_a_misspelt_offsets_key_breaks_batch_readable");
+    /// A static-shape collator fills exactly its length. [`crate::checks::check_static_shape`].
+    STATIC_SHAPE = "static-shape", Layout, "with a static max_seq_length the pack holds exactly that many tokens",
+        fuzz: Fuzz::Collator(Some(judge_static_shape)),
+        proof: Proof::Test("rules/src/checks/proofs.rs::static_shape_padded_to_the_longest_only");
+}
 
 /// LAYOUT, `offsets`: one offsets vector is non-empty, starts at 0, is non-decreasing, fits
 /// int32 and ends within `tokens`. The command calls it on every offsets tensor it reads and
@@ -547,7 +613,7 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
     let n = view.segments();
     // Padding is not a document, even as a segment of its own (bionemo's mock, Megatron-Bridge's
     // pack tail, whose pad id may be the EOS that a segment's last label rightly targets).
-    let mock = crate::checks::mock_segments(view);
+    let mock = mock_segments(view);
     // Rows of a `[B, S]` batch are separate sequences for the loss: Hugging Face shifts the
     // labels within each row, so no prediction reads the label at a row's start.
     let width = view.row_width();
@@ -633,6 +699,18 @@ pub fn cross_doc_label(view: &LayoutView<'_>) -> Outcome {
         ));
     }
     o
+}
+
+/// `cross-doc-label` in [`check_batch`]: under a masked-LM objective every label is the target
+/// at its own position, so none can cross a boundary.
+pub(crate) fn cross_doc_label_in(c: &BatchInput<'_, '_>) -> Option<Outcome> {
+    Some(if c.opts.masked_lm {
+        CROSS_DOC_LABEL.skipped(
+            "masked LM: every label is the target at its own position, none crosses a boundary",
+        )
+    } else {
+        cross_doc_label(c.view)
+    })
 }
 
 /// LAYOUT, `mask`: the attention / padding mask marks exactly the real tokens of real segments.
@@ -828,7 +906,7 @@ pub fn check_documents(examples: &[&[i64]], view: &LayoutView<'_>) -> Checked {
     // Mock segments (after `num_real_seqs`, or all padding: a pad tail the stack gives the
     // kernels as segments of their own, TRL's or OLMo-core's) hold no example; `mock-marked`
     // judges whether the stack may leave them unmarked.
-    let mock = crate::checks::mock_segments(view);
+    let mock = mock_segments(view);
     let real: Vec<usize> = (0..view.segments()).filter(|&i| !mock[i]).collect();
     if real.len() != examples.len() {
         return Err(v()

@@ -2,62 +2,33 @@
 //! `thdcheck fuzz logger`): counts are exact, rates within the tolerance, and a disagreement
 //! that a parallel factor explains says so.
 
-use super::rules::{Fuzz, RULES, Rule};
+use crate::checks::input::LoggedKind;
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Fuzz, Rule, rule};
 use crate::violation::rel_diff;
 use crate::{Checked, Location};
 
-/// What kind of number a logged value is, which picks its rule (and invariant).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LoggedKind {
-    /// A token or sequence count (TOKENS-CP): exact.
-    Count,
-    /// FLOPs or an attention sum (FLOPS): exact when logged as an integer.
-    Flops,
-    /// A rate (TFLOP/s, MFU, tokens/s) or a ratio (MFU-PAD): within the tolerance.
-    Rate,
+rule! {
+    /// A logged count is the step's exact count. [`crate::checks::check_logged`].
+    LOGGED_TOKENS = "logged-tokens", TokensCp, "a logged token or sequence count is the step's exact global count",
+        fuzz: Fuzz::Logged(LoggedKind::Count),
+        proof: Proof::Adapter("logger_rank_local_counts");
+    /// Logged FLOPs are the step's. [`crate::checks::check_logged`].
+    LOGGED_FLOPS = "logged-flops", Flops, "logged FLOPs and attention sums are the step's exact values",
+        fuzz: Fuzz::Logged(LoggedKind::Flops),
+        proof: Proof::Adapter("logger_pack_length_squared");
+    /// A logged rate is the step's. [`crate::checks::check_logged`].
+    LOGGED_RATE = "logged-rate", MfuPad, "a logged rate (TFLOP/s, MFU, tokens/s) is the step's, within the tolerance",
+        fuzz: Fuzz::Logged(LoggedKind::Rate),
+        proof: Proof::Test("rules/src/checks/proofs.rs::logged_rate_over_padded_tokens");
 }
 
-impl LoggedKind {
-    /// The registry's rule for a logged value of this kind (`Fuzz::Logged(kind)`), if any.
-    ///
-    /// # Example
-    /// ```
-    /// use rules::checks::LoggedKind;
-    /// assert_eq!(LoggedKind::Flops.rule().map(|r| r.id), Some("logged-flops"));
-    /// ```
-    pub fn rule(self) -> Option<Rule> {
-        RULES.iter().copied().find(|r| matches!(r.fuzz, Some(Fuzz::Logged(k)) if k == self))
-    }
-
-    /// The kind of a key of the step record (`thdcheck metrics --json`, dotted), which picks
-    /// the rule that judges a logged value of it: attention sums, sequence-length sums and
-    /// FLOPs (not TFLOP/s) are FLOPS; token and sequence counts (not per second) are counts;
-    /// everything else (rates, MFU, fractions) is a rate.
-    ///
-    /// # Example
-    /// ```
-    /// use rules::checks::LoggedKind;
-    /// assert_eq!(LoggedKind::of_record_key("batch.flops.useful"), LoggedKind::Flops);
-    /// assert_eq!(LoggedKind::of_record_key("batch.tflops_per_gpu.useful"), LoggedKind::Rate);
-    /// assert_eq!(LoggedKind::of_record_key("batch.tokens.valid"), LoggedKind::Count);
-    /// assert_eq!(LoggedKind::of_record_key("batch.tokens_per_second"), LoggedKind::Rate);
-    /// ```
-    pub fn of_record_key(record_key: &str) -> LoggedKind {
-        if record_key.contains("flops.") && !record_key.contains("tflops")
-            || record_key.ends_with(".flops")
-            || record_key.contains("sum_squares")
-            || record_key.contains("seqlen")
-        {
-            LoggedKind::Flops
-        } else if record_key.contains("tokens.") && !record_key.contains("per_second")
-            || record_key.contains("sequences.")
-            || record_key.contains(".seqs")
-        {
-            LoggedKind::Count
-        } else {
-            LoggedKind::Rate
-        }
-    }
+/// The rule of a logged value of `kind`: the one of this file's rules that judges that kind
+/// (the registry's, [`LoggedKind::rule`]).
+fn rule_of(kind: LoggedKind) -> Option<Rule> {
+    [LOGGED_TOKENS, LOGGED_FLOPS, LOGGED_RATE]
+        .into_iter()
+        .find(|r| matches!(r.fuzz, Some(Fuzz::Logged(k)) if k == kind))
 }
 
 /// A logged or expected number: an exact integer or a float.
@@ -163,7 +134,7 @@ pub fn check_logged(
     if tol.agrees(logged, expected) {
         return Ok(());
     }
-    let Some(rule) = kind.rule() else { return Ok(()) };
+    let Some(rule) = rule_of(kind) else { return Ok(()) };
     let mut v = rule.violation().at(Location::default().key(key)).expected(expected).got(logged);
     let explained = factors.iter().filter(|(_, f)| *f > 1).find_map(|&(name, f)| {
         let scaled = |n: Number, by: u64| match n {
@@ -217,7 +188,7 @@ pub fn check_logged_text(key: &str, kind: LoggedKind, logged: &str, expected: &s
     if logged == expected {
         return Ok(());
     }
-    let Some(rule) = kind.rule() else { return Ok(()) };
+    let Some(rule) = rule_of(kind) else { return Ok(()) };
     Err(rule
         .violation()
         .at(Location::default().key(key))

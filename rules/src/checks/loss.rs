@@ -1,25 +1,27 @@
 //! LOSS: the packed cross-entropy against the oracle.
 
-use super::{LOSS_COUNT, LOSS_EMPTY, LOSS_FINITE, LOSS_MEAN, LOSS_NLL};
+use crate::checks::input::LossRecord;
+use crate::checks::proof::Proof;
+use crate::checks::rule::rule;
 use crate::violation::{close, rel_diff};
 use crate::{Checked, Location};
 
-/// A loss as a pipeline reports it: Σ NLL over valid labels, their count, and the mean.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct LossRecord {
-    /// Σ NLL over valid labels.
-    pub nll: f64,
-    /// Number of valid labels.
-    pub count: u64,
-    /// The reported loss (`nll / count`, 0 when `count == 0`).
-    pub mean: f64,
-}
-
-impl LossRecord {
-    /// A record from sums, with the mean taken the right way (0 when nothing is valid).
-    pub fn from_sums(nll: f64, count: u64) -> Self {
-        Self { nll, count, mean: if count == 0 { 0.0 } else { nll / count as f64 } }
-    }
+rule! {
+    /// The loss is never NaN. [`crate::checks::check_loss`].
+    LOSS_FINITE = "loss-finite", Loss, "the loss is finite; an all-ignored batch gives 0, never NaN",
+        proof: Proof::Zoo("NanWhenAllIgnored");
+    /// The loss counts the valid labels. [`crate::checks::check_loss`].
+    LOSS_COUNT = "loss-count", Loss, "the loss counts exactly the valid label positions within each sequence",
+        proof: Proof::Test("rules/src/checks/proofs.rs::loss_count_boundary_label_counted");
+    /// Σ NLL is the oracle's. [`crate::checks::check_loss`].
+    LOSS_NLL = "loss-nll", Loss, "Σ NLL equals the oracle's (labels shifted within each sequence)",
+        proof: Proof::Zoo("LabelsNotShifted");
+    /// An all-ignored batch gives 0. [`crate::checks::check_loss`].
+    LOSS_EMPTY = "loss-empty", Loss, "an all-ignored batch gives loss 0",
+        proof: Proof::Test("rules/src/checks/proofs.rs::loss_empty_placeholder_loss");
+    /// The loss is the mean over valid labels. [`crate::checks::check_loss`].
+    LOSS_MEAN = "loss-mean", Loss, "the loss is Σ NLL / count",
+        proof: Proof::Test("rules/src/checks/proofs.rs::loss_mean_of_sequence_means");
 }
 
 /// LOSS: the reported loss equals the oracle's mean cross-entropy over all valid label

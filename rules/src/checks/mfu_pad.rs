@@ -1,10 +1,29 @@
 //! MFU-PAD: useful FLOPs and MFU do not move when padding is added.
 
-use super::{
-    MFU_HARDWARE, MFU_HARDWARE_FLOPS, MFU_PHYSICAL, MFU_REAL_TOKENS, MFU_USEFUL, MFU_USEFUL_FLOPS,
-    Rule,
-};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Rule, rule};
 use crate::{Checked, Location};
+
+rule! {
+    /// Hardware FLOPs bound useful FLOPs. [`crate::checks::check_mfu_pad`].
+    MFU_HARDWARE_FLOPS = "mfu-hardware-flops", MfuPad, "hardware FLOPs >= useful FLOPs",
+        proof: Proof::Zoo("FullSquareCausal");
+    /// Hardware MFU bounds useful MFU. [`crate::checks::check_mfu_pad`].
+    MFU_HARDWARE = "mfu-hardware", MfuPad, "hardware MFU >= useful MFU",
+        proof: Proof::Test("rules/src/checks/proofs.rs::mfu_hardware_mfus_swapped");
+    /// Useful MFU is physical. [`crate::checks::check_mfu_pad`].
+    MFU_PHYSICAL = "mfu-physical", MfuPad, "useful MFU <= 100 % for a physically possible step time",
+        proof: Proof::Test("rules/src/checks/proofs.rs::mfu_physical_one_gpus_peak");
+    /// Padding adds no useful FLOPs. [`crate::checks::check_mfu_pad`].
+    MFU_USEFUL_FLOPS = "mfu-useful-flops", MfuPad, "useful FLOPs are bit-identical with and without padding",
+        proof: Proof::Zoo("MockCountedAsUseful");
+    /// Padding leaves useful MFU bit-identical. [`crate::checks::check_mfu_pad`].
+    MFU_USEFUL = "mfu-useful", MfuPad, "useful MFU is bit-identical with and without padding",
+        proof: Proof::Test("rules/src/checks/proofs.rs::mfu_useful_scaled_by_stored_tokens");
+    /// Padding adds no real tokens. [`crate::checks::check_mfu_pad`].
+    MFU_REAL_TOKENS = "mfu-real-tokens", MfuPad, "real tokens are unchanged by padding",
+        proof: Proof::Test("rules/src/checks/proofs.rs::mfu_real_tokens_count_the_padding");
+}
 
 /// What a throughput logger reports for one step.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

@@ -2,156 +2,50 @@
 
 use std::collections::BTreeMap;
 
-use thd::pack::{Dropped, Example, Pack};
+use thd::pack::{Example, Pack};
 
-use crate::checks::{
-    PACKER_CAPACITY, PACKER_CONSERVATION, PACKER_DEALING, PACKER_DETERMINISTIC, PACKER_DROPS,
-    PACKER_FIRST_FIT, PACKER_MIN_PACKS, PACKER_QUALITY,
-};
+use crate::checks::input::{DeclaredDrops, EmittedPack, PackerInput, PackerPoint, PackerRun};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Fuzz, rule};
 use crate::{Checked, Invariant, Location, Violation};
 
-/// One packer run as plain data: what went in, what came out, and when.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PackerRun {
-    /// Every example pushed, in order, over all epochs.
-    pub pushed: Vec<Example>,
-    /// Every pack emitted, in order, with the epoch that emitted it (`epochs` for the final
-    /// `finish`) and the call that emitted it (a running index over `push`, `end_epoch` and
-    /// `finish` calls).
-    pub packs: Vec<EmittedPack>,
-    /// Everything the packer reported as dropped.
-    pub dropped: Vec<Dropped>,
-    /// `pending()` after `finish`.
-    pub pending_after_finish: usize,
-    /// Examples the packer declares it placed alone in a pack beyond the capacity, on purpose
-    /// (open-instruct's GRPO `pack_sequences`, Megatron-Bridge's first fit without the upstream
-    /// filter; the packer protocol's `oversize`). Allowed only for an example longer than the
-    /// capacity, alone in its pack.
-    pub oversize: Vec<u64>,
-    /// Packs that repeat earlier examples on purpose, marked as such by the packer (a padding
-    /// batch, so that every rank gets the same number of batches: open-instruct's loader with
-    /// `drop_last=False`): checked for capacity, excluded from conservation; they may only
-    /// hold examples that were pushed.
-    pub padding: Vec<EmittedPack>,
-    /// At most this many items per pack, when the packer has such a limit (open-instruct's
-    /// loader: its per-rank batch size).
-    pub max_items: Option<usize>,
-    /// The packer counts every example at `⌈len / m⌉·m` tokens (bionemo's
-    /// `pad_sequences_to_be_divisible_by`): the items' `padded` say what they take, and an
-    /// example fits the capacity only if its padded length does.
-    pub pad_to_multiple_of: Option<u32>,
-    /// The stack may lose each epoch's last, incomplete pack without reporting it (PyTorch's
-    /// `drop_last`; `--drops drop-last`): at the end, the examples never emitted nor reported
-    /// of one epoch are accepted when they fit together in one pack (padded, on every branch,
-    /// and at most `max_items` of them).
-    pub drop_last: bool,
-    /// The stack may lose, unreported, the trailing packs beyond the last multiple of this DP
-    /// size (open-instruct's `HFDataLoader(drop_last=True)`; `--drops dp-remainder` with
-    /// `--dp-size`): the examples an epoch loses are accepted when they fill fewer packs than
-    /// there are ranks (`⌈Σ padded / C⌉ < R` on every branch), as reported drops are.
-    pub dp_remainder_lost: Option<u64>,
-    /// The epoch each example of `pushed` was pushed in (parallel to it; none: epoch 0).
-    pub pushed_epochs: Vec<usize>,
+rule! {
+    /// Dealt packs balance over the data-parallel ranks. [`crate::checks::check_dealing`].
+    /// Judged first: a rank short of packs explains whatever else is off.
+    PACKER_DEALING = "packer-dealing", Packer, "every data-parallel rank gets the same number of packs",
+        fuzz: Fuzz::Packer(Some(judge_dealing)),
+        proof: Proof::Adapter("padding_batch_packer");
+    /// Packers conserve their input. [`crate::checks::check_conservation`] (with
+    /// `packer-capacity`), [`crate::checks::check_emitted_so_far`] after each call of a
+    /// session, [`crate::checks::check_refusal`] on a refusal.
+    PACKER_CONSERVATION = "packer-conservation", Packer, "every example is emitted or reported dropped, exactly once",
+        fuzz: Fuzz::Packer(Some(judge_conservation)),
+        proof: Proof::Zoo("DropsOverflow");
+    /// Packs fit. Reported by `packer-conservation`'s functions, which account for every pack.
+    PACKER_CAPACITY = "packer-capacity", Packer, "every pack is non-empty and respects the capacity (and the packer's maximum sequences per pack)",
+        fuzz: Fuzz::Packer(None),
+        proof: Proof::Zoo("KeepsOverLongExample");
+    /// A packer drops only what its stack declares it may. [`crate::checks::check_drops`].
+    PACKER_DROPS = "packer-drops", Packer, "an example is dropped only as declared: longer than the capacity (over-length), or in the trailing packs cut to a multiple of the DP size (dp-remainder)",
+        fuzz: Fuzz::Packer(Some(judge_drops)),
+        proof: Proof::Test("cli/tests/fuzz_minimal.rs::drops_are_accepted_only_as_declared");
+    /// A partitioner asked for k packs gives them. [`crate::checks::check_min_packs`].
+    PACKER_MIN_PACKS = "packer-min-packs", Packer, "asked for at least k packs (k partitions, a minimum number of batches), the answer holds min(k, examples emitted) packs or more",
+        fuzz: Fuzz::Packer(Some(judge_min_packs)),
+        proof: Proof::Adapter("balanced_packer");
+    /// First-fit-like packers leave no two packs that fit together. [`crate::checks::check_pairwise_full`].
+    PACKER_FIRST_FIT = "packer-first-fit", Packer, "any two packs together exceed the capacity",
+        fuzz: Fuzz::Packer(Some(judge_first_fit)),
+        proof: Proof::Zoo("StarvedBestFit");
+    /// A packing strategy stays within its proven bound of the optimum (the property tests of
+    /// `thd`'s packers, on calls of at most 12 single sequences). [`crate::checks::check_quality`].
+    PACKER_QUALITY = "packer-quality", Packer, "bins within the strategy's bound of the optimum (FF/BF <= floor(1.7·OPT), FFD <= 11/9·OPT + 6/9)",
+        proof: Proof::Test("rules/src/checks/proofs.rs::packer_quality_strict_fit_test");
+    /// Same input, same packs. [`crate::checks::check_deterministic`].
+    PACKER_DETERMINISTIC = "packer-deterministic", Packer, "same input and options give the same packs",
+        fuzz: Fuzz::Packer(Some(judge_deterministic)),
+        proof: Proof::Zoo("UnseededShuffle");
 }
-
-impl PackerRun {
-    /// The tokens `len` real tokens take in a pack: `⌈len / m⌉·m` with `pad_to_multiple_of`.
-    ///
-    /// # Example
-    /// ```
-    /// use rules::checks::PackerRun;
-    /// let run = PackerRun { pad_to_multiple_of: Some(4), ..Default::default() };
-    /// assert_eq!((run.padded(5), run.padded(8), PackerRun::default().padded(5)), (8, 8, 5));
-    /// ```
-    pub fn padded(&self, len: u64) -> u64 {
-        match self.pad_to_multiple_of {
-            Some(m) if m > 1 => len.div_ceil(u64::from(m)) * u64::from(m),
-            _ => len,
-        }
-    }
-
-    /// The longest branch of example `e`, padded: what must fit the capacity.
-    fn padded_longest(&self, e: &Example) -> u64 {
-        e.lens.branches().into_iter().map(|l| self.padded(l)).max().unwrap_or(0)
-    }
-}
-
-/// A pack and when it was emitted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EmittedPack {
-    /// Epoch index (`epochs` for the final `finish`).
-    pub epoch: usize,
-    /// Index of the `push` / `end_epoch` / `finish` call that returned it.
-    pub call: usize,
-    /// The pack.
-    pub pack: Pack,
-}
-
-/// Where in a `thdcheck fuzz packer` run a PACKER rule is judged ([`PackerInput::point`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PackerPoint {
-    /// The answer to a one-shot request: everything pushed at once.
-    Once,
-    /// After each call of a session: the packs so far.
-    Call,
-    /// A session call that closes an epoch (`end_epoch`, `finish`).
-    EpochEnd,
-    /// A session's `finish`: everything pushed is accounted for.
-    Finish,
-    /// The packer refused the request (a one-shot request, or a session's push).
-    Refused,
-    /// The same requests answered a second time.
-    Replay,
-}
-
-/// What a PACKER rule sees at one point of a fuzz run; [`crate::checks::judge_packer`] runs
-/// the registry's packer rules on it.
-#[derive(Debug, Clone, Copy)]
-pub struct PackerInput<'a> {
-    /// Where in the run.
-    pub point: PackerPoint,
-    /// Everything pushed and emitted so far (at [`PackerPoint::Refused`], what the refused call
-    /// pushed).
-    pub run: &'a PackerRun,
-    /// The capacity.
-    pub capacity: u32,
-    /// The packs of this answer (a one-shot answer's, a session call's).
-    pub packs: &'a [Pack],
-    /// Packs dealt to each data-parallel rank so far.
-    pub ranks: &'a [u64],
-    /// The request's data-parallel size.
-    pub dp_size: Option<u64>,
-    /// The request's minimum number of packs.
-    pub min_packs: Option<u64>,
-    /// The drops the stack declares.
-    pub declared: DeclaredDrops,
-    /// The packer is held to first fit (`--first-fit`).
-    pub first_fit: bool,
-    /// The two runs' packs, at [`PackerPoint::Replay`].
-    pub replay: Option<(&'a [EmittedPack], &'a [EmittedPack])>,
-}
-
-impl<'a> PackerInput<'a> {
-    /// The input at `point`, with nothing dealt, no packs, no replay and the default
-    /// declarations.
-    pub fn new(point: PackerPoint, run: &'a PackerRun, capacity: u32) -> Self {
-        Self {
-            point,
-            run,
-            capacity,
-            packs: &[],
-            ranks: &[],
-            dp_size: None,
-            min_packs: None,
-            declared: DeclaredDrops::default(),
-            first_fit: false,
-            replay: None,
-        }
-    }
-}
-
-/// How a PACKER rule judges one point of a run: `None` where it does not apply.
-pub type PackerJudge = for<'a> fn(&PackerInput<'a>) -> Option<Checked>;
 
 /// `packer-dealing`: with a DP size, at a one-shot answer and at the end of every epoch.
 pub(crate) fn judge_dealing(i: &PackerInput<'_>) -> Option<Checked> {
@@ -515,25 +409,6 @@ pub fn check_refusal(run: &PackerRun, capacity: u32, declared: DeclaredDrops) ->
             run.pushed.len()
         ))
         .got(format!("a refusal (the longest example takes {longest} tokens)")))
-}
-
-/// The drops a packer's stack declares (`thdcheck fuzz packer --drops`, a profile's `[fuzz]
-/// drops`): anything else reported as dropped is a [`check_drops`] violation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeclaredDrops {
-    /// An example longer than the capacity (padded, on some branch) may be dropped: every stack
-    /// may, so this is the default.
-    pub over_length: bool,
-    /// With packs dealt to this many data-parallel ranks, the trailing packs beyond the last
-    /// multiple of it may be dropped (open-instruct's loader with `drop_last`): those examples
-    /// fit in fewer packs than there are ranks.
-    pub dp_remainder: Option<u64>,
-}
-
-impl Default for DeclaredDrops {
-    fn default() -> Self {
-        Self { over_length: true, dp_remainder: None }
-    }
 }
 
 /// PACKER, drops: an example reported dropped is one the declaration names. Over-length: its

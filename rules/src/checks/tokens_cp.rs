@@ -1,41 +1,20 @@
 //! TOKENS-CP: what a logger reports does not depend on the CP size.
 
-use super::TOKENS_CP;
+use crate::checks::input::{CpLossInput, TokenCounts, TokenRecord};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Fuzz, rule};
 use crate::violation::{close, rel_diff};
 use crate::{Checked, Location};
 
-/// What an SFT logger reports for one global batch (AReaL's `sft/*`).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct TokenRecord {
-    /// Real tokens.
-    pub n_tokens: u64,
-    /// Valid labels.
-    pub n_valid_tokens: u64,
-    /// Real tokens without a valid label.
-    pub prompt_tokens: u64,
-    /// Real sequences with at least one valid label.
-    pub n_seqs: u64,
-    /// Mean NLL over valid labels.
-    pub loss: f64,
-    /// Mean per-sequence perplexity, if any sequence has a valid label.
-    pub ppl_avg: Option<f64>,
+rule! {
+    /// Counts and the loss do not move with the CP size. [`crate::checks::check_tokens_cp`].
+    TOKENS_CP = "tokens-cp", TokensCp, "token counts and the reported loss are the same for every cp size",
+        fuzz: Fuzz::CpLoss(Some(judge_tokens_cp)),
+        proof: Proof::Zoo("RankZeroStats");
 }
 
 /// A count of a [`TokenRecord`].
 type Field = fn(&TokenRecord) -> u64;
-
-/// The counts a logger must report, from the global layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TokenCounts {
-    /// Real tokens.
-    pub n_tokens: u64,
-    /// Valid labels.
-    pub n_valid_tokens: u64,
-    /// `n_tokens − n_valid_tokens`.
-    pub prompt_tokens: u64,
-    /// Real sequences with at least one valid label.
-    pub n_seqs: u64,
-}
 
 /// TOKENS-CP: for every CP size the counts are exactly the global ones, and every ratio metric
 /// equals the one reported at the first CP size (and the reference loss) to `rtol`.
@@ -118,8 +97,8 @@ fn ppl(p: Option<f64>) -> String {
 }
 
 /// `tokens-cp` in `thdcheck fuzz loss`: the counts every CP size reported.
-pub(crate) fn judge_tokens_cp(input: &super::CpLossInput<'_>) -> Option<Checked> {
-    let super::CpLossInput::AcrossCp { expected, loss, by_cp, rtol } = *input else {
+pub(crate) fn judge_tokens_cp(input: &CpLossInput<'_>) -> Option<Checked> {
+    let CpLossInput::AcrossCp { expected, loss, by_cp, rtol } = *input else {
         return None;
     };
     Some(check_tokens_cp(expected, loss, by_cp, rtol))

@@ -1,14 +1,15 @@
 //! What a rule of one pack is given: the [`LayoutView`] of a batch (plain slices, as a
-//! collator emits them, with the names its file gives them), the run's [`BatchOptions`], and
-//! what a collator rule sees ([`CollatorPack`]). Plain data, no rule: the rules of LAYOUT
-//! (`layout.rs`), of one pack (`batch.rs`) and the registry all read it.
+//! collator emits them, with the names its file gives them), which of its segments are mock
+//! ([`mock_segments`]), the run's [`BatchOptions`], and what a collator rule sees
+//! ([`CollatorPack`]). Plain data, no rule: the rules of LAYOUT (`layout.rs`), of one pack
+//! (`batch.rs`, `block_mask.rs`, `eos.rs`, `cp_shard.rs`) and the registry all read it.
 
 use std::ops::Range;
 
-use thd::LabelConvention;
+use thd::{IGNORE_INDEX, LabelConvention};
 
 use crate::Checked;
-use crate::checks::IntSlice;
+use crate::checks::ints::IntSlice;
 use crate::contract::Contract;
 
 /// What the user states that the batch cannot.
@@ -308,3 +309,34 @@ pub struct CollatorPack<'a> {
 
 /// How a collator rule judges one pack: `None` where it does not apply.
 pub type CollatorJudge = for<'a> fn(&CollatorPack<'a>) -> Option<Checked>;
+
+/// Which segments are mock: past `num_real_seqs` when stated (and in range), else the non-empty
+/// segments whose real tokens are all masked out and carry no label.
+pub fn mock_segments(view: &LayoutView<'_>) -> Vec<bool> {
+    let n = view.segments();
+    match view.num_real_seqs {
+        Some(k) if k <= n => (0..n).map(|i| i >= k).collect(),
+        Some(_) => vec![false; n],
+        None => (0..n).map(|i| all_padding(view, i)).collect(),
+    }
+}
+
+/// A non-empty segment whose real tokens are all masked out (or, without a mask, all the pad
+/// id) and carry no label.
+pub(crate) fn all_padding(view: &LayoutView<'_>, i: usize) -> bool {
+    let r = view.real(i);
+    let padding = match (view.mask, view.facts.pad_token_id, view.input_ids) {
+        (Some(mask), _, _) => mask[r.clone()].iter().all(|&m| !m),
+        (None, Some(pad), Some(ids)) => ids.slice(r.clone()).iter().all(|x| x == pad),
+        _ => return false,
+    };
+    // Where the stack puts its padding as a segment of its own (a profile's `padding_segments`),
+    // a row's final segment of pad ids is that padding whatever its labels: trained labels on it
+    // are `pad-labels`' violation, not a document of pad tokens.
+    let by_design = view.facts.padding_segment_by_design()
+        && view.mask.is_none()
+        && (r.end == view.num_tokens || view.row_width().is_some_and(|w| r.end.is_multiple_of(w)));
+    !r.is_empty()
+        && padding
+        && (by_design || view.labels.is_none_or(|l| l.slice(r).iter().all(|x| x == IGNORE_INDEX)))
+}

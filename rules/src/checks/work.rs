@@ -1,7 +1,20 @@
 //! WORK: useful attention work against hardware work.
 
-use super::{Rule, WORK_BOUND, WORK_EXACT, WORK_USEFUL};
+use crate::checks::proof::Proof;
+use crate::checks::rule::{Rule, rule};
 use crate::{Checked, Location};
+
+rule! {
+    /// Useful work is Σ over the real segments. [`crate::checks::check_work`].
+    WORK_USEFUL = "work-useful", Work, "useful work is Σ over real segments at real lengths",
+        proof: Proof::Zoo("PackLengthSquared");
+    /// Hardware work bounds useful work. [`crate::checks::check_work`].
+    WORK_BOUND = "work-bound", Work, "hardware work >= useful work",
+        proof: Proof::Test("rules/src/checks/proofs.rs::work_bound_causal_half_square");
+    /// Equality exactly without padding. [`crate::checks::check_work`].
+    WORK_EXACT = "work-exact", Work, "hardware = useful exactly when nothing is padded",
+        proof: Proof::Test("rules/src/checks/proofs.rs::work_exact_hardware_at_real_lengths");
+}
 
 /// Attention work of a set of sequences: `Σ sᵢ`, `Σ sᵢ²` and `Σ sᵢ(sᵢ+1)/2`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
