@@ -1,6 +1,6 @@
 """AReaL's real SFT training step under context parallelism as a `thdcheck fuzz loss` adapter.
 
-    thdcheck fuzz loss --rtol 1e-5 -- \
+    thdcheck fuzz loss --profile areal -- \
         python adapters/python/real/areal_cp_loss.py COMMIT [report=logged|objective]
 
 imports inclusionAI/AReaL at COMMIT from a mirror (`corpus/real/common.py` reads every file with
@@ -57,7 +57,10 @@ the order is immaterial to them; per-sequence stats (ppl, n_seqs) are not answer
 `_prepare_mb_list` is replaced by its one-micro-batch path with tp = 1 (the real
 `amend_position_ids`, `pack_tensor_dict`, `pad_mb_list(seq_align_to=2·cp)`, which adds AReaL's
 256-token dummy tail); the model returns the request's logits (f64; AReaL casts them to float32
-itself in `gather_logprobs_entropy`, so use `--rtol 1e-5`) and zeros on the dummy tail.
+itself in `gather_logprobs_entropy`) and zeros on the dummy tail. Every answer declares
+`"dtype": "float32"` (the protocol's way to say what the loss was computed in), so thdcheck
+judges it to the float32 tolerance, 1e-5, with no `--rtol`: the logged stats are float32 sums,
+not the f64 logits, and an undeclared answer is judged as float64 (1e-9).
 
 Stubbed (imports the step never uses, or what a real cluster provides), nothing else:
 - `megatron.core.parallel_state`: sizes and groups of the emulated ranks (tp = pp = dp = 1);
@@ -592,7 +595,8 @@ def main():
         step = _Step(areal, ranks, cp_size)
         results = step.run()
         logged = results[0][1]  # what global rank 0 commits
-        out = {}
+        # AReaL's log-probs, the loss and its stats are float32 (gather_logprobs_entropy casts).
+        out = {"dtype": "float32"}
         if report == "logged":
             out["loss"] = logged.get("sft/loss/avg", float("nan"))
         else:
