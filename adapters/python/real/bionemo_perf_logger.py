@@ -40,9 +40,10 @@ Per request, one optimizer step with `logger.frequency = 1` and `log_mfu = true`
   MeanMetric → the mean over ranks (DP replicas are alike, so the mean over the CP ranks),
   SumMetric → the sum over the CP ranks × dp_size (no answered key is of another type).
 - esm2 has no gradient accumulation (`train_*.py` call `log_step` once per batch): a request with
-  more than one micro-batch is refused. esm2 counts `input_ids != 1` (ESM-2's pad id) and the
-  requests pad with id 0 (and use 1 as a real token): token ids 0 and 1 are swapped in input_ids
-  and labels, so that the request's pad tokens are ESM-2's.
+  more than one micro-batch is refused. esm2 counts `input_ids != 1` (ESM-2's pad id); a request
+  that pads with id 0 (thdcheck's default, where 1 is a real token) has ids 0 and 1 swapped in
+  input_ids and labels, so that its pad tokens are ESM-2's; one under `--profile bionemo_esm2`
+  already pads with 1 and is taken as it is.
 
 Answers the logged keys under the record names of `reader/profiles/bionemo.toml` (`[loggers.bionemo]`, docs/loggers.md
 §1): `train/total_unpadded_tokens_per_batch` → `tokens.real`, `train/tokens_per_second_per_gpu` →
@@ -185,6 +186,20 @@ def load(commit, recipe):
     return pl, coll, wandb
 
 
+def _pads_with_zero(mb, real):
+    """Whether the request pads with id 0 (thdcheck's default) rather than ESM-2's own pad id 1
+    (`--profile bionemo_esm2`, whose pad_token_id is 1): read from a padding token (a mock
+    sequence's, or a CP slot's past its real length), else from whether id 1 is a real token."""
+    ids = mb["input_ids"][0]
+    pad_at = list(range(real, len(ids)))
+    q, qp = mb["cu_seq_lens_q"], mb.get("cu_seq_lens_q_padded")
+    if qp is not None:
+        pad_at += [t for i in range(len(q) - 1) for t in range(qp[i] + q[i + 1] - q[i], qp[i + 1])]
+    if pad_at:
+        return ids[pad_at[0]] == 0
+    return ESM2_PAD in ids
+
+
 def _tensors(mb, recipe):
     """The request's batch dict as the recipe's THD collator returns it (see the module docstring)."""
     out = {}
@@ -196,10 +211,11 @@ def _tensors(mb, recipe):
     real = cu[mb["num_real_seqs"]] if "num_real_seqs" in mb else cu[-1]
     mock = len(mb["input_ids"][0]) - real if "num_real_seqs" in mb else 0
     out["attention_mask"] = torch.tensor([[1] * real + [0] * mock], dtype=torch.int64)
+    swap = recipe == "esm2" and _pads_with_zero(mb, real)
     for k, v in mb.items():
         if k in ("input_ids", "labels"):
             t = torch.tensor(v, dtype=torch.int64)
-            if recipe == "esm2":  # the request's pad id 0 is ESM-2's pad id 1, and vice versa
+            if swap:  # the request's pad id 0 is ESM-2's pad id 1, and vice versa
                 t = torch.where(t == 0, ESM2_PAD, torch.where(t == ESM2_PAD, 0, t))
             out[k] = t
         elif k.startswith("cu_seq_lens"):
